@@ -1,0 +1,372 @@
+"""Grouped PPO: G independent policies, one per (candidate, seed), trained in one jitted iteration.
+
+Layout: every per-environment array is `[G, E, ...]` (G groups × E envs per candidate). Physics runs
+over all G·E environments at once; shaping functions run per code class (see `GroupPlan.dispatch`);
+networks, normalizers, GAE, losses and optimizer steps are the single-policy functions of
+`envcoder.rl.ppo` vmapped over the group axis. Nothing mixes across groups, so a group's result depends
+only on its candidate, its seed and the config.
+
+Usage:
+    trainer = GroupedTrainer(task, candidates, specs, config, envs_per_candidate=256, seeds=(0,))
+    state = trainer.init()
+    for _ in range(config.max_epochs):
+        state, metrics = trainer.iteration(state)      # one jitted call
+    fitness = trainer.evaluate(state)                  # deterministic episodes, task fitness per group
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from envcoder.rl.config import PPOConfig
+from envcoder.rl.networks import apply_actor_critic, init_actor_critic, pad_actor_critic
+from envcoder.rl.normalizer import RunningMeanStd
+from envcoder.rl.ppo import Minibatch, adaptive_learning_rate, compute_gae, gaussian_log_prob, ppo_loss
+from envcoder.shaping.candidate import Candidate
+from envcoder.shaping.grouping import GroupPlan, group_key
+from envcoder.shaping.validate import CandidateSpec, split_reward
+from envcoder.sim import Simulator
+from envcoder.tasks.base import Task
+
+
+class EnvState(NamedTuple):
+    """Per-environment simulation state, `[G, E, ...]`."""
+
+    data: object  # mjx.Data
+    commands: jnp.ndarray  # [G, E, C]
+    actions: jnp.ndarray  # [G, E, A_max] last clipped action
+    torques: jnp.ndarray  # [G, E, nu]
+    progress: jnp.ndarray  # [G, E] int32
+    episode_return: jnp.ndarray  # [G, E] shaped return so far (unscaled)
+    episode_fitness: jnp.ndarray  # [G, E] sum of the task's per-step fitness so far
+
+
+class TrainState(NamedTuple):
+    params: dict  # stacked over G
+    opt_state: object  # stacked over G
+    learning_rate: jnp.ndarray  # [G]
+    obs_rms: RunningMeanStd  # [G, D_max]
+    value_rms: RunningMeanStd  # [G]
+    env: EnvState
+    key: jnp.ndarray  # [G, 2]
+    iteration: jnp.ndarray  # [] int32
+
+
+class Transition(NamedTuple):
+    obs: jnp.ndarray
+    actions: jnp.ndarray
+    log_probs: jnp.ndarray
+    mu: jnp.ndarray
+    values: jnp.ndarray  # normalized units
+    rewards: jnp.ndarray  # training reward (scaled, time-outs bootstrapped)
+    dones: jnp.ndarray
+    step_reward: jnp.ndarray  # candidate's reward, unscaled
+    components: dict
+    completed: jnp.ndarray  # 1.0 where an episode ended
+    completed_return: jnp.ndarray
+    completed_fitness: jnp.ndarray
+    completed_length: jnp.ndarray
+
+
+def _where(mask, a, b):
+    """`where` over a pytree, with `mask [G, E]` broadcast over trailing axes."""
+    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y), a, b)
+
+
+class GroupedTrainer:
+    """Trains one PPO policy per group; see the module docstring."""
+
+    def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
+                 config: PPOConfig, envs_per_candidate: int, seeds: Sequence[int] = (0,),
+                 simulator: Simulator | None = None):
+        self.task, self.config, self.num_envs = task, config, envs_per_candidate
+        self.sim = simulator or Simulator(task.model_file, task.substeps)
+        self.plan = GroupPlan(task, candidates, seeds)
+        self.groups = self.plan.groups
+        self.specs = [specs[g.candidate.name] for g in self.groups]
+        self.obs_dims = np.array([s.obs_dim for s in self.specs])
+        self.action_dims = np.array([s.action_dim for s in self.specs])
+        self.obs_dim_max, self.action_dim_max = int(self.obs_dims.max()), int(self.action_dims.max())
+        self.action_mask = jnp.asarray(np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None],
+                                       jnp.float32)
+        self.component_names = sorted({n for s in self.specs for n in s.reward_components})
+        batch = envs_per_candidate * config.horizon_length
+        self.minibatch_size = config.minibatch_size or max(batch // 2, 1)
+        if batch % self.minibatch_size:
+            raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
+                             f"= {batch}")
+        self.num_minibatches = batch // self.minibatch_size
+        tx = [optax.scale_by_adam(eps=1e-8)]
+        if config.truncate_grads:
+            tx.insert(0, optax.clip_by_global_norm(config.grad_norm))
+        self.optimizer = optax.chain(*tx)
+        # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
+        donate = () if jax.default_backend() == "cpu" else (0,)
+        self.iteration = jax.jit(self._iteration, donate_argnums=donate)
+        self.evaluate = jax.jit(self._evaluate)
+
+    @property
+    def labels(self) -> list[str]:
+        return [g.label for g in self.groups]
+
+    # ---- shaping functions over the group axis ---------------------------------------------------
+
+    def _state(self, env: EnvState):
+        return jax.vmap(self.task.build_state)(env.data, env.commands, env.actions, env.torques, env.progress)
+
+    def _observe(self, state):
+        def pad(outputs, classes):
+            padded = [jnp.pad(o, ((0, 0), (0, 0), (0, self.obs_dim_max - o.shape[-1]))) for o in outputs]
+            return self.plan.concat(padded, classes)
+        return self.plan.dispatch("compute_observation", (state,), pad)
+
+    def _torque(self, actions, state):
+        def torque(c_actions, c_state, fn, dim):
+            return fn(c_actions[:, :dim], c_state)
+        outputs = []
+        for c in self.plan.classes["compute_torque"]:
+            dim = int(self.action_dims[c.indices[0]])
+            fn = jax.vmap(lambda a, s, f=c.function, d=dim: torque(a, s, f, d))
+            outputs.append(fn(c.take(actions), jax.tree.map(c.take, state)))
+        return self.plan.concat(outputs, self.plan.classes["compute_torque"])
+
+    def _reward(self, state):
+        def merge(outputs, classes):
+            rewards, comps = [], []
+            for out in outputs:
+                reward, components = split_reward(out, "candidate")
+                zeros = jnp.zeros_like(reward)
+                rewards.append(reward)
+                comps.append({n: components.get(n, zeros) for n in self.component_names})
+            return self.plan.concat(rewards, classes), self.plan.concat(comps, classes)
+        return self.plan.dispatch("compute_reward", (state,), merge)
+
+    def _reset_pool(self, keys):
+        """Fresh reset states for every environment: `(data, commands)` `[G, E, ...]`."""
+        G, E, nu = len(self.groups), self.num_envs, self.sim.mj_model.nu
+        qpos0 = jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq))
+        qvel0 = jnp.zeros((G, E, self.sim.mj_model.nv))
+        base_data = jax.vmap(jax.vmap(self.sim.reset))(qpos0, qvel0)
+        base_env = EnvState(base_data, jnp.zeros((G, E, self.task.num_commands)), jnp.zeros((G, E, nu)),
+                            jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None)
+        base = self._state(base_env)
+        k_init, k_goal = jnp.split(jax.vmap(jax.random.split)(keys), 2, axis=1)
+        k_init, k_goal = k_init[:, 0], k_goal[:, 0]
+
+        def fill(outputs, classes):  # each class may change a different subset of fields
+            return self.plan.concat([{**jax.tree.map(c.take, base), **o} for o, c in zip(outputs, classes)], classes)
+        reset_state = self.plan.dispatch("sample_initial_state", (k_init, base), fill)
+        qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
+        data = jax.vmap(jax.vmap(self.sim.reset))(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
+        commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
+        return data, commands
+
+    def _fresh_env(self, keys) -> EnvState:
+        data, commands = self._reset_pool(keys)
+        G, E = len(self.groups), self.num_envs
+        zeros = jnp.zeros((G, E))
+        return EnvState(data, commands, jnp.zeros((G, E, self.action_dim_max)),
+                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros)
+
+    # ---- acting ---------------------------------------------------------------------------------
+
+    def _policy(self, params, obs_rms, obs):
+        if self.config.normalize_input:
+            obs = jax.vmap(lambda rms, o: rms.normalize(o, self.config.clip_observations))(obs_rms, obs)
+        return jax.vmap(lambda p, o: apply_actor_critic(p, o, self.config.activation))(params, obs)
+
+    def _env_step(self, env: EnvState, clipped_actions, pool):
+        """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs."""
+        state = self._state(env)
+        ctrl = self._torque(clipped_actions, state)
+        data = jax.vmap(jax.vmap(self.sim.step))(env.data, ctrl)
+        progress = env.progress + 1
+        stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress)
+        new_state = self._state(stepped)
+        reward, components = self._reward(new_state)
+        terminal = self.plan.dispatch("compute_terminal", (new_state,))
+        truncated = (progress >= self.task.max_episode_length) & ~terminal
+        done = terminal | truncated
+        fitness = jax.vmap(self.task.fitness_step)(new_state)
+        episode_return = env.episode_return + reward
+        episode_fitness = env.episode_fitness + fitness
+        info = dict(reward=reward, components=components, terminal=terminal, truncated=truncated, done=done,
+                    episode_return=episode_return,
+                    episode_fitness=episode_fitness / self.task.max_episode_length,
+                    episode_length=progress.astype(jnp.float32))
+        zeros = jnp.zeros_like(reward)
+        after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
+        reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
+                         jnp.zeros_like(progress), zeros, zeros)
+        return _where(done, reset, after), info
+
+    def _rollout(self, ts: TrainState, keys, pool):
+        cfg = self.config
+
+        def step(env, step_keys):
+            obs = self._observe(self._state(env))
+            mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs)
+            noise = jax.vmap(lambda k: jax.random.normal(k, (self.num_envs, self.action_dim_max)))(step_keys)
+            actions = (mu + jnp.exp(log_std)[:, None, :] * noise) * self.action_mask[:, None, :]
+            log_probs = jax.vmap(gaussian_log_prob)(actions, mu, log_std[:, None, :], self.action_mask[:, None, :])
+            env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool)
+            values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
+            rewards = info["reward"] * cfg.reward_scale
+            if cfg.value_bootstrap:
+                rewards = rewards + cfg.gamma * values_raw * info["truncated"]
+            completed = info["done"].astype(jnp.float32)
+            return env, Transition(obs, actions, log_probs, mu, values, rewards, completed, info["reward"],
+                                   info["components"], completed, info["episode_return"], info["episode_fitness"],
+                                   info["episode_length"])
+
+        step_keys = jax.vmap(lambda k: jax.random.split(k, cfg.horizon_length))(keys).swapaxes(0, 1)
+        return jax.lax.scan(step, ts.env, step_keys)
+
+    # ---- one training iteration ------------------------------------------------------------------
+
+    def _iteration(self, ts: TrainState):
+        cfg = self.config
+        keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
+        next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
+        pool = self._reset_pool(reset_key)
+        env, traj = self._rollout(ts, rollout_key, pool)  # traj fields [T, G, E, ...]
+
+        last_obs = self._observe(self._state(env))
+        _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs)
+        obs_rms = ts.obs_rms
+        if cfg.normalize_input:
+            obs_rms = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))(obs_rms, traj.obs.swapaxes(0, 1))
+
+        def per_group(x):
+            return x.swapaxes(0, 1)  # [T, G, ...] -> [G, T, ...]
+
+        denorm = jax.vmap(RunningMeanStd.denormalize)
+        values_raw = denorm(ts.value_rms, per_group(traj.values)) if cfg.normalize_value else per_group(traj.values)
+        last_raw = denorm(ts.value_rms, last_values) if cfg.normalize_value else last_values
+        advantages, returns = jax.vmap(lambda r, v, d, lv: compute_gae(r, v, d, lv, cfg.gamma, cfg.tau))(
+            per_group(traj.rewards), values_raw, per_group(traj.dones), last_raw)
+        value_rms = ts.value_rms
+        if cfg.normalize_value:
+            value_rms = jax.vmap(lambda rms, r: rms.update(r.reshape(-1)))(value_rms, returns)
+            norm = jax.vmap(lambda rms, x: rms.normalize(x))
+            values_n, returns_n = norm(value_rms, values_raw), norm(value_rms, returns)
+        else:
+            values_n, returns_n = values_raw, returns
+
+        log_std = jnp.broadcast_to(ts.params["log_std"][:, None, None, :], per_group(traj.mu).shape)
+        batch = Minibatch(per_group(traj.obs), per_group(traj.actions), per_group(traj.log_probs),
+                          per_group(traj.mu), log_std, values_n, returns_n, advantages)
+        batch = jax.tree.map(lambda x: x.reshape((x.shape[0], -1) + x.shape[3:]), batch)  # [G, T*E, ...]
+
+        learning_rate = ts.learning_rate
+        if cfg.lr_schedule == "linear":
+            frac = 1.0 - ts.iteration.astype(jnp.float32) / cfg.max_epochs
+            learning_rate = jnp.full_like(learning_rate, cfg.learning_rate) * jnp.maximum(frac, 0.0)
+        params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
+            ts.params, ts.opt_state, learning_rate, obs_rms, batch, update_key, self.action_mask)
+
+        metrics = self._metrics(traj, losses, learning_rate)
+        new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1)
+        return new_ts, metrics
+
+    def _update_group(self, params, opt_state, learning_rate, obs_rms, batch: Minibatch, key, action_mask):
+        """PPO epochs for one group (vmapped over groups by the caller)."""
+        cfg = self.config
+        n = batch.obs.shape[0]
+        grad_fn = jax.grad(ppo_loss, has_aux=True)
+
+        def minibatch_step(carry, mb):
+            params, opt_state, lr = carry
+            grads, info = grad_fn(params, mb, obs_rms, action_mask, cfg)
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
+            if cfg.lr_schedule == "adaptive":
+                lr = adaptive_learning_rate(lr, info.kl, cfg.kl_threshold)
+            return (params, opt_state, lr), info
+
+        def epoch(carry, epoch_key):
+            perm = jax.random.permutation(epoch_key, n)
+            shuffled = jax.tree.map(
+                lambda x: x[perm].reshape((self.num_minibatches, self.minibatch_size) + x.shape[1:]), batch)
+            return jax.lax.scan(minibatch_step, carry, shuffled)
+
+        (params, opt_state, learning_rate), infos = jax.lax.scan(
+            epoch, (params, opt_state, learning_rate), jax.random.split(key, cfg.mini_epochs))
+        return params, opt_state, learning_rate, jax.tree.map(jnp.mean, infos)
+
+    def _metrics(self, traj: Transition, losses, learning_rate):
+        """Per-group metrics `[G]` of one iteration. Episode means are NaN when no episode ended."""
+        count = traj.completed.sum(axis=(0, 2))
+
+        def episode_mean(x):
+            return jnp.where(count > 0, (x * traj.completed).sum(axis=(0, 2)) / jnp.maximum(count, 1), jnp.nan)
+
+        metrics = {
+            "episodes": count,
+            "task_fitness": episode_mean(traj.completed_fitness),
+            "shaped_return": episode_mean(traj.completed_return),
+            "episode_length": episode_mean(traj.completed_length),
+            "step_reward": traj.step_reward.mean(axis=(0, 2)),
+            "actor_loss": losses.actor, "critic_loss": losses.critic, "entropy": losses.entropy,
+            "bounds_loss": losses.bounds, "kl": losses.kl, "learning_rate": learning_rate,
+        }
+        for name, value in traj.components.items():
+            metrics[f"reward/{name}"] = value.mean(axis=(0, 2))
+        return metrics
+
+    # ---- initialization and evaluation -----------------------------------------------------------
+
+    def init(self) -> TrainState:
+        """Initial train state; every group's randomness comes from `group_key(name, seed)`."""
+        cfg = self.config
+        keys = jnp.stack([group_key(g.candidate.name, g.seed) for g in self.groups])
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+
+        params_by_group = [None] * len(self.groups)
+        for dims in sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist()))):
+            idx = np.flatnonzero((self.obs_dims == dims[0]) & (self.action_dims == dims[1]))
+            init = jax.jit(jax.vmap(lambda k, d=dims: pad_actor_critic(
+                init_actor_critic(k, d[0], d[1], cfg.units, cfg.sigma_init), self.obs_dim_max, self.action_dim_max)))
+            stacked = init(param_keys[idx])
+            for j, i in enumerate(idx):
+                params_by_group[i] = jax.tree.map(lambda x, j=j: x[j], stacked)
+        params = jax.tree.map(lambda *xs: jnp.stack(xs), *params_by_group)
+
+        G = len(self.groups)
+        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
+        value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
+        env = jax.jit(self._fresh_env)(env_keys)
+        return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
+                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32))
+
+    def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003):
+        """Task fitness of every group's deterministic policy over one full episode per env.
+
+        Returns `{"task_fitness": [G, E], "episode_length": [G, E], "shaped_return": [G, E]}`.
+        """
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
+        env = self._fresh_env(keys)
+        pool = (env.data, env.commands)
+        alive = jnp.ones((len(self.groups), self.num_envs), bool)
+        totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
+
+        def step(carry, _):
+            env, alive, (fitness, length, ret) = carry
+            obs = self._observe(self._state(env))
+            mu, _, _ = self._policy(ts.params, ts.obs_rms, obs)
+            env, info = self._env_step(env, jnp.clip(mu * self.action_mask[:, None, :], -1.0, 1.0), pool)
+            ended = alive & info["done"]
+            fitness = jnp.where(ended, info["episode_fitness"], fitness)
+            length = jnp.where(ended, info["episode_length"], length)
+            ret = jnp.where(ended, info["episode_return"], ret)
+            return (env, alive & ~info["done"], (fitness, length, ret)), None
+
+        (_, _, (fitness, length, ret)), _ = jax.lax.scan(step, (env, alive, totals), None,
+                                                         length=self.task.max_episode_length)
+        return {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}

@@ -1,0 +1,1 @@
+"""Run directories, ranking of candidates, and the evaluation driver."""

@@ -1,0 +1,75 @@
+"""The run directory: everything needed to read, compare and reproduce a run.
+
+    <out>/config.json        resolved settings, task, candidate list, versions, command line
+    <out>/candidates/*.py    the source of every candidate as it was evaluated
+    <out>/failures.json      candidates left out, with file, function and reason
+    <out>/metrics.csv        one row per iteration and group: training metrics
+    <out>/results.json       final evaluation per group and the ranking
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; null reads as "no value"
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def write_json(path: Path, obj) -> None:
+    """Write atomically (temp file + rename) so a crash never leaves a half-written file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+class RunDirectory:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.exists() and any(self.path.iterdir()):
+            raise FileExistsError(f"run directory {str(self.path)!r} already exists and is not empty; "
+                                  "choose another --out")
+        (self.path / "candidates").mkdir(parents=True, exist_ok=True)
+        self._metrics_file = None
+        self._metrics_writer = None
+
+    def write_config(self, config: dict) -> None:
+        write_json(self.path / "config.json", config)
+
+    def write_candidates(self, candidates) -> None:
+        for candidate in candidates:
+            (self.path / "candidates" / f"{candidate.name}.py").write_text(candidate.source)
+
+    def write_failures(self, failures) -> None:
+        write_json(self.path / "failures.json", [dataclasses.asdict(f) for f in failures])
+
+    def append_metrics(self, iteration: int, labels: list[str], metrics: dict, extra: dict) -> None:
+        """One row per group for this iteration; `metrics` holds `[G]` arrays, `extra` run-wide scalars."""
+        columns = ["iteration", "candidate", "seed", *extra, *metrics]
+        if self._metrics_writer is None:
+            self._metrics_file = open(self.path / "metrics.csv", "w", newline="")
+            self._metrics_writer = csv.writer(self._metrics_file)
+            self._metrics_writer.writerow(columns)
+        for g, label in enumerate(labels):
+            name, seed = label.rsplit("#", 1)
+            row = [iteration, name, seed, *extra.values(), *(float(metrics[k][g]) for k in metrics)]
+            self._metrics_writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
+        self._metrics_file.flush()
+
+    def write_results(self, results: dict) -> None:
+        write_json(self.path / "results.json", results)
+
+    def close(self) -> None:
+        if self._metrics_file is not None:
+            self._metrics_file.close()

@@ -1,0 +1,104 @@
+"""Groups (candidate × seed) and dispatch of shaping functions over the group axis.
+
+All state arrays inside the trainer are `[G, E, ...]`. Candidates whose code is identical form a
+*class*: their function is traced once and vmapped over the class's groups. Distinct codes are
+unrolled one class at a time inside the same jitted function, so compile time grows with the number
+of distinct codes, not with the number of groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, function_key, resolve_functions
+from envcoder.tasks.base import Task
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """One independently trained policy: a candidate and a seed."""
+
+    candidate: Candidate
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.candidate.name}#{self.seed}"
+
+
+def group_key(candidate_name: str, seed: int) -> jax.Array:
+    """PRNG key of a group, from the candidate's name and the seed only (never from a position)."""
+    digest = int.from_bytes(hashlib.sha256(candidate_name.encode()).digest()[:4], "little") & 0x7FFFFFFF
+    return jax.random.fold_in(jax.random.PRNGKey(seed), digest)
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionClass:
+    """Groups that share the code of one shaping function."""
+
+    function: Callable
+    indices: np.ndarray
+    """Positions in the plan's group order (sorted)."""
+
+    def take(self, x):
+        """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous)."""
+        start, stop = int(self.indices[0]), int(self.indices[-1]) + 1
+        if stop - start == len(self.indices):
+            return x[start:stop]
+        return jnp.take(x, self.indices, axis=0)
+
+
+class GroupPlan:
+    """The run's groups in internal order, with the function classes of every shaping type."""
+
+    def __init__(self, task: Task, candidates: Sequence[Candidate], seeds: Sequence[int]):
+        groups = [Group(c, s) for c in candidates for s in seeds]
+        # Order groups so that classes are contiguous (static slices) for the per-step functions.
+        order_keys = ("compute_reward", "compute_observation", "compute_torque", "compute_terminal")
+        groups.sort(key=lambda g: tuple(function_key(g.candidate, api) for api in order_keys) + (g.candidate.name,
+                                                                                                 g.seed))
+        self.task = task
+        self.groups = groups
+        self.classes: dict[str, list[FunctionClass]] = {}
+        for api in SHAPER_TYPES:
+            members: dict[str, list[int]] = {}
+            functions: dict[str, Callable] = {}
+            for i, group in enumerate(groups):
+                key = function_key(group.candidate, api)
+                members.setdefault(key, []).append(i)
+                functions.setdefault(key, resolve_functions(group.candidate, task.defaults)[api])
+            self.classes[api] = [FunctionClass(functions[k], np.asarray(v)) for k, v in members.items()]
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.groups)
+
+    def num_distinct_codes(self) -> int:
+        return len({g.candidate.code_key for g in self.groups})
+
+    def dispatch(self, api: str, args: tuple, combine: Callable[[list, list[FunctionClass]], object] | None = None):
+        """Apply the `api` function of every group to its slice of `args` (pytrees of `[G, ...]`).
+
+        Returns the per-class outputs merged back into group order by `combine(outputs, classes)`
+        (default: arrays concatenated along the group axis).
+        """
+        classes = self.classes[api]
+        outputs = [jax.vmap(c.function)(*jax.tree.map(c.take, args)) for c in classes]
+        return (combine or self.concat)(outputs, classes)
+
+    def concat(self, outputs: list, classes: list[FunctionClass]):
+        """Concatenate per-class `[G_c, ...]` pytrees and undo the class order."""
+        if len(outputs) == 1:
+            return outputs[0]
+        order = np.concatenate([c.indices for c in classes])
+        merged = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *outputs)
+        if np.array_equal(order, np.arange(len(order))):
+            return merged
+        inverse = np.argsort(order)
+        return jax.tree.map(lambda x: jnp.take(x, inverse, axis=0), merged)

@@ -1,0 +1,112 @@
+"""Validation of a candidate before training: trace every function on a sample state and check
+shapes, dtypes and finiteness, so a bad candidate is reported and left out before it costs anything."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from envcoder.shaping.candidate import Candidate, CandidateError, resolve_functions, time_limit
+
+TRACE_TIME_LIMIT_S = 60.0
+"""Seconds that evaluating a candidate's functions on the sample state may take."""
+SAMPLE_ENVS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateSpec:
+    """What validation learned about a candidate."""
+
+    obs_dim: int
+    action_dim: int
+    reward_components: tuple[str, ...]
+
+
+def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
+    """The task's state at the model's reference pose, for `num_envs` identical environments."""
+    data = jax.jit(jax.vmap(lambda _: simulator.reset(simulator.qpos0, jnp.zeros(simulator.mj_model.nv))))(
+        jnp.arange(num_envs))
+    nu = simulator.mj_model.nu
+    return task.build_state(data, jnp.zeros((num_envs, task.num_commands)), jnp.zeros((num_envs, nu)),
+                            jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))
+
+
+def split_reward(output, file: str):
+    """`reward` or `(reward, {name: [E]})` -> (reward, components dict)."""
+    if isinstance(output, tuple):
+        if len(output) != 2 or not isinstance(output[1], dict):
+            raise CandidateError(file, "compute_reward must return reward [E] or (reward, {name: [E]})",
+                                 function="compute_reward")
+        return output[0], output[1]
+    return output, {}
+
+
+def _check(file, function, value, shape, kind):
+    value = jnp.asarray(value)
+    if value.shape != shape:
+        raise CandidateError(file, f"returned shape {tuple(value.shape)}, expected {shape}", function=function)
+    if kind == "float" and not jnp.issubdtype(value.dtype, jnp.floating):
+        raise CandidateError(file, f"returned dtype {value.dtype}, expected a float array", function=function)
+    if kind == "bool" and value.dtype != jnp.bool_:
+        raise CandidateError(file, f"returned dtype {value.dtype}, expected a bool array", function=function)
+    if kind == "float" and not bool(jnp.all(jnp.isfinite(value))):
+        raise CandidateError(file, "returned NaN or inf on the sample state", function=function)
+
+
+def validate_candidate(task, simulator, candidate: Candidate, state=None) -> CandidateSpec:
+    """Run every function of `candidate` (its own and the defaults it keeps) on a sample state.
+
+    Raises `CandidateError` with the file, function and reason; returns the inferred sizes.
+    """
+    state = sample_state(task, simulator) if state is None else state
+    file = str(candidate.path) if candidate.path else f"<{task.name} defaults>"
+    fns = resolve_functions(candidate, task.defaults)
+    num_envs, nu = SAMPLE_ENVS, simulator.mj_model.nu
+    action_dim = candidate.action_dim or nu
+    if candidate.action_dim and "compute_torque" not in candidate.functions:
+        raise CandidateError(file, "ACTION_DIM is set but the file defines no compute_torque to use it")
+    key = jax.random.PRNGKey(0)
+    current = "?"
+    try:
+        with time_limit(TRACE_TIME_LIMIT_S, "evaluating the candidate on a sample state"):
+            current = "compute_observation"
+            obs = fns[current](state)
+            obs = jnp.asarray(obs)
+            if obs.ndim != 2 or obs.shape[0] != num_envs:
+                raise CandidateError(file, f"returned shape {tuple(obs.shape)}, expected [E, D]", function=current)
+            _check(file, current, obs, obs.shape, "float")
+            current = "compute_torque"
+            _check(file, current, fns[current](jnp.zeros((num_envs, action_dim)), state), (num_envs, nu), "float")
+            current = "compute_reward"
+            reward, components = split_reward(fns[current](state), file)
+            _check(file, current, reward, (num_envs,), "float")
+            for name, value in components.items():
+                _check(file, f"{current} (component {name!r})", value, (num_envs,), "float")
+            current = "compute_terminal"
+            _check(file, current, fns[current](state), (num_envs,), "bool")
+            current = "sample_initial_state"
+            reset = fns[current](key, state)
+            if not isinstance(reset, dict) or not set(reset) <= set(state):
+                raise CandidateError(file, "must return a dict of state fields to change, e.g. {'dof_pos': ...}",
+                                     function=current)
+            for name, value in reset.items():
+                _check(file, f"{current} (field {name!r})", value, tuple(state[name].shape), "float")
+            current = "sample_goal"
+            _check(file, current, fns[current](key, state), (num_envs, task.num_commands), "float")
+    except CandidateError:
+        raise
+    except Exception as err:  # anything the candidate's code raised while running
+        raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {err}",
+                             function=current) from None
+    return CandidateSpec(obs_dim=int(obs.shape[1]), action_dim=int(action_dim),
+                         reward_components=tuple(sorted(components)))
+
+
+def reward_component_names(specs) -> list[str]:
+    """Union of all candidates' reward component names, sorted."""
+    return sorted({name for spec in specs for name in spec.reward_components})
+
+
+__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "split_reward", "reward_component_names"]

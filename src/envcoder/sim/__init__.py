@@ -1,0 +1,5 @@
+"""Batched MuJoCo MJX simulation."""
+
+from envcoder.sim.simulator import Simulator
+
+__all__ = ["Simulator"]

@@ -1,0 +1,107 @@
+"""Cartpole: push a cart along a rail to keep a hinged pole upright (continuous force).
+
+Follows the IsaacGymEnvs Cartpole task: the same observation, reward and reset distribution.
+"""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from envcoder.tasks.base import StateField, Task
+
+MAX_PUSH_FORCE = 30.0
+"""Newtons applied for a policy action of 1."""
+UPRIGHT_ANGLE = 0.2
+"""Radians: the pole counts as upright for the task fitness while |angle| is below this."""
+
+
+def build_state(data, commands, actions, torques, progress_buf):
+    return {
+        "dof_pos": data.qpos,
+        "dof_vel": data.qvel,
+        "commands": commands,
+        "actions": actions,
+        "torques": torques,
+        "progress_buf": progress_buf,
+    }
+
+
+def physics_from_state(state):
+    return state["dof_pos"], state["dof_vel"]
+
+
+# ---- default shaping (the IsaacGymEnvs Cartpole task) -------------------------------------------
+
+def compute_reward(state):
+    cart_pos, pole_angle = state["dof_pos"][:, 0], state["dof_pos"][:, 1]
+    cart_vel, pole_vel = state["dof_vel"][:, 0], state["dof_vel"][:, 1]
+    reward = 1.0 - pole_angle * pole_angle - 0.01 * jnp.abs(cart_vel) - 0.005 * jnp.abs(pole_vel)
+    reward = jnp.where(jnp.abs(cart_pos) > 3.0, -2.0, reward)
+    reward = jnp.where(jnp.abs(pole_angle) > jnp.pi / 2, -2.0, reward)
+    return reward
+
+
+def compute_observation(state):
+    return jnp.stack([state["dof_pos"][:, 0], state["dof_pos"][:, 1],
+                      state["dof_vel"][:, 0], state["dof_vel"][:, 1]], axis=-1)
+
+
+def compute_torque(action, state):
+    return MAX_PUSH_FORCE * action
+
+
+def compute_terminal(state):
+    return (jnp.abs(state["dof_pos"][:, 0]) > 3.0) | (jnp.abs(state["dof_pos"][:, 1]) > jnp.pi / 2)
+
+
+def sample_initial_state(key, state):
+    k_pos, k_vel = jax.random.split(key)
+    shape = state["dof_pos"].shape
+    return {
+        "dof_pos": 0.2 * (jax.random.uniform(k_pos, shape) - 0.5),
+        "dof_vel": 0.5 * (jax.random.uniform(k_vel, shape) - 0.5),
+    }
+
+
+def sample_goal(key, state):
+    return jnp.zeros((state["dof_pos"].shape[0], 0))
+
+
+def fitness_step(state):
+    return (jnp.abs(state["dof_pos"][:, 1]) < UPRIGHT_ANGLE).astype(jnp.float32)
+
+
+TASK = Task(
+    name="Cartpole",
+    description="Balance a pole on a cart by pushing the cart left and right.",
+    model_file=Path(__file__).parent / "assets" / "cartpole.xml",
+    substeps=2,
+    max_episode_length=500,
+    num_commands=0,
+    state_fields={
+        "dof_pos": StateField("[E, 2]", "m, rad", "cart position on the rail; pole angle from upright"),
+        "dof_vel": StateField("[E, 2]", "m/s, rad/s", "cart velocity; pole angular velocity"),
+        "commands": StateField("[E, 0]", "-", "no goal in this task"),
+        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's largest A)"),
+        "torques": StateField("[E, 1]", "N", "last force command applied to the cart"),
+        "progress_buf": StateField("[E]", "steps", "control steps since the episode began"),
+    },
+    build_state=build_state,
+    physics_from_state=physics_from_state,
+    defaults={
+        "compute_reward": compute_reward,
+        "compute_observation": compute_observation,
+        "compute_torque": compute_torque,
+        "compute_terminal": compute_terminal,
+        "sample_initial_state": sample_initial_state,
+        "sample_goal": sample_goal,
+    },
+    fitness_step=fitness_step,
+    fitness_doc=(f"fraction of the {500}-step episode with the pole upright (|angle| < {UPRIGHT_ANGLE} rad); "
+                 "higher is better, 1.0 is perfect"),
+    ppo_overrides={
+        "horizon_length": 32, "mini_epochs": 8, "units": (32, 32), "critic_coef": 4.0,
+        "reward_scale": 0.1, "learning_rate": 3e-4,
+    },
+)
