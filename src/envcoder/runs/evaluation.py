@@ -65,6 +65,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     task = get_task(settings.task)
     config = PPOConfig.for_task(task.ppo_overrides, max_epochs=settings.iterations, **settings.ppo)
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
+    run_dir = RunDirectory(settings.out)  # fails now, before any compiling, if --out is taken
 
     simulator = Simulator(task.model_file, task.substeps)
     state = sample_state(task, simulator)
@@ -77,11 +78,11 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
             failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=str(err)))
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
+    run_dir.write_failures(failures)
     if not valid:
         raise NoValidCandidatesError(f"no valid candidates in {settings.functions} "
                                      f"({len(failures)} failed validation; see the messages above)")
 
-    run_dir = RunDirectory(settings.out)
     run_dir.write_config({
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
@@ -89,7 +90,6 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
         "command": sys.argv, "versions": _versions(),
     })
     run_dir.write_candidates(valid)
-    run_dir.write_failures(failures)
 
     trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator)
     labels = trainer.labels

@@ -1,0 +1,13 @@
+"""Test setup: CPU, and JAX's persistent compilation cache so repeated compiles are cheap."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().parents[1] / ".jax_cache"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+BUNDLED = Path(__file__).resolve().parents[1] / "user_functions"

@@ -1,0 +1,95 @@
+"""`envcoder eval` end to end on the bundled Cartpole candidates, and each bad-input error."""
+
+import csv
+import json
+
+import pytest
+
+from conftest import BUNDLED
+from envcoder.cli import main
+
+ENVS, ITERATIONS = 64, 50
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "cartpole"
+    status = main(["eval", "--task", "Cartpole", "--envs-per-candidate", str(ENVS), "--iterations", str(ITERATIONS),
+                   "--out", str(out)])
+    return status, out
+
+
+def test_run_directory_is_complete_and_readable(cartpole_run):
+    status, out = cartpole_run
+    assert status == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["task"] == "Cartpole" and config["ppo"]["max_epochs"] == ITERATIONS
+    bundled = sorted(p.stem for p in (BUNDLED / "cartpole").glob("*.py"))
+    assert sorted(config["candidates"]) == bundled
+    for name in bundled:
+        assert (out / "candidates" / f"{name}.py").read_text() == (BUNDLED / "cartpole" / f"{name}.py").read_text()
+    rows = list(csv.DictReader((out / "metrics.csv").open()))
+    assert len(rows) == ITERATIONS * len(bundled)
+    assert {"task_fitness", "shaped_return", "episode_length", "kl", "learning_rate", "env_steps_per_s"} <= set(rows[0])
+    results = json.loads((out / "results.json").read_text())
+    assert [r["name"] for r in results["ranking"]] and json.loads((out / "failures.json").read_text()) == []
+
+
+def test_good_candidate_learns_and_ranks_above_the_poor_one(cartpole_run):
+    _, out = cartpole_run
+    ranking = json.loads((out / "results.json").read_text())["ranking"]
+    fitness = {r["name"]: r["fitness_mean"] for r in ranking}
+    order = [r["name"] for r in ranking]
+    assert fitness["good_upright"] >= 0.9, fitness
+    assert order.index("good_upright") < order.index("poor_spin")
+    assert fitness["poor_spin"] < 0.5
+
+
+def test_out_directory_that_exists_is_refused(cartpole_run, capsys):
+    _, out = cartpole_run
+    assert main(["eval", "--task", "Cartpole", "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "--task", "Cartpole", "--envs-per-candidate", "0"], "expected a positive integer, got 0"),
+    (["eval", "--task", "Cartpole", "--iterations", "ten"], "expected a positive integer, got 'ten'"),
+    (["eval", "--task", "Cartpole", "--shaper-types", "compute_rewards"], "unknown shaper type 'compute_rewards'"),
+    (["eval", "--task", "Cartpole", "--bogus"], "unrecognized arguments: --bogus"),
+    (["eval"], "the following arguments are required: --task"),
+])
+def test_bad_flags_give_one_line_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    if exit_info.value.code is None:
+        pytest.fail("expected a non-zero exit")
+    err = capsys.readouterr().err
+    assert exit_info.value.code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_unknown_task_exit_status(capsys):
+    assert main(["eval", "--task", "Humanoidd"]) == 2
+    assert capsys.readouterr().err.startswith("envcoder eval: error: unknown task")
+
+
+def test_empty_candidate_directory(tmp_path, capsys):
+    assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "has no .py candidate files" in capsys.readouterr().err
+
+
+def test_all_candidates_invalid(tmp_path, capsys):
+    (tmp_path / "bad.py").write_text("import os\n")
+    assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    captured = capsys.readouterr()
+    assert "no valid candidates" in captured.err and "import of 'os' is not allowed" in captured.out
+    assert "import of 'os'" in (tmp_path / "o" / "failures.json").read_text()
+
+
+def test_shaper_types_underscore_spelling_and_tasks_listing(capsys):
+    from envcoder.cli import build_parser
+    args = build_parser().parse_args(["eval", "--task", "Ant", "--shaper_types", "compute_reward", "compute_action"])
+    assert args.shaper_types == ["compute_reward", "compute_torque"]
+    assert main(["tasks"]) == 0 and "Cartpole" in capsys.readouterr().out
+    assert main(["tasks", "--task", "ant"]) == 0
+    text = capsys.readouterr().out
+    assert "root_states [E, 13]" in text and "def compute_reward(state)" in text and "forward" in text
