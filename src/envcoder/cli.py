@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                     default=["compute_reward"], metavar="TYPE",
                     help=f"functions taken from the candidate files; others use the task's defaults "
                          f"({', '.join(SHAPER_TYPES)})")
+    ev.add_argument("--cross", action="store_true",
+                    help="evaluate the product of files across --shaper-types (5 reward × 3 observation files = 15 "
+                         "candidates) instead of one candidate per file")
     ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
                     default=256, help="parallel environments per candidate and seed (default 256)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
@@ -79,7 +82,8 @@ def _eval(args) -> int:
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = EvalSettings(
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
-        envs_per_candidate=args.envs_per_candidate, iterations=args.iterations or DEFAULT_ITERATIONS[task.name],
+        cross=args.cross, envs_per_candidate=args.envs_per_candidate,
+        iterations=args.iterations or DEFAULT_ITERATIONS[task.name],
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     try:
         run_evaluation(settings)

@@ -16,6 +16,7 @@ Usage:
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple, Sequence
 
 import jax
@@ -55,6 +56,7 @@ class TrainState(NamedTuple):
     env: EnvState
     key: jnp.ndarray  # [G, 2]
     iteration: jnp.ndarray  # [] int32
+    diverged_at: jnp.ndarray  # [G] int32: iteration at which the group went non-finite, -1 while healthy
 
 
 class Transition(NamedTuple):
@@ -71,6 +73,19 @@ class Transition(NamedTuple):
     completed_return: jnp.ndarray
     completed_fitness: jnp.ndarray
     completed_length: jnp.ndarray
+
+
+def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
+    """`[G]` bool: every entry of every leaf of `tree` is finite, per group."""
+    def finite(x):
+        x = jnp.moveaxis(x, group_axis, 0)
+        return jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+    return functools.reduce(jnp.logical_and, [finite(x) for x in jax.tree.leaves(tree)])
+
+
+def _where_group(mask, a, b):
+    """`where` over a pytree whose leaves lead with the group axis, `mask [G]`."""
+    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
 
 
 def _where(mask, a, b):
@@ -126,13 +141,10 @@ class GroupedTrainer:
         return self.plan.dispatch("compute_observation", (state,), pad)
 
     def _torque(self, actions, state):
-        def torque(c_actions, c_state, fn, dim):
-            return fn(c_actions[:, :dim], c_state)
         outputs = []
         for c in self.plan.classes["compute_torque"]:
-            dim = int(self.action_dims[c.indices[0]])
-            fn = jax.vmap(lambda a, s, f=c.function, d=dim: torque(a, s, f, d))
-            outputs.append(fn(c.take(actions), jax.tree.map(c.take, state)))
+            dim = int(self.action_dims[c.indices[0]])  # one code, one action size
+            outputs.append(c.apply(c.take(actions)[:, :, :dim], jax.tree.map(c.take, state)))
         return self.plan.concat(outputs, self.plan.classes["compute_torque"])
 
     def _reward(self, state):
@@ -270,8 +282,21 @@ class GroupedTrainer:
         params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
             ts.params, ts.opt_state, learning_rate, obs_rms, batch, update_key, self.action_mask)
 
+        # Isolation: a group whose data or parameters went non-finite keeps its last finite policy, stops
+        # updating and is reported; nothing crosses groups, so the others are unaffected.
+        finite = (_all_finite_per_group((traj.obs, traj.actions, traj.step_reward), group_axis=1)
+                  & _all_finite_per_group(params, group_axis=0))
+        healthy = (ts.diverged_at < 0) & finite
+        params, opt_state, learning_rate, obs_rms, value_rms = _where_group(
+            healthy, (params, opt_state, learning_rate, obs_rms, value_rms),
+            (ts.params, ts.opt_state, ts.learning_rate, ts.obs_rms, ts.value_rms))
+        diverged_at = jnp.where((ts.diverged_at < 0) & ~finite, ts.iteration, ts.diverged_at)
+
         metrics = self._metrics(traj, losses, learning_rate)
-        new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1)
+        metrics = {k: jnp.where(diverged_at >= 0, jnp.nan, v) for k, v in metrics.items()}
+        metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
+        new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1,
+                            diverged_at)
         return new_ts, metrics
 
     def _update_group(self, params, opt_state, learning_rate, obs_rms, batch: Minibatch, key, action_mask):
@@ -343,7 +368,7 @@ class GroupedTrainer:
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
         env = jax.jit(self._fresh_env)(env_keys)
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32))
+                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32), jnp.full((G,), -1, jnp.int32))
 
     def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003):
         """Task fitness of every group's deterministic policy over one full episode per env.
@@ -369,4 +394,6 @@ class GroupedTrainer:
 
         (_, _, (fitness, length, ret)), _ = jax.lax.scan(step, (env, alive, totals), None,
                                                          length=self.task.max_episode_length)
-        return {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}
+        diverged = (ts.diverged_at >= 0)[:, None]
+        return {k: jnp.where(diverged, jnp.nan, v)
+                for k, v in {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}.items()}

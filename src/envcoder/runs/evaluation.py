@@ -20,7 +20,7 @@ from envcoder.rl.config import PPOConfig
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import rank
-from envcoder.shaping.candidate import CandidateError, LoadFailure, load_candidates
+from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -48,6 +48,8 @@ class EvalSettings:
     """PPO iterations."""
     seeds: tuple[int, ...] = (0,)
     """Every candidate is trained once per seed, independently."""
+    cross: bool = False
+    """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     ppo: dict = dataclasses.field(default_factory=dict)
     """PPO settings that override the task's defaults."""
 
@@ -65,6 +67,9 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     task = get_task(settings.task)
     config = PPOConfig.for_task(task.ppo_overrides, max_epochs=settings.iterations, **settings.ppo)
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
+    candidates = expand_sweeps(candidates)
+    if settings.cross:
+        candidates = cross_candidates(candidates, settings.shaper_types)
     run_dir = RunDirectory(settings.out)  # fails now, before any compiling, if --out is taken
 
     simulator = Simulator(task.model_file, task.substeps)
@@ -76,6 +81,9 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
             valid.append(candidate)
         except CandidateError as err:
             failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=str(err)))
+        except Exception as err:  # noqa: BLE001 - whatever else a candidate does, it must not stop the others
+            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name,
+                                        error=f"{candidate.path}: validation failed: {type(err).__name__}: {err}"))
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)
@@ -86,13 +94,18 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     run_dir.write_config({
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
-        "seeds": list(settings.seeds), "ppo": dataclasses.asdict(config), "candidates": [c.name for c in valid],
+        "seeds": list(settings.seeds), "cross": settings.cross, "ppo": dataclasses.asdict(config),
+        "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
     })
     run_dir.write_candidates(valid)
 
     trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator)
     labels = trainer.labels
+    # Reward components are reported only for the candidates that define them.
+    own_components = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
+                      for n in trainer.component_names}
+    reported_divergence = set()
     steps_per_iteration = len(labels) * settings.envs_per_candidate * config.horizon_length
     console.print(f"[bold]{task.name}[/bold]: {len(valid)} candidates × {len(settings.seeds)} seed(s) × "
                   f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
@@ -113,6 +126,14 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
             train_state, metrics = trainer.iteration(train_state)
             metrics = jax.device_get(metrics)
             elapsed = time.perf_counter() - tick
+            for key, mask in own_components.items():
+                metrics[key] = np.where(mask, metrics[key], np.nan)
+            for g in np.flatnonzero(metrics["diverged"] > 0):
+                if g not in reported_divergence:
+                    reported_divergence.add(g)
+                    progress.console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite "
+                                           "rewards, observations, actions or parameters; it stops updating",
+                                           highlight=False)
             if iteration == 0:
                 timings["first_iteration_s"] = elapsed  # includes compilation
                 steady_start = time.perf_counter()
@@ -134,12 +155,15 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     timings["evaluation_s"] = time.perf_counter() - tick
     timings["total_s"] = time.perf_counter() - start
 
+    diverged_at = jax.device_get(train_state.diverged_at)
     per_group = []
     per_candidate: dict[str, list[dict]] = {}
     for g, group in enumerate(trainer.groups):
         row = {"candidate": group.candidate.name, "seed": group.seed,
                **{k: float(np.mean(v[g])) for k, v in evaluation.items()},
-               "training_task_fitness": float(last_fitness[g])}
+               "training_task_fitness": float(last_fitness[g]),
+               "diverged_at_iteration": int(diverged_at[g]) if diverged_at[g] >= 0 else None,
+               "params": dict(group.candidate.params)}
         per_group.append(row)
         per_candidate.setdefault(group.candidate.name, []).append(row)
     ranking = rank(per_candidate)
@@ -147,8 +171,14 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
         "task": task.name, "fitness": task.fitness_doc, "ranking": [dataclasses.asdict(r) for r in ranking],
         "groups": per_group, "failures": [dataclasses.asdict(f) for f in failures], "timings": timings,
     }
-    run_dir.write_results(results)
     console.print(ranking_table(ranking, task.fitness_doc))
+    tied = [r.name for r in ranking[:1]] + [r.name for r in ranking[1:]
+                                            if r.seeds > 1 and r.ci_high >= ranking[0].ci_low]
+    if len(settings.seeds) > 1 and len(tied) > 1:
+        console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's; "
+                      "more seeds would tell them apart", highlight=False)
+    results["not_separable_from_best"] = tied if len(settings.seeds) > 1 else []
+    run_dir.write_results(results)
     console.print(f"run directory: {settings.out}", highlight=False)
     return results
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import functools
 import hashlib
+import itertools
 import math
 import signal
 import threading
@@ -54,6 +56,13 @@ FORBIDDEN_NAMES = {
 }
 """Builtins that a candidate may not name: they reach outside the sandbox or around its checks."""
 
+FORBIDDEN_ATTRIBUTES = {
+    "save", "savez", "savez_compressed", "load", "loadtxt", "savetxt", "genfromtxt", "fromfile", "tofile",
+    "memmap", "DataSource", "config", "experimental", "distributed", "profiler", "pure_callback", "io_callback",
+    "callback", "ffi", "extend", "dlpack", "lib", "tools", "monitoring", "clear_caches", "live_arrays",
+}
+"""Attributes of jax/jnp/math that reach files, the host or the runtime; shaping needs none of them."""
+
 SAFE_BUILTINS = {
     name: getattr(__builtins__, name) if not isinstance(__builtins__, dict) else __builtins__[name]
     for name in (
@@ -90,9 +99,18 @@ class Candidate:
     functions: Mapping[str, Callable]
     """The overriding functions, by API name (only the selected shaper types)."""
     code_key: str
-    """Hash of the code; candidates with equal keys share one trace, vmapped over their groups."""
+    """Hash of the candidate's code (all its files)."""
+    function_keys: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Identity of each function's code, by API name: groups whose function has the same key share one
+    trace, vmapped over them."""
     action_dim: int | None = None
-    """Policy action size declared by the file as `ACTION_DIM` (with a custom `compute_torque`)."""
+    """Policy action size declared by the file as `ACTION_DIM` (otherwise inferred from `compute_torque`)."""
+    sweep: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    """The file's `PARAMS` table: constant name -> values to sweep (expanded by `expand_sweeps`)."""
+    params: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """This variant's values of the swept constants (empty when the file sweeps nothing)."""
+    function_params: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    """The swept constants each function sees, by API name (a crossed candidate mixes files)."""
 
 
 @contextlib.contextmanager
@@ -134,6 +152,9 @@ def check_source(tree: ast.AST, file: str) -> None:
             raise CandidateError(file, f"use of {node.id!r} is not allowed in candidate code", line=line)
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise CandidateError(file, f"access to the private attribute {node.attr!r} is not allowed", line=line)
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
+            raise CandidateError(file, f"use of .{node.attr} is not allowed in candidate code (file, host or "
+                                       "runtime access)", line=line)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             raise CandidateError(file, "global/nonlocal statements are not allowed: shaping functions must be pure",
                                  line=line)
@@ -213,8 +234,97 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
         source=source,
         functions={api: namespace[fn_name] for api, fn_name in wanted.items()},
         code_key=code_key,
+        function_keys={api: f"{code_key}:{fn_name}" for api, fn_name in wanted.items()},
         action_dim=action_dim,
+        sweep=_parse_sweep(namespace.get("PARAMS"), namespace, file),
     )
+
+
+def _parse_sweep(table, namespace: dict, file: str) -> dict[str, tuple[float, ...]]:
+    """Check a `PARAMS = {"NAME": [values...]}` table; each NAME is a module-level constant."""
+    if table is None:
+        return {}
+    if not isinstance(table, dict) or not table:
+        raise CandidateError(file, "PARAMS must be a non-empty dict of constant name -> list of values")
+    sweep = {}
+    for key, values in table.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise CandidateError(file, f"PARAMS key {key!r} must be the name of a module-level constant")
+        if key not in namespace:
+            raise CandidateError(file, f"PARAMS names {key!r}, but the file defines no constant {key} "
+                                       f"(add e.g. `{key} = {values[0] if values else 1.0}` at module level)")
+        if (not isinstance(values, (list, tuple)) or not values
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+            raise CandidateError(file, f"PARAMS[{key!r}] must be a non-empty list of numbers")
+        sweep[key] = tuple(float(v) for v in values)
+    return sweep
+
+
+def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Each candidate with a `PARAMS` table becomes one variant per combination of its values.
+
+    Variants share the code (and so one trace, vmapped over their constants); a variant is named
+    `stem[NAME=value,...]`, so its PRNG key, like any candidate's, follows from its name.
+    """
+    expanded = []
+    for candidate in candidates:
+        if not candidate.sweep:
+            expanded.append(candidate)
+            continue
+        names = list(candidate.sweep)
+        for values in itertools.product(*(candidate.sweep[n] for n in names)):
+            params = dict(zip(names, values))
+            label = ",".join(f"{n}={v:g}" for n, v in params.items())
+            expanded.append(dataclasses.replace(candidate, name=f"{candidate.name}[{label}]", params=params,
+                                                function_params={api: params for api in candidate.functions}))
+    return expanded
+
+
+def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str]) -> list[Candidate]:
+    """The product across shaper types: every combination of one file per selected type.
+
+    With `--shaper-types compute_reward compute_observation`, 5 files that define a reward and 3 that
+    define an observation give 15 candidates named `reward_file+observation_file`. A file that defines
+    several selected types contributes to each of them.
+    """
+    per_type = []
+    for api in shaper_types:
+        providers = [c for c in candidates if api in c.functions]
+        if not providers:
+            raise ValueError(f"--cross: no candidate file defines {api}; drop it from --shaper-types or add files")
+        per_type.append((api, providers))
+    combined = []
+    for choice in itertools.product(*(providers for _, providers in per_type)):
+        parts = list(dict.fromkeys(c.name for c in choice))
+        functions = {api: c.functions[api] for (api, _), c in zip(per_type, choice)}
+        function_keys = {api: c.function_keys[api] for (api, _), c in zip(per_type, choice)}
+        function_params = {api: c.function_params.get(api, {}) for (api, _), c in zip(per_type, choice)}
+        key_source = "|".join(f"{api}:{key}" for api, key in function_keys.items())
+        sources = "\n".join(f"# ---- {c.name}: {c.path} ----\n{c.source}" for c in dict.fromkeys(choice))
+        torque = next((c for (api, _), c in zip(per_type, choice) if api == "compute_torque"), None)
+        params = {k: v for c in dict.fromkeys(choice) for k, v in c.params.items()}
+        combined.append(Candidate(name="+".join(parts), path=choice[0].path, source=sources, functions=functions,
+                                  code_key=hashlib.sha256(key_source.encode()).hexdigest()[:16],
+                                  function_keys=function_keys, action_dim=torque.action_dim if torque else None,
+                                  params=params, function_params=function_params))
+    return combined
+
+
+def call_with_params(fn: Callable, params: Mapping, *args):
+    """Call a candidate function with its swept constants set to `params` (numbers or traced arrays).
+
+    The constants are globals of the candidate's own namespace; they are swapped in for the call
+    only. Under `jax.vmap` this traces the function once for all variants of a file.
+    """
+    if not params:
+        return fn(*args)
+    namespace = fn.__globals__
+    saved = {name: namespace[name] for name in params}
+    namespace.update(params)
+    try:
+        return fn(*args)
+    finally:
+        namespace.update(saved)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,10 +354,15 @@ def load_candidates(directory: str | Path, shaper_types: Sequence[str]) -> tuple
 
 
 def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) -> dict[str, Callable]:
-    """The full set of shaping functions for a candidate: its own, and the task's defaults for the rest."""
-    return {api: candidate.functions.get(api, defaults[api]) for api in SHAPER_TYPES}
+    """The full set of shaping functions for a candidate, its own bound to its swept constants, and the
+    task's defaults for the rest."""
+    resolved = {}
+    for api in SHAPER_TYPES:
+        fn, params = candidate.functions.get(api, defaults[api]), candidate.function_params.get(api)
+        resolved[api] = functools.partial(call_with_params, fn, params) if params else fn
+    return resolved
 
 
 def function_key(candidate: Candidate, api_name: str) -> str:
     """Identity of the code behind one API function of a candidate ('default' when it uses the task's)."""
-    return candidate.code_key if api_name in candidate.functions else "default"
+    return candidate.function_keys.get(api_name, "default")

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, function_key, resolve_functions
+from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, call_with_params, function_key
 from envcoder.tasks.base import Task
 
 
@@ -45,6 +45,15 @@ class FunctionClass:
     function: Callable
     indices: np.ndarray
     """Positions in the plan's group order (sorted)."""
+    params: dict = dataclasses.field(default_factory=dict)
+    """Swept constants: name -> `[G_c]` values, one per group of the class (empty when none)."""
+
+    def apply(self, *args):
+        """The function vmapped over the class's groups; `args` are already the class's rows."""
+        if not self.params:
+            return jax.vmap(self.function)(*args)
+        params = {name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
+        return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
 
     def take(self, x):
         """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous)."""
@@ -72,15 +81,20 @@ class GroupPlan:
             for i, group in enumerate(groups):
                 key = function_key(group.candidate, api)
                 members.setdefault(key, []).append(i)
-                functions.setdefault(key, resolve_functions(group.candidate, task.defaults)[api])
-            self.classes[api] = [FunctionClass(functions[k], np.asarray(v)) for k, v in members.items()]
+                functions.setdefault(key, group.candidate.functions.get(api, task.defaults[api]))
+            self.classes[api] = []
+            for key, indices in members.items():
+                names = list(groups[indices[0]].candidate.function_params.get(api, {}))
+                params = {n: np.array([groups[i].candidate.function_params[api][n] for i in indices]) for n in names}
+                self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params))
 
     @property
     def num_groups(self) -> int:
         return len(self.groups)
 
     def num_distinct_codes(self) -> int:
-        return len({g.candidate.code_key for g in self.groups})
+        """Distinct function codes traced per iteration, over all shaping types (defaults included)."""
+        return sum(len(classes) for classes in self.classes.values())
 
     def dispatch(self, api: str, args: tuple, combine: Callable[[list, list[FunctionClass]], object] | None = None):
         """Apply the `api` function of every group to its slice of `args` (pytrees of `[G, ...]`).
@@ -89,7 +103,7 @@ class GroupPlan:
         (default: arrays concatenated along the group axis).
         """
         classes = self.classes[api]
-        outputs = [jax.vmap(c.function)(*jax.tree.map(c.take, args)) for c in classes]
+        outputs = [c.apply(*jax.tree.map(c.take, args)) for c in classes]
         return (combine or self.concat)(outputs, classes)
 
     def concat(self, outputs: list, classes: list[FunctionClass]):

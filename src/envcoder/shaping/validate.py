@@ -7,12 +7,17 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envcoder.shaping.candidate import Candidate, CandidateError, resolve_functions, time_limit
 
 TRACE_TIME_LIMIT_S = 60.0
-"""Seconds that evaluating a candidate's functions on the sample state may take."""
+"""Seconds that tracing, compiling and running a candidate's functions on the sample state may take."""
 SAMPLE_ENVS = 4
+MEMORY_LIMIT_BYTES = 256 * 2**20
+"""Working memory (XLA temporaries + outputs) one function may need for the sample's environments."""
+ACTION_PROBE_DIM = 64
+"""Action size used to find which action entries a custom `compute_torque` reads."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +60,41 @@ def _check(file, function, value, shape, kind):
         raise CandidateError(file, "returned NaN or inf on the sample state", function=function)
 
 
+def _run(file, function, fn, *args):
+    """Compile `fn` on `args`, refuse it if it needs too much memory, then run it."""
+    compiled = jax.jit(fn).lower(*args).compile()
+    stats = compiled.memory_analysis()
+    if stats is not None:
+        needed = stats.temp_size_in_bytes + stats.output_size_in_bytes
+        if needed > MEMORY_LIMIT_BYTES:
+            raise CandidateError(file, f"needs {needed / 2**20:,.0f} MiB of working memory for {SAMPLE_ENVS} "
+                                       f"environments (limit {MEMORY_LIMIT_BYTES / 2**20:.0f} MiB): a huge "
+                                       "allocation?", function=function)
+    return compiled(*args)
+
+
+def infer_action_dim(file, compute_torque, state, nu: int) -> int:
+    """The policy action size a custom `compute_torque` expects.
+
+    Probed with a wide action `[E, 64]`: if the function maps it to `[E, nu]`, the action size is one past
+    the last action entry its output depends on; if it cannot take a wider action (e.g. `150 * action`),
+    the size is `nu`. A file can state it instead with `ACTION_DIM = n`.
+    """
+    probe = jnp.zeros((SAMPLE_ENVS, ACTION_PROBE_DIM))
+    try:
+        out = jax.eval_shape(compute_torque, probe, state)
+    except Exception:  # noqa: BLE001 - the wide probe does not fit this function: it wants nu entries
+        return nu
+    if getattr(out, "shape", None) != (SAMPLE_ENVS, nu):
+        return nu
+    action = jax.random.uniform(jax.random.PRNGKey(1), probe.shape, minval=-0.9, maxval=0.9)
+    jacobian = jax.jacobian(lambda a: jnp.sum(compute_torque(a, state), axis=0))(action)  # [nu, E, A]
+    used = np.flatnonzero(np.any(np.asarray(jacobian) != 0, axis=(0, 1)))
+    if used.size == 0:
+        raise CandidateError(file, "the motor commands do not depend on the policy action", function="compute_torque")
+    return int(used.max()) + 1
+
+
 def validate_candidate(task, simulator, candidate: Candidate, state=None) -> CandidateSpec:
     """Run every function of `candidate` (its own and the defaults it keeps) on a sample state.
 
@@ -64,7 +104,6 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
     file = str(candidate.path) if candidate.path else f"<{task.name} defaults>"
     fns = resolve_functions(candidate, task.defaults)
     num_envs, nu = SAMPLE_ENVS, simulator.mj_model.nu
-    action_dim = candidate.action_dim or nu
     if candidate.action_dim and "compute_torque" not in candidate.functions:
         raise CandidateError(file, "ACTION_DIM is set but the file defines no compute_torque to use it")
     key = jax.random.PRNGKey(0)
@@ -72,29 +111,32 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
     try:
         with time_limit(TRACE_TIME_LIMIT_S, "evaluating the candidate on a sample state"):
             current = "compute_observation"
-            obs = fns[current](state)
-            obs = jnp.asarray(obs)
+            obs = jnp.asarray(_run(file, current, fns[current], state))
             if obs.ndim != 2 or obs.shape[0] != num_envs:
                 raise CandidateError(file, f"returned shape {tuple(obs.shape)}, expected [E, D]", function=current)
             _check(file, current, obs, obs.shape, "float")
             current = "compute_torque"
-            _check(file, current, fns[current](jnp.zeros((num_envs, action_dim)), state), (num_envs, nu), "float")
+            action_dim = candidate.action_dim or (
+                infer_action_dim(file, fns[current], state, nu) if current in candidate.functions else nu)
+            action = jnp.full((num_envs, action_dim), 0.5)
+            _check(file, current, _run(file, current, fns[current], action, state), (num_envs, nu), "float")
             current = "compute_reward"
-            reward, components = split_reward(fns[current](state), file)
+            reward, components = split_reward(_run(file, current, fns[current], state), file)
             _check(file, current, reward, (num_envs,), "float")
             for name, value in components.items():
                 _check(file, f"{current} (component {name!r})", value, (num_envs,), "float")
             current = "compute_terminal"
-            _check(file, current, fns[current](state), (num_envs,), "bool")
+            _check(file, current, _run(file, current, fns[current], state), (num_envs,), "bool")
             current = "sample_initial_state"
-            reset = fns[current](key, state)
+            reset = _run(file, current, fns[current], key, state)
             if not isinstance(reset, dict) or not set(reset) <= set(state):
                 raise CandidateError(file, "must return a dict of state fields to change, e.g. {'dof_pos': ...}",
                                      function=current)
             for name, value in reset.items():
                 _check(file, f"{current} (field {name!r})", value, tuple(state[name].shape), "float")
             current = "sample_goal"
-            _check(file, current, fns[current](key, state), (num_envs, task.num_commands), "float")
+            _check(file, current, _run(file, current, fns[current], key, state), (num_envs, task.num_commands),
+                   "float")
     except CandidateError:
         raise
     except Exception as err:  # anything the candidate's code raised while running

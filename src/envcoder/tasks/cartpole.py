@@ -65,7 +65,7 @@ def sample_initial_state(key, state):
 
 
 def sample_goal(key, state):
-    return jnp.zeros((state["dof_pos"].shape[0], 0))
+    return jnp.zeros((state["dof_pos"].shape[0], 1))
 
 
 def fitness_step(state):
@@ -78,11 +78,12 @@ TASK = Task(
     model_file=Path(__file__).parent / "assets" / "cartpole.xml",
     substeps=2,
     max_episode_length=500,
-    num_commands=0,
+    num_commands=1,
     state_fields={
         "dof_pos": StateField("[E, 2]", "m, rad", "cart position on the rail; pole angle from upright"),
         "dof_vel": StateField("[E, 2]", "m/s, rad/s", "cart velocity; pole angular velocity"),
-        "commands": StateField("[E, 0]", "-", "no goal in this task"),
+        "commands": StateField("[E, 1]", "m", "target cart position from sample_goal (default 0: the centre; "
+                                             "the default reward and observation ignore it)"),
         "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's largest A)"),
         "torques": StateField("[E, 1]", "N", "last force command applied to the cart"),
         "progress_buf": StateField("[E]", "steps", "control steps since the episode began"),
