@@ -223,7 +223,9 @@ class GroupedTrainer:
         def step(env, step_keys):
             obs = self._observe(self._state(env))
             mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs)
-            noise = jax.vmap(lambda k: jax.random.normal(k, (self.num_envs, self.action_dim_max)))(step_keys)
+            # One key per action dimension, so a candidate's noise does not depend on the run's A_max.
+            noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.num_envs,)),
+                                                out_axes=-1)(jnp.arange(self.action_dim_max)))(step_keys)
             actions = (mu + jnp.exp(log_std)[:, None, :] * noise) * self.action_mask[:, None, :]
             log_probs = jax.vmap(gaussian_log_prob)(actions, mu, log_std[:, None, :], self.action_mask[:, None, :])
             env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool)

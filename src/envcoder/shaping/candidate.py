@@ -295,14 +295,15 @@ def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str
         per_type.append((api, providers))
     combined = []
     for choice in itertools.product(*(providers for _, providers in per_type)):
-        parts = list(dict.fromkeys(c.name for c in choice))
+        distinct = list({c.name: c for c in choice}.values())  # a file may provide several types
+        parts = [c.name for c in distinct]
         functions = {api: c.functions[api] for (api, _), c in zip(per_type, choice)}
         function_keys = {api: c.function_keys[api] for (api, _), c in zip(per_type, choice)}
         function_params = {api: c.function_params.get(api, {}) for (api, _), c in zip(per_type, choice)}
         key_source = "|".join(f"{api}:{key}" for api, key in function_keys.items())
-        sources = "\n".join(f"# ---- {c.name}: {c.path} ----\n{c.source}" for c in dict.fromkeys(choice))
+        sources = "\n".join(f"# ---- {c.name}: {c.path} ----\n{c.source}" for c in distinct)
         torque = next((c for (api, _), c in zip(per_type, choice) if api == "compute_torque"), None)
-        params = {k: v for c in dict.fromkeys(choice) for k, v in c.params.items()}
+        params = {k: v for c in distinct for k, v in c.params.items()}
         combined.append(Candidate(name="+".join(parts), path=choice[0].path, source=sources, functions=functions,
                                   code_key=hashlib.sha256(key_source.encode()).hexdigest()[:16],
                                   function_keys=function_keys, action_dim=torque.action_dim if torque else None,

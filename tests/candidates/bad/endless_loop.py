@@ -1,0 +1,3 @@
+def compute_reward(state):
+    while True:
+        pass

@@ -1,0 +1,2 @@
+"""Defines nothing the API calls."""
+X = 1.0

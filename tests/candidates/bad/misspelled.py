@@ -1,0 +1,2 @@
+def compute_rewards(state):
+    return state["dof_pos"][:, 1]

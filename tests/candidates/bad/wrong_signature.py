@@ -1,0 +1,2 @@
+def compute_reward(state, action):
+    return state["dof_pos"][:, 1]

@@ -1,0 +1,223 @@
+"""Every shaping type takes effect; heterogeneous spaces train as if alone; divergence stays isolated;
+parameter sweeps trace once; --cross forms the product; seed statistics."""
+
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envcoder.rl.config import PPOConfig
+from envcoder.rl.trainer import GroupedTrainer
+from envcoder.runs.ranking import bootstrap_ci, rank
+from envcoder.shaping.candidate import (SHAPER_TYPES, Candidate, cross_candidates, expand_sweeps, load_candidate,
+                                        call_with_params)
+from envcoder.shaping.grouping import GroupPlan
+from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+HERE = Path(__file__).parent / "candidates" / "shaping"
+ALL_TYPES = SHAPER_TYPES
+ENVS, ITERATIONS = 16, 2
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    return task, sim, sample_state(task, sim)
+
+
+def load(name):
+    return load_candidate(HERE / f"{name}.py", ALL_TYPES)
+
+
+@pytest.fixture(scope="module")
+def runs(cartpole):
+    task, sim, state = cartpole
+    default = Candidate("default", None, "", {}, "default")
+    mix = [default] + [load(n) for n in ("wide_reset", "strict_terminal", "goal_target", "two_actions", "nan_later")]
+    replaced = mix[:-1] + [load_candidate(HERE / "nan_replacement.py", ALL_TYPES, name="nan_later")]
+    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+
+    def train(candidates):
+        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+        trainer = GroupedTrainer(task, candidates, specs, config, ENVS, (0,), sim)
+        ts = trainer.init()
+        initial_env = jax.device_get(ts.env)
+        history = []
+        for _ in range(ITERATIONS):
+            ts, metrics = trainer.iteration(ts)
+            history.append(jax.device_get(metrics))
+        return {"trainer": trainer, "ts": jax.device_get(ts), "history": history, "initial_env": initial_env,
+                "evaluation": jax.device_get(trainer.evaluate(ts))}
+
+    return {"mix": train(mix), "replaced": train(replaced), "alone": train([default])}
+
+
+def row(run, name):
+    return run["trainer"].labels.index(f"{name}#0")
+
+
+def test_sizes_are_inferred_per_candidate(runs):
+    trainer = runs["mix"]["trainer"]
+    sizes = {g.candidate.name: (s.obs_dim, s.action_dim) for g, s in zip(trainer.groups, trainer.specs)}
+    assert sizes["default"] == (4, 1) and sizes["goal_target"] == (5, 1) and sizes["two_actions"] == (6, 2)
+    assert trainer.obs_dim_max == 6 and trainer.action_dim_max == 2
+
+
+def test_reset_sampler_widens_initial_pole_angles(runs):
+    run = runs["mix"]
+    angles = lambda name: run["initial_env"].data.qpos[row(run, name), :, 1]  # noqa: E731
+    assert np.abs(angles("default")).max() <= 0.1
+    assert np.abs(angles("wide_reset")).max() > 0.5
+
+
+def test_goal_sampler_fills_commands(runs):
+    run = runs["mix"]
+    commands = run["initial_env"].commands
+    assert np.all(commands[row(run, "default")] == 0.0)
+    goal = commands[row(run, "goal_target"), :, 0]
+    assert np.all(np.abs(goal) <= 1.0) and goal.std() > 0.2
+
+
+def test_stricter_terminal_shortens_episodes(runs):
+    run = runs["mix"]
+    length = lambda name: run["evaluation"]["episode_length"][row(run, name)].mean()  # noqa: E731
+    assert length("strict_terminal") < 0.5 * length("default")
+
+
+def test_two_action_candidate_trains_with_its_own_policy(runs):
+    run = runs["mix"]
+    g = row(run, "two_actions")
+    log_std_grads_moved = run["ts"].params["log_std"][g]
+    assert np.all(np.isfinite(run["history"][-1]["actor_loss"][g]))
+    assert not np.allclose(log_std_grads_moved, 0.0)  # both action dims are trained
+    assert np.allclose(run["ts"].params["log_std"][row(run, "default"), 1], 0.0)  # padded dim untouched
+
+
+def test_padded_candidate_equals_training_alone(runs):
+    """The default candidate (4-D obs, 1-D action) among 6-D/2-D candidates equals it trained alone."""
+    alone, mixed = runs["alone"], runs["mix"]
+    p_alone = jax.tree.map(lambda x: x[0], alone["ts"].params)
+    p_mixed = jax.tree.map(lambda x: x[row(mixed, "default")], mixed["ts"].params)
+    np.testing.assert_allclose(p_mixed["actor"][0][0][:4], p_alone["actor"][0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(p_mixed["actor"][0][0][4:], 0.0)  # padded inputs stay zero
+    np.testing.assert_allclose(p_mixed["actor"][-1][0][:, :1], p_alone["actor"][-1][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(p_mixed["actor"][-1][0][:, 1:], 0.0)  # padded output stays zero
+    np.testing.assert_allclose(p_mixed["critic"][1][0], p_alone["critic"][1][0], rtol=1e-5, atol=1e-6)
+    for key in ("task_fitness", "episode_length", "shaped_return"):
+        np.testing.assert_allclose(mixed["evaluation"][key][row(mixed, "default")], alone["evaluation"][key][0],
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_diverged_candidate_is_isolated(runs):
+    mixed, replaced = runs["mix"], runs["replaced"]
+    g = row(mixed, "nan_later")
+    assert mixed["ts"].diverged_at[g] == 0
+    assert mixed["history"][-1]["diverged"][g] == 1.0 and np.isnan(mixed["evaluation"]["task_fitness"][g]).all()
+    assert np.all(np.isfinite(jax.tree.leaves(jax.tree.map(lambda x: x[g], mixed["ts"].params))[0]))
+    assert replaced["ts"].diverged_at[row(replaced, "nan_later")] == -1
+    for label in mixed["trainer"].labels:
+        if label.startswith("nan_later"):
+            continue
+        a, b = mixed["trainer"].labels.index(label), replaced["trainer"].labels.index(label)
+        for x, y in zip(jax.tree.leaves(mixed["ts"].params), jax.tree.leaves(replaced["ts"].params)):
+            np.testing.assert_array_equal(x[a], y[b], err_msg=label)  # bitwise on CPU
+        np.testing.assert_array_equal(mixed["evaluation"]["task_fitness"][a], replaced["evaluation"]["task_fitness"][b])
+
+
+SWEEP = textwrap.dedent("""
+    import jax.numpy as jnp
+
+    PARAMS = {"UPRIGHT_WEIGHT": [0.5, 1.0, 2.0], "SPEED_WEIGHT": [0.0, 0.1]}
+    UPRIGHT_WEIGHT = 1.0
+    SPEED_WEIGHT = 0.0
+
+    def compute_reward(state):
+        return UPRIGHT_WEIGHT * jnp.cos(state["dof_pos"][:, 1]) - SPEED_WEIGHT * jnp.abs(state["dof_vel"][:, 0])
+""")
+
+
+def test_parameter_sweep_traces_once(tmp_path, cartpole):
+    task, sim, state = cartpole
+    (tmp_path / "sweep.py").write_text(SWEEP)
+    variants = expand_sweeps([load_candidate(tmp_path / "sweep.py", ("compute_reward",))])
+    assert len(variants) == 6 and variants[0].name == "sweep[UPRIGHT_WEIGHT=0.5,SPEED_WEIGHT=0]"
+    plan = GroupPlan(task, variants, seeds=(0,))
+    (reward_class,) = plan.classes["compute_reward"]
+    traces = []
+    original = reward_class.function
+    object.__setattr__(reward_class, "function", _CountingProxy(original, traces))
+
+    state_g = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(variants),) + x.shape), state)
+    state_g["dof_vel"] = state_g["dof_vel"].at[..., 0].set(1.0)
+    rewards = jax.jit(lambda s: plan.dispatch("compute_reward", (s,)))(state_g)
+    assert len(traces) == 1
+    for g, group in enumerate(plan.groups):
+        p = group.candidate.params
+        expected = call_with_params(original, p, jax.tree.map(lambda x: x[g], state_g))
+        np.testing.assert_allclose(rewards[g], expected, rtol=1e-6)
+        np.testing.assert_allclose(rewards[g], p["UPRIGHT_WEIGHT"] - p["SPEED_WEIGHT"], rtol=1e-6)
+
+
+class _CountingProxy:
+    """Wraps a candidate function, counting traces; exposes its globals for the constant swap."""
+
+    def __init__(self, fn, counter):
+        self.fn, self.counter, self.__globals__ = fn, counter, fn.__globals__
+
+    def __call__(self, *args):
+        self.counter.append(1)
+        return self.fn(*args)
+
+
+def test_sweep_errors_are_clear(tmp_path):
+    from envcoder.shaping.candidate import CandidateError
+    (tmp_path / "bad.py").write_text("PARAMS = {'W': [1.0]}\ndef compute_reward(state):\n    return W\n")
+    with pytest.raises(CandidateError, match="defines no constant W"):
+        load_candidate(tmp_path / "bad.py", ("compute_reward",))
+    (tmp_path / "bad2.py").write_text("W = 1.0\nPARAMS = {'W': []}\ndef compute_reward(state):\n    return W\n")
+    with pytest.raises(CandidateError, match="non-empty list of numbers"):
+        load_candidate(tmp_path / "bad2.py", ("compute_reward",))
+
+
+def test_cross_forms_the_product(tmp_path, cartpole):
+    task, _, _ = cartpole
+    for i in range(3):
+        (tmp_path / f"r{i}.py").write_text(f"def compute_reward(state):\n    return state['dof_pos'][:, 1] * {i}.0\n")
+    for i in range(2):
+        (tmp_path / f"o{i}.py").write_text(f"def compute_observation(state):\n    return state['dof_pos'] * {i}.0\n")
+    from envcoder.shaping.candidate import load_candidates
+    types = ("compute_reward", "compute_observation")
+    loaded, failures = load_candidates(tmp_path, types)
+    crossed = cross_candidates(loaded, types)
+    assert not failures and len(crossed) == 6
+    assert sorted(c.name for c in crossed) == sorted(f"r{i}+o{j}" for i in range(3) for j in range(2))
+    plan = GroupPlan(task, crossed, seeds=(0,))
+    assert len(plan.classes["compute_reward"]) == 3 and len(plan.classes["compute_observation"]) == 2
+    with pytest.raises(ValueError, match="no candidate file defines compute_torque"):
+        cross_candidates(loaded, types + ("compute_torque",))
+
+
+def test_action_size_is_inferred_from_compute_torque(cartpole):
+    from envcoder.shaping.validate import infer_action_dim
+    _, _, state = cartpole
+    assert infer_action_dim("f", lambda a, s: 30.0 * (a[:, 0:1] - a[:, 2:3]), state, 1) == 3
+    assert infer_action_dim("f", lambda a, s: 30.0 * a, state, 1) == 1
+
+
+def test_seed_statistics_and_bootstrap():
+    values = [0.2, 0.4, 0.6, 0.8]
+    (best, other) = rank({"a": [{"task_fitness": v, "shaped_return": 1.0, "episode_length": 10.0} for v in values],
+                          "b": [{"task_fitness": v - 0.3, "shaped_return": 1.0, "episode_length": 10.0}
+                                for v in values]})
+    assert best.name == "a" and best.fitness_mean == pytest.approx(0.5)
+    assert best.fitness_std == pytest.approx(np.std(values, ddof=1))
+    assert 0.2 <= best.ci_low < 0.5 < best.ci_high <= 0.8 and best.seeds == 4
+    assert other.ci_high > best.ci_low  # overlapping intervals: not separable with 4 seeds
+    assert bootstrap_ci([0.7, 0.7, 0.7]) == pytest.approx((0.7, 0.7))
+    assert bootstrap_ci([0.3]) == (0.3, 0.3)
