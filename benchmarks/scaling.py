@@ -1,0 +1,221 @@
+"""Scaling benchmarks (issue: one process for all candidates vs one process per candidate).
+
+Every measurement point runs in its own subprocess (`worker`), so peak GPU memory is per point and an
+out-of-memory point is recorded instead of ending the benchmark.
+
+    python benchmarks/scaling.py scale --groups 1 8 32 128 512 1024 2048 --out scale.json
+    python benchmarks/scaling.py processes --counts 8 32 64 --out processes.json
+    python benchmarks/scaling.py overhead --groups 64 --out overhead.json
+    python benchmarks/scaling.py compile --codes 1 4 16 64 --out compile.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def worker(args):
+    """Train `groups` Ant candidates × `envs` envs for `iterations` iterations; print one JSON line."""
+    import jax
+    import numpy as np
+
+    from core import stamp
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.shaping.candidate import expand_sweeps, load_candidate
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    start = time.perf_counter()
+    task = get_task("Ant")
+    sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, sim)
+    files = sorted((ROOT / "user_functions" / "ant").glob("*.py"))
+    if args.codes == "bundled":  # the 4 bundled rewards, cycled
+        candidates = [load_candidate(files[i % len(files)], name=f"{files[i % len(files)].stem}_{i}")
+                      for i in range(args.groups)]
+    elif args.codes == "same":  # one code, many candidates
+        candidates = [load_candidate(files[0], name=f"c{i}") for i in range(args.groups)]
+    else:  # "distinct": every candidate its own code; "sweep": one file whose constant takes `groups` values
+        tmp = Path(tempfile.mkdtemp())
+        base = (ROOT / "user_functions" / "ant" / "forward_velocity.py").read_text()
+        if args.codes == "distinct":
+            candidates = []
+            for i in range(args.groups):
+                path = tmp / f"d{i}.py"
+                path.write_text(base.replace("0.5 * jnp.sum", f"{0.5 + 0.001 * i} * jnp.sum"))
+                candidates.append(load_candidate(path))
+        else:
+            path = tmp / "sweep.py"
+            values = [0.5 + 0.001 * i for i in range(args.groups)]
+            path.write_text(f"COST = 0.5\nPARAMS = {{'COST': {values}}}\n" + base.replace("0.5 * jnp.sum", "COST * jnp.sum"))
+            candidates = expand_sweeps([load_candidate(path)])
+    specs, cache = {}, {}
+    for c in candidates:  # identical code and constants validate identically
+        key = (c.code_key, tuple(sorted(c.params.items())))
+        if key not in cache:
+            cache[key] = validate_candidate(task, sim, c, state)
+        specs[c.name] = cache[key]
+    config = PPOConfig.for_task(task.ppo_overrides)
+    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
+    setup_s = time.perf_counter() - start
+    tick = time.perf_counter()
+    ts = trainer.init()
+    ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    compile_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    for _ in range(args.iterations):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    train_s = time.perf_counter() - tick
+    steps = args.groups * args.envs * config.horizon_length * args.iterations
+    stats = jax.devices()[0].memory_stats() or {}
+    print(json.dumps({
+        "groups": args.groups, "envs_per_candidate": args.envs, "codes": args.codes,
+        "traced_function_classes": trainer.plan.num_distinct_codes(), "iterations_timed": args.iterations,
+        "setup_s": round(setup_s, 2), "compile_and_first_iteration_s": round(compile_s, 2),
+        "train_s": round(train_s, 3), "env_steps_per_s": round(steps / train_s),
+        "wall_s": round(time.perf_counter() - start, 2),
+        "peak_gpu_memory_gib": round(stats.get("peak_bytes_in_use", float("nan")) / 2**30, 3),
+        "finite": bool(np.all(np.isfinite(jax.device_get(metrics["step_reward"])))),
+        "device": stamp()["device"]}), flush=True)
+
+
+def run_worker(groups, envs, iterations, codes="bundled", timeout=900, env=None):
+    cmd = [sys.executable, __file__, "worker", "--groups", str(groups), "--envs", str(envs),
+           "--iterations", str(iterations), "--codes", codes]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"groups": groups, "envs_per_candidate": envs, "codes": codes, "error": f"timeout after {timeout} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode == 0 and lines:
+        return json.loads(lines[-1])
+    tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    oom = "RESOURCE_EXHAUSTED" in done.stderr or "out of memory" in done.stderr.lower()
+    return {"groups": groups, "envs_per_candidate": envs, "codes": codes,
+            "error": "out of GPU memory" if oom else " | ".join(tail)}
+
+
+def gpu_memory_used_mib():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return int(out.split()[0])
+    except Exception:  # noqa: BLE001 - no nvidia-smi (CPU machine)
+        return None
+
+
+def scale(args):
+    rows = []
+    for groups in args.groups:
+        row = run_worker(groups, args.envs, args.iterations, timeout=args.timeout)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        if "error" in row:
+            break
+    return {"benchmark": "scaling_one_process", "rows": rows}
+
+
+def processes(args):
+    """K separate processes of one candidate × 256 envs each, all at once, vs one process of K candidates."""
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    rows = []
+    for count in args.counts:
+        before = gpu_memory_used_mib()
+        cmd = [sys.executable, __file__, "worker", "--groups", "1", "--envs", str(args.envs),
+               "--iterations", str(args.iterations), "--codes", "bundled"]
+        tick = time.perf_counter()
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for _ in range(count)]
+        peak_used = before or 0
+        while any(p.poll() is None for p in procs):
+            used = gpu_memory_used_mib()
+            peak_used = max(peak_used, used or 0)
+            time.sleep(0.5)
+            if time.perf_counter() - tick > args.timeout:
+                for p in procs:
+                    p.kill()
+                break
+        wall = time.perf_counter() - tick
+        results = []
+        for p in procs:
+            out, err = p.communicate()
+            lines = [line for line in out.splitlines() if line.startswith("{")]
+            results.append(json.loads(lines[-1]) if p.returncode == 0 and lines else {"error": err.strip()[-300:]})
+        ok = [r for r in results if "error" not in r]
+        row = {"processes": count, "succeeded": len(ok), "wall_s_all_processes": round(wall, 2),
+               "sum_env_steps_per_s_while_training": round(sum(r["env_steps_per_s"] for r in ok)),
+               "gpu_memory_used_mib_peak": peak_used, "gpu_memory_used_mib_before": before,
+               "per_process": results[:3], "errors": [r["error"] for r in results if "error" in r][:3]}
+        print(json.dumps({k: v for k, v in row.items() if k != "per_process"}), flush=True)
+        grouped = run_worker(count, args.envs, args.iterations, timeout=args.timeout, env=env)
+        row["one_process_same_candidates"] = grouped
+        print(json.dumps(grouped), flush=True)
+        rows.append(row)
+    return {"benchmark": "one_process_per_candidate", "rows": rows}
+
+
+def overhead(args):
+    rows = []
+    for groups in args.groups:
+        grouped = run_worker(groups, args.envs, args.iterations, codes="same", timeout=args.timeout)
+        single = run_worker(1, groups * args.envs, args.iterations, codes="same", timeout=args.timeout)
+        row = {"groups": groups, "envs_per_candidate": args.envs, "grouped": grouped, "single_policy": single}
+        if "error" not in grouped and "error" not in single:
+            row["time_ratio_grouped_over_single"] = round(grouped["train_s"] / single["train_s"], 3)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return {"benchmark": "grouping_overhead", "rows": rows}
+
+
+def compile_time(args):
+    rows = []
+    for codes in args.codes:
+        for kind in ("distinct", "sweep"):
+            row = run_worker(codes, args.envs, args.iterations, codes=kind, timeout=args.timeout)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return {"benchmark": "compile_time_vs_codes", "rows": rows}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="which", required=True)
+    w = sub.add_parser("worker")
+    w.add_argument("--groups", type=int, required=True)
+    w.add_argument("--codes", choices=["bundled", "same", "distinct", "sweep"], default="bundled")
+    for name, groups_default in (("scale", [1, 8, 32, 128, 512, 1024]), ("overhead", [64])):
+        p = sub.add_parser(name)
+        p.add_argument("--groups", type=int, nargs="+", default=groups_default)
+    sub.add_parser("processes").add_argument("--counts", type=int, nargs="+", default=[8, 32, 64])
+    sub.add_parser("compile").add_argument("--codes", type=int, nargs="+", default=[1, 4, 16, 64])
+    for p in sub.choices.values():
+        p.add_argument("--envs", type=int, default=256)
+        p.add_argument("--iterations", type=int, default=10)
+        p.add_argument("--timeout", type=int, default=900)
+        p.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.which == "worker":
+        return worker(args)
+    from core import stamp
+    result = {"scale": scale, "processes": processes, "overhead": overhead, "compile": compile_time}[args.which](args)
+    result["stamp"] = stamp()
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
