@@ -33,6 +33,9 @@ def test_run_directory_is_complete_and_readable(cartpole_run):
     assert {"task_fitness", "shaped_return", "episode_length", "kl", "learning_rate", "env_steps_per_s"} <= set(rows[0])
     results = json.loads((out / "results.json").read_text())
     assert [r["name"] for r in results["ranking"]] and json.loads((out / "failures.json").read_text()) == []
+    # Reward components are logged for the candidate that defines them, and left blank for the others.
+    last = {r["candidate"]: r for r in rows[-len(bundled):]}
+    assert float(last["good_upright"]["reward/upright"]) > 0.5 and last["alive_bonus"]["reward/upright"] == ""
 
 
 def test_good_candidate_learns_and_ranks_above_the_poor_one(cartpole_run):

@@ -41,7 +41,8 @@ def runs(tmp_path_factory):
     results = {}
     for name, functions in (("corpus", CORPUS), ("good", only_good)):
         settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
-                                iterations=2, ppo={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
+                                iterations=2, seeds=(0, 1),
+                                ppo={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
         results[name] = run_evaluation(settings)
     patch.undo()
     return root, results
@@ -64,7 +65,17 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
 
 def test_good_candidate_unaffected_by_bad_neighbours(runs):
     _, results = runs
-    (with_bad,), (alone,) = results["corpus"]["groups"], results["good"]["groups"]
-    assert with_bad["candidate"] == alone["candidate"] == "good"
-    for key in ("task_fitness", "episode_length", "shaped_return"):
-        assert with_bad[key] == pytest.approx(alone[key], rel=1e-6)
+    assert len(results["corpus"]["groups"]) == len(results["good"]["groups"]) == 2  # two seeds
+    for with_bad, alone in zip(results["corpus"]["groups"], results["good"]["groups"]):
+        assert with_bad["candidate"] == alone["candidate"] == "good" and with_bad["seed"] == alone["seed"]
+        for key in ("task_fitness", "episode_length", "shaped_return"):
+            assert with_bad[key] == pytest.approx(alone[key], rel=1e-6)
+
+
+def test_seed_statistics_in_results(runs):
+    _, results = runs
+    (ranked,) = results["good"]["ranking"]
+    per_seed = [g["task_fitness"] for g in results["good"]["groups"]]
+    assert ranked["seeds"] == 2 and ranked["fitness_mean"] == pytest.approx(sum(per_seed) / 2)
+    assert ranked["ci_low"] <= ranked["fitness_mean"] <= ranked["ci_high"]
+    assert results["good"]["not_separable_from_best"] == []  # nothing else to compare with

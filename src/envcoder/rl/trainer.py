@@ -355,15 +355,16 @@ class GroupedTrainer:
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
 
-        params_by_group = [None] * len(self.groups)
+        # Initialize each (obs size, action size) class at its own sizes, then pad and restore group order.
+        pieces, order = [], []
         for dims in sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist()))):
             idx = np.flatnonzero((self.obs_dims == dims[0]) & (self.action_dims == dims[1]))
             init = jax.jit(jax.vmap(lambda k, d=dims: pad_actor_critic(
                 init_actor_critic(k, d[0], d[1], cfg.units, cfg.sigma_init), self.obs_dim_max, self.action_dim_max)))
-            stacked = init(param_keys[idx])
-            for j, i in enumerate(idx):
-                params_by_group[i] = jax.tree.map(lambda x, j=j: x[j], stacked)
-        params = jax.tree.map(lambda *xs: jnp.stack(xs), *params_by_group)
+            pieces.append(init(param_keys[idx]))
+            order.append(idx)
+        inverse = np.argsort(np.concatenate(order))
+        params = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inverse], *pieces)
 
         G = len(self.groups)
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))

@@ -177,7 +177,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     if len(settings.seeds) > 1 and len(tied) > 1:
         console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's; "
                       "more seeds would tell them apart", highlight=False)
-    results["not_separable_from_best"] = tied if len(settings.seeds) > 1 else []
+    results["not_separable_from_best"] = tied[1:] if len(settings.seeds) > 1 else []
     run_dir.write_results(results)
     console.print(f"run directory: {settings.out}", highlight=False)
     return results
