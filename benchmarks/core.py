@@ -52,6 +52,20 @@ def candidates_for(task, sim, n: int):
     return chosen, specs
 
 
+def time_training(trainer, iterations: int):
+    """`(metrics, compile_s, train_s)`: init + first iteration (compiles), then `iterations` timed ones."""
+    tick = time.perf_counter()
+    ts = trainer.init()
+    ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    compile_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    for _ in range(iterations):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    return metrics, compile_s, time.perf_counter() - tick
+
+
 def peak_memory_gb():
     stats = jax.devices()[0].memory_stats() or {}
     return stats.get("peak_bytes_in_use", float("nan")) / 2**30
@@ -87,16 +101,7 @@ def bench_ant(args):
     for groups in args.groups:
         candidates, specs = candidates_for(task, sim, groups)
         trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
-        tick = time.perf_counter()
-        ts = trainer.init()
-        ts, metrics = trainer.iteration(ts)
-        jax.block_until_ready(metrics)
-        compile_s = time.perf_counter() - tick
-        tick = time.perf_counter()
-        for _ in range(args.iterations):
-            ts, metrics = trainer.iteration(ts)
-        jax.block_until_ready(metrics)
-        train_s = time.perf_counter() - tick
+        metrics, compile_s, train_s = time_training(trainer, args.iterations)
         steps = groups * args.envs * config.horizon_length * args.iterations
         train_rate = steps / train_s
         physics_rate = physics_only(sim, groups, args.envs, config.horizon_length, args.iterations)
@@ -109,7 +114,7 @@ def bench_ant(args):
                "mean_step_reward": float(np.nanmean(jax.device_get(metrics["step_reward"])))}
         print(json.dumps(row), flush=True)
         rows.append(row)
-        del trainer, ts, metrics
+        del trainer, metrics
     return {"benchmark": "ant_grouped_throughput", "ppo": {"horizon_length": config.horizon_length,
             "mini_epochs": config.mini_epochs, "units": list(config.units)}, "rows": rows}
 

@@ -29,7 +29,7 @@ def worker(args):
     import jax
     import numpy as np
 
-    from core import stamp
+    from core import stamp, time_training
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.trainer import GroupedTrainer
     from envcoder.shaping.candidate import expand_sweeps, load_candidate
@@ -70,16 +70,7 @@ def worker(args):
     config = PPOConfig.for_task(task.ppo_overrides)
     trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
     setup_s = time.perf_counter() - start
-    tick = time.perf_counter()
-    ts = trainer.init()
-    ts, metrics = trainer.iteration(ts)
-    jax.block_until_ready(metrics)
-    compile_s = time.perf_counter() - tick
-    tick = time.perf_counter()
-    for _ in range(args.iterations):
-        ts, metrics = trainer.iteration(ts)
-    jax.block_until_ready(metrics)
-    train_s = time.perf_counter() - tick
+    metrics, compile_s, train_s = time_training(trainer, args.iterations)
     steps = args.groups * args.envs * config.horizon_length * args.iterations
     stats = jax.devices()[0].memory_stats() or {}
     print(json.dumps({

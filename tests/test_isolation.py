@@ -9,7 +9,10 @@ import pytest
 
 from envcoder.runs.evaluation import EvalSettings, run_evaluation
 
+from conftest import BUNDLED
+
 CORPUS = Path(__file__).parent / "candidates" / "bad"
+GOOD = BUNDLED / "cartpole" / "good_upright.py"
 MARKERS = [Path("/tmp/envcoder_sandbox_marker"), Path("/tmp/envcoder_sandbox_marker.npy")]
 
 EXPECTED = {
@@ -35,11 +38,13 @@ def runs(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setattr("envcoder.shaping.validate.TRACE_TIME_LIMIT_S", 3.0)
     root = tmp_path_factory.mktemp("isolation")
-    only_good = root / "only_good"
+    corpus, only_good = root / "corpus_files", root / "only_good"
+    shutil.copytree(CORPUS, corpus)
     only_good.mkdir()
-    shutil.copy(CORPUS / "good.py", only_good / "good.py")
+    for directory in (corpus, only_good):  # the same good candidate next to the bad ones, and alone
+        shutil.copy(GOOD, directory / "good.py")
     results = {}
-    for name, functions in (("corpus", CORPUS), ("good", only_good)):
+    for name, functions in (("corpus", corpus), ("good", only_good)):
         settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
                                 iterations=2, seeds=(0, 1),
                                 ppo={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
@@ -54,7 +59,7 @@ def test_each_bad_file_has_its_specific_error(runs):
     assert set(failures) == set(EXPECTED)
     for name, message in EXPECTED.items():
         assert message in failures[name], (name, failures[name])
-        assert str(CORPUS / f"{name}.py") in failures[name]
+        assert str(root / "corpus_files" / f"{name}.py") in failures[name]
     on_disk = {f["name"] for f in json.loads((root / "corpus" / "failures.json").read_text())}
     assert on_disk == set(EXPECTED)
 
