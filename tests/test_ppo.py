@@ -7,7 +7,7 @@ import pytest
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_entropy, gaussian_log_prob,
-                             ppo_loss)
+                             linear_learning_rate, ppo_loss)
 
 
 def gae_loop(rewards, values, dones, last_value, gamma, lam):
@@ -88,6 +88,12 @@ def test_adaptive_learning_rate_rule():
     assert float(adaptive_learning_rate(1e-3, 0.001, 0.008)) == pytest.approx(1.5e-3)  # kl < threshold / 2
     assert float(adaptive_learning_rate(1e-3, 0.008, 0.008)) == pytest.approx(1e-3)
     assert float(adaptive_learning_rate(9e-3, 0.0, 0.008)) == pytest.approx(1e-2)  # capped
+
+
+def test_linear_learning_rate_rule():
+    assert float(linear_learning_rate(1e-3, 0, 100)) == pytest.approx(1e-3)
+    assert float(linear_learning_rate(1e-3, 25, 100)) == pytest.approx(7.5e-4)
+    assert float(linear_learning_rate(1e-3, 150, 100)) == 0.0
 
 
 def test_running_mean_std_matches_numpy():

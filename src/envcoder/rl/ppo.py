@@ -118,3 +118,8 @@ def adaptive_learning_rate(learning_rate, kl, kl_threshold: float, min_lr: float
     """rl_games' AdaptiveScheduler: ÷1.5 when kl > 2·threshold, ×1.5 when kl < threshold / 2."""
     learning_rate = jnp.where(kl > 2.0 * kl_threshold, jnp.maximum(learning_rate / 1.5, min_lr), learning_rate)
     return jnp.where(kl < 0.5 * kl_threshold, jnp.minimum(learning_rate * 1.5, max_lr), learning_rate)
+
+
+def linear_learning_rate(initial, iteration, max_epochs: int):
+    """rl_games' linear schedule: `initial` at iteration 0, falling to 0 at `max_epochs`."""
+    return initial * jnp.maximum(1.0 - jnp.asarray(iteration, jnp.float32) / max_epochs, 0.0)

@@ -27,7 +27,8 @@ import optax
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor_critic, init_actor_critic, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import Minibatch, adaptive_learning_rate, compute_gae, gaussian_log_prob, ppo_loss
+from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_log_prob,
+                             linear_learning_rate, ppo_loss)
 from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.grouping import GroupPlan, group_key
 from envcoder.shaping.validate import CandidateSpec, split_reward
@@ -66,10 +67,9 @@ class Transition(NamedTuple):
     mu: jnp.ndarray
     values: jnp.ndarray  # normalized units
     rewards: jnp.ndarray  # training reward (scaled, time-outs bootstrapped)
-    dones: jnp.ndarray
+    dones: jnp.ndarray  # 1.0 where an episode ended (failure or time-out)
     step_reward: jnp.ndarray  # candidate's reward, unscaled
     components: dict
-    completed: jnp.ndarray  # 1.0 where an episode ended
     completed_return: jnp.ndarray
     completed_fitness: jnp.ndarray
     completed_length: jnp.ndarray
@@ -233,10 +233,9 @@ class GroupedTrainer:
             rewards = info["reward"] * cfg.reward_scale
             if cfg.value_bootstrap:
                 rewards = rewards + cfg.gamma * values_raw * info["truncated"]
-            completed = info["done"].astype(jnp.float32)
-            return env, Transition(obs, actions, log_probs, mu, values, rewards, completed, info["reward"],
-                                   info["components"], completed, info["episode_return"], info["episode_fitness"],
-                                   info["episode_length"])
+            return env, Transition(obs, actions, log_probs, mu, values, rewards, info["done"].astype(jnp.float32),
+                                   info["reward"], info["components"], info["episode_return"],
+                                   info["episode_fitness"], info["episode_length"])
 
         step_keys = jax.vmap(lambda k: jax.random.split(k, cfg.horizon_length))(keys).swapaxes(0, 1)
         return jax.lax.scan(step, ts.env, step_keys)
@@ -279,8 +278,8 @@ class GroupedTrainer:
 
         learning_rate = ts.learning_rate
         if cfg.lr_schedule == "linear":
-            frac = 1.0 - ts.iteration.astype(jnp.float32) / cfg.max_epochs
-            learning_rate = jnp.full_like(learning_rate, cfg.learning_rate) * jnp.maximum(frac, 0.0)
+            learning_rate = jnp.full_like(learning_rate, linear_learning_rate(cfg.learning_rate, ts.iteration,
+                                                                              cfg.max_epochs))
         params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
             ts.params, ts.opt_state, learning_rate, obs_rms, batch, update_key, self.action_mask)
 
@@ -328,10 +327,10 @@ class GroupedTrainer:
 
     def _metrics(self, traj: Transition, losses, learning_rate):
         """Per-group metrics `[G]` of one iteration. Episode means are NaN when no episode ended."""
-        count = traj.completed.sum(axis=(0, 2))
+        count = traj.dones.sum(axis=(0, 2))
 
         def episode_mean(x):
-            return jnp.where(count > 0, (x * traj.completed).sum(axis=(0, 2)) / jnp.maximum(count, 1), jnp.nan)
+            return jnp.where(count > 0, (x * traj.dones).sum(axis=(0, 2)) / jnp.maximum(count, 1), jnp.nan)
 
         metrics = {
             "episodes": count,

@@ -146,9 +146,5 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
                          reward_components=tuple(sorted(components)))
 
 
-def reward_component_names(specs) -> list[str]:
-    """Union of all candidates' reward component names, sorted."""
-    return sorted({name for spec in specs for name in spec.reward_components})
 
-
-__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "split_reward", "reward_component_names"]
+__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "split_reward", "infer_action_dim"]
