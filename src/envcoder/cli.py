@@ -46,16 +46,18 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--functions", type=Path, default=None,
                     help="directory of candidate .py files (default: the bundled user_functions/<task>)")
     ev.add_argument("--shaper-types", "--shaper_types", dest="shaper_types", nargs="+", type=_shaper_type,
-                    default=["compute_reward"], metavar="TYPE",
-                    help=f"functions taken from the candidate files; others use the task's defaults "
-                         f"({', '.join(SHAPER_TYPES)})")
+                    default=list(SHAPER_TYPES), metavar="TYPE",
+                    help=f"functions taken from the candidate files (default: whichever of them a file defines); "
+                         f"the others use the task's defaults ({', '.join(SHAPER_TYPES)})")
     ev.add_argument("--cross", action="store_true",
                     help="evaluate the product of files across --shaper-types (5 reward × 3 observation files = 15 "
                          "candidates) instead of one candidate per file")
     ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
                     default=256, help="parallel environments per candidate and seed (default 256)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
-                    help="PPO iterations (default: the task's, e.g. 60 for Cartpole)")
+                    help="PPO iterations (default: the task's max_epochs, e.g. 60 for Cartpole)")
+    ev.add_argument("--fitness", default=None,
+                    help="the task fitness to rank by (default: the task's first; see `envcoder tasks --task T`)")
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     ev.add_argument("--seeds", type=_positive_int, default=1, help="independent seeds per candidate (default 1)")
     ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
@@ -63,9 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = sub.add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
     return parser
-
-
-DEFAULT_ITERATIONS = {"Cartpole": 60, "Ant": 300}
 
 
 def _eval(args) -> int:
@@ -83,7 +82,7 @@ def _eval(args) -> int:
     settings = EvalSettings(
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
-        iterations=args.iterations or DEFAULT_ITERATIONS[task.name],
+        iterations=args.iterations or task.ppo_overrides.get("max_epochs", 100), fitness=args.fitness,
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     try:
         run_evaluation(settings)
@@ -93,6 +92,7 @@ def _eval(args) -> int:
 
 
 def _tasks(args) -> int:
+    from envcoder.shaping.helpers import HELPERS
     from envcoder.tasks import TASKS, UnknownTaskError, get_task
 
     if args.task is None:
@@ -109,10 +109,19 @@ def _tasks(args) -> int:
     print("## State fields (the `state` mapping every shaping function receives)\n")
     for name, field in task.state_fields.items():
         print(f"- {name} {field.shape} ({field.units}): {field.meaning}")
-    print(f"\n## Task fitness (ground truth used for ranking)\n\n{task.fitness_doc}\n")
-    print("## Default shaping functions (a candidate overrides any of them)\n")
+    print("\n## Task fitness definitions (ground truth used for ranking; `--fitness NAME`, the first is the default)\n")
+    for name, fitness in task.fitness.items():
+        print(f"- {name}: {fitness.doc}")
+    print("\n## Default shaping functions (a candidate overrides any of them)\n")
     for api in SHAPER_TYPES:
         print(inspect.getsource(task.defaults[api]))
+    print("## Helpers in a candidate's namespace (besides jax, jnp and math)\n")
+    for name, helper in HELPERS.items():
+        doc = inspect.getdoc(helper) or ""
+        print(f"- {name}{inspect.signature(helper)}: {doc}\n")
+    print(f"## PPO settings ({task.config_file.name}, rl_games names)\n")
+    for key, value in task.ppo_overrides.items():
+        print(f"- {key}: {value}")
     return 0
 
 

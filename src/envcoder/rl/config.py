@@ -13,7 +13,9 @@ class PPOConfig:
     horizon_length: int = 16
     """Control steps each environment collects per iteration."""
     minibatch_size: int | None = None
-    """Samples per minibatch *per candidate*; None means half of `envs_per_candidate * horizon_length`."""
+    """Samples per minibatch *per candidate*; None: `envs_per_candidate * horizon_length / num_minibatches`."""
+    num_minibatches: int = 2
+    """Minibatches per epoch when `minibatch_size` is None (so the settings scale with the env count)."""
     mini_epochs: int = 4
     """Passes over each iteration's samples."""
     learning_rate: float = 3e-4

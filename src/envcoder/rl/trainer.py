@@ -73,6 +73,8 @@ class Transition(NamedTuple):
     completed_return: jnp.ndarray
     completed_fitness: jnp.ndarray
     completed_length: jnp.ndarray
+    fitness_step: jnp.ndarray  # the task fitness's per-step quantity (no after-failure fill)
+    physics_failures: jnp.ndarray  # 1.0 where the env's physics went non-finite and it was reset
 
 
 def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
@@ -80,6 +82,13 @@ def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
     def finite(x):
         x = jnp.moveaxis(x, group_axis, 0)
         return jnp.all(jnp.isfinite(x.reshape(x.shape[0], -1)), axis=1)
+    return functools.reduce(jnp.logical_and, [finite(x) for x in jax.tree.leaves(tree)])
+
+
+def _all_finite_per_env(tree) -> jnp.ndarray:
+    """`[G, E]` bool: every entry of every leaf (`[G, E, ...]`) of `tree` is finite, per environment."""
+    def finite(x):
+        return jnp.all(jnp.isfinite(x.reshape(x.shape[:2] + (-1,))), axis=2)
     return functools.reduce(jnp.logical_and, [finite(x) for x in jax.tree.leaves(tree)])
 
 
@@ -98,8 +107,9 @@ class GroupedTrainer:
 
     def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
                  config: PPOConfig, envs_per_candidate: int, seeds: Sequence[int] = (0,),
-                 simulator: Simulator | None = None):
+                 simulator: Simulator | None = None, fitness: str | None = None):
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
+        self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.sim = simulator or Simulator(task.model_file, task.substeps)
         self.plan = GroupPlan(task, candidates, seeds)
         self.groups = self.plan.groups
@@ -111,7 +121,7 @@ class GroupedTrainer:
                                        jnp.float32)
         self.component_names = sorted({n for s in self.specs for n in s.reward_components})
         batch = envs_per_candidate * config.horizon_length
-        self.minibatch_size = config.minibatch_size or max(batch // 2, 1)
+        self.minibatch_size = config.minibatch_size or max(batch // config.num_minibatches, 1)
         if batch % self.minibatch_size:
             raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
                              f"= {batch}")
@@ -132,7 +142,8 @@ class GroupedTrainer:
     # ---- shaping functions over the group axis ---------------------------------------------------
 
     def _state(self, env: EnvState):
-        return jax.vmap(self.task.build_state)(env.data, env.commands, env.actions, env.torques, env.progress)
+        build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
+        return build(env.data, env.commands, env.actions, env.torques, env.progress)
 
     def _observe(self, state):
         def pad(outputs, classes):
@@ -161,9 +172,8 @@ class GroupedTrainer:
     def _reset_pool(self, keys):
         """Fresh reset states for every environment: `(data, commands)` `[G, E, ...]`."""
         G, E, nu = len(self.groups), self.num_envs, self.sim.mj_model.nu
-        qpos0 = jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq))
-        qvel0 = jnp.zeros((G, E, self.sim.mj_model.nv))
-        base_data = jax.vmap(jax.vmap(self.sim.reset))(qpos0, qvel0)
+        reference = self.sim.reset(self.sim.qpos0, jnp.zeros(self.sim.mj_model.nv))  # one forward, broadcast
+        base_data = jax.tree.map(lambda x: jnp.broadcast_to(x, (G, E) + x.shape), reference)
         base_env = EnvState(base_data, jnp.zeros((G, E, self.task.num_commands)), jnp.zeros((G, E, nu)),
                             jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None)
         base = self._state(base_env)
@@ -194,23 +204,39 @@ class GroupedTrainer:
 
     def _env_step(self, env: EnvState, clipped_actions, pool):
         """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs."""
-        state = self._state(env)
-        ctrl = self._torque(clipped_actions, state)
-        data = jax.vmap(jax.vmap(self.sim.step))(env.data, ctrl)
+        def physics_step(_, carry):
+            # compute_torque runs at every physics step with the action held (a PD controller sees the
+            # joints move), as legged_gym does within its decimation loop.
+            data, ctrl = carry
+            ctrl = self.sim.clip_ctrl(self._torque(clipped_actions, self._state(env._replace(data=data, torques=ctrl))))
+            return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl), ctrl
+
+        data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
+        # An env whose physics blew up under finite controls (MJX can, under extreme contacts) ends as a
+        # failure from its last finite state and is counted, instead of turning the whole candidate's data
+        # into NaN: one env's solver failure is not the candidate's divergence. Non-finite controls are the
+        # candidate's own doing and propagate, so the candidate is reported as diverged.
+        physics_ok = _all_finite_per_env((data.qpos, data.qvel)) | ~_all_finite_per_env(ctrl)
+        data = _where(physics_ok, data, env.data)
+        ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1
         stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress)
         new_state = self._state(stepped)
         reward, components = self._reward(new_state)
-        terminal = self.plan.dispatch("compute_terminal", (new_state,))
+        terminal = self.plan.dispatch("compute_terminal", (new_state,)) | ~physics_ok
         truncated = (progress >= self.task.max_episode_length) & ~terminal
         done = terminal | truncated
-        fitness = jax.vmap(self.task.fitness_step)(new_state)
+        fitness = fitness_step = jax.vmap(self.fitness.step)(new_state)
+        if self.fitness.after_failure is not None:  # the steps a failure cut off count at this value
+            remaining = (self.task.max_episode_length - progress).astype(fitness.dtype)
+            fitness = fitness + jnp.where(terminal, remaining * jax.vmap(self.fitness.after_failure)(new_state), 0.0)
         episode_return = env.episode_return + reward
         episode_fitness = env.episode_fitness + fitness
         info = dict(reward=reward, components=components, terminal=terminal, truncated=truncated, done=done,
                     episode_return=episode_return,
                     episode_fitness=episode_fitness / self.task.max_episode_length,
-                    episode_length=progress.astype(jnp.float32))
+                    episode_length=progress.astype(jnp.float32), fitness_step=fitness_step,
+                    physics_failures=(~physics_ok).astype(jnp.float32))
         zeros = jnp.zeros_like(reward)
         after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
         reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
@@ -235,7 +261,8 @@ class GroupedTrainer:
                 rewards = rewards + cfg.gamma * values_raw * info["truncated"]
             return env, Transition(obs, actions, log_probs, mu, values, rewards, info["done"].astype(jnp.float32),
                                    info["reward"], info["components"], info["episode_return"],
-                                   info["episode_fitness"], info["episode_length"])
+                                   info["episode_fitness"], info["episode_length"], info["fitness_step"],
+                                   info["physics_failures"])
 
         step_keys = jax.vmap(lambda k: jax.random.split(k, cfg.horizon_length))(keys).swapaxes(0, 1)
         return jax.lax.scan(step, ts.env, step_keys)
@@ -335,6 +362,9 @@ class GroupedTrainer:
         metrics = {
             "episodes": count,
             "task_fitness": episode_mean(traj.completed_fitness),
+            # Available every iteration, also before any long episode has ended.
+            "task_fitness_per_step": traj.fitness_step.mean(axis=(0, 2)),
+            "physics_failures": traj.physics_failures.sum(axis=(0, 2)),
             "shaped_return": episode_mean(traj.completed_return),
             "episode_length": episode_mean(traj.completed_length),
             "step_reward": traj.step_reward.mean(axis=(0, 2)),

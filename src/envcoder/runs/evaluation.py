@@ -19,7 +19,7 @@ import envcoder
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.ranking import rank
+from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
@@ -52,6 +52,8 @@ class EvalSettings:
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     ppo: dict = dataclasses.field(default_factory=dict)
     """PPO settings that override the task's defaults."""
+    fitness: str | None = None
+    """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
 
 
 def _versions() -> dict:
@@ -65,6 +67,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     """Run the whole job and return what `results.json` holds."""
     console = console or Console()
     task = get_task(settings.task)
+    fitness_name, fitness = task.get_fitness(settings.fitness)
     config = PPOConfig.for_task(task.ppo_overrides, max_epochs=settings.iterations, **settings.ppo)
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
     candidates = expand_sweeps(candidates)
@@ -94,13 +97,16 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     run_dir.write_config({
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
-        "seeds": list(settings.seeds), "cross": settings.cross, "ppo": dataclasses.asdict(config),
+        "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
+        "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
     })
     run_dir.write_candidates(valid)
 
-    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator)
+    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
+                             fitness=fitness_name)
+    best_of = np.nanargmax if fitness.higher_is_better else np.nanargmin
     labels = trainer.labels
     # Reward components are reported only for the candidates that define them.
     own_components = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
@@ -142,7 +148,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
             rate = steps_per_iteration / elapsed
             run_dir.append_metrics(iteration, labels, metrics, {"env_steps_per_s": rate})
             best = "" if np.all(np.isnan(last_fitness)) else (
-                f"best {labels[int(np.nanargmax(last_fitness))].split('#')[0]} {np.nanmax(last_fitness):.3f}")
+                f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
             progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
         if settings.iterations > 1:
             timings["steady_env_steps_per_s"] = steps_per_iteration * (settings.iterations - 1) / (
@@ -166,18 +172,18 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
                "params": dict(group.candidate.params)}
         per_group.append(row)
         per_candidate.setdefault(group.candidate.name, []).append(row)
-    ranking = rank(per_candidate)
+    ranking = rank(per_candidate, fitness.higher_is_better)
     results = {
-        "task": task.name, "fitness": task.fitness_doc, "ranking": [dataclasses.asdict(r) for r in ranking],
+        "task": task.name, "fitness": fitness_name, "fitness_doc": fitness.doc,
+        "higher_is_better": fitness.higher_is_better, "ranking": [dataclasses.asdict(r) for r in ranking],
         "groups": per_group, "failures": [dataclasses.asdict(f) for f in failures], "timings": timings,
     }
-    console.print(ranking_table(ranking, task.fitness_doc))
-    tied = [r.name for r in ranking[:1]] + [r.name for r in ranking[1:]
-                                            if r.seeds > 1 and r.ci_high >= ranking[0].ci_low]
-    if len(settings.seeds) > 1 and len(tied) > 1:
-        console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's; "
-                      "more seeds would tell them apart", highlight=False)
-    results["not_separable_from_best"] = tied[1:] if len(settings.seeds) > 1 else []
+    console.print(ranking_table(ranking, f"{fitness_name}: {fitness.doc}"))
+    tied = not_separable_from_best(ranking, fitness.higher_is_better)
+    if tied:
+        console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's "
+                      f"({ranking[0].name}); more seeds would tell them apart", highlight=False)
+    results["not_separable_from_best"] = tied
     run_dir.write_results(results)
     console.print(f"run directory: {settings.out}", highlight=False)
     return results

@@ -34,7 +34,7 @@ def bootstrap_ci(values, level: float = 0.95, seed: int = 0) -> tuple[float, flo
     return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
 
 
-def rank(per_seed: dict[str, list[dict]]) -> list[Ranked]:
+def rank(per_seed: dict[str, list[dict]], higher_is_better: bool = True) -> list[Ranked]:
     """`{candidate: [{"task_fitness", "shaped_return", "episode_length"} per seed]}` -> best first."""
     ranked = []
     for name, runs in per_seed.items():
@@ -47,5 +47,16 @@ def rank(per_seed: dict[str, list[dict]]) -> list[Ranked]:
             shaped_return=float(np.mean([r["shaped_return"] for r in runs])),
             episode_length=float(np.mean([r["episode_length"] for r in runs]))))
     # Diverged candidates (NaN fitness) go last.
-    ranked.sort(key=lambda r: (np.isnan(r.fitness_mean), -np.nan_to_num(r.fitness_mean, nan=0.0)))
+    sign = -1.0 if higher_is_better else 1.0
+    ranked.sort(key=lambda r: (np.isnan(r.fitness_mean), sign * np.nan_to_num(r.fitness_mean, nan=0.0)))
     return ranked
+
+
+def not_separable_from_best(ranking: list[Ranked], higher_is_better: bool = True) -> list[str]:
+    """Candidates (after the best) whose seed confidence interval overlaps the best one's."""
+    if not ranking or ranking[0].seeds < 2:
+        return []
+    best = ranking[0]
+    if higher_is_better:
+        return [r.name for r in ranking[1:] if r.seeds > 1 and r.ci_high >= best.ci_low]
+    return [r.name for r in ranking[1:] if r.seeds > 1 and r.ci_low <= best.ci_high]

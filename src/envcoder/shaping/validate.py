@@ -30,12 +30,16 @@ class CandidateSpec:
 
 
 def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
-    """The task's state at the model's reference pose, for `num_envs` identical environments."""
+    """The task's state at the model's reference pose with a default goal, for `num_envs` environments."""
     data = jax.jit(jax.vmap(lambda _: simulator.reset(simulator.qpos0, jnp.zeros(simulator.mj_model.nv))))(
         jnp.arange(num_envs))
     nu = simulator.mj_model.nu
-    return task.build_state(data, jnp.zeros((num_envs, task.num_commands)), jnp.zeros((num_envs, nu)),
-                            jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))
+    build = jax.vmap(lambda *args: task.build_state(simulator, *args))
+    state = build(data, jnp.zeros((num_envs, task.num_commands)), jnp.zeros((num_envs, nu)),
+                  jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))
+    commands = task.defaults["sample_goal"](jax.random.PRNGKey(0), state)  # a goal as training will see
+    return {**state, **build(data, commands, jnp.zeros((num_envs, nu)), jnp.zeros((num_envs, nu)),
+                             jnp.zeros((num_envs,), jnp.int32))}
 
 
 def split_reward(output, file: str):

@@ -1,9 +1,9 @@
 """Task registry: `get_task("Cartpole")`."""
 
-from envcoder.tasks import ant, cartpole
-from envcoder.tasks.base import StateField, Task
+from envcoder.tasks import ant, anymal, cartpole, humanoid
+from envcoder.tasks.base import Fitness, StateField, Task
 
-TASKS = {task.name: task for task in (cartpole.TASK, ant.TASK)}
+TASKS = {task.name: task for task in (cartpole.TASK, ant.TASK, anymal.TASK, humanoid.TASK)}
 
 
 class UnknownTaskError(ValueError):
@@ -18,4 +18,4 @@ def get_task(name: str) -> Task:
     return by_lower[name.lower()]
 
 
-__all__ = ["TASKS", "Task", "StateField", "get_task", "UnknownTaskError"]
+__all__ = ["TASKS", "Task", "StateField", "Fitness", "get_task", "UnknownTaskError"]

@@ -6,6 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import yaml
+
 State = Mapping[str, Any]
 """Named arrays with a leading environment axis `[E, ...]` (see each task's `state_fields`)."""
 
@@ -20,6 +22,25 @@ class StateField:
     """Physical units, or `-` when dimensionless."""
     meaning: str
     """What the field holds."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fitness:
+    """One ground-truth measure of how well an episode did the task (never a candidate's own reward).
+
+    An episode's task fitness is `(sum of step(state) over its steps + after_failure(state) × the steps a
+    failure cut off) / max_episode_length`: a mean per control step over the full episode length.
+    """
+
+    step: Callable[[State], Any]
+    """`state -> [E]`: the per-step quantity."""
+    doc: str
+    """What it measures, in its units, and which direction is better."""
+    higher_is_better: bool = True
+    """Ranking direction: False for errors (lower is better)."""
+    after_failure: Callable[[State], Any] | None = None
+    """`state -> [E]`: the per-step value counted for the steps left after a failure, at the failure
+    state (e.g. the error of standing still); None counts them as 0."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,15 +65,30 @@ class Task:
     state_fields: Mapping[str, StateField]
     """Every field of the `state` mapping that shaping functions receive."""
     build_state: Callable[..., dict]
-    """`(data, commands, actions, torques, progress_buf) -> state`, from MJX data and the framework's buffers."""
+    """`(sim, data, commands, actions, torques, progress_buf) -> state` for one environment, from the
+    `Simulator`, its MJX data and the framework's buffers (`commands` is what `sample_goal` returned)."""
     physics_from_state: Callable[[State], tuple]
     """`state -> (qpos, qvel)`: where a reset sampler's state puts the physics."""
     defaults: Mapping[str, Callable]
     """The default shaping functions, by API name; a candidate overrides any subset."""
-    fitness_step: Callable[[State], Any]
-    """`state -> [E]`: the per-step ground-truth quantity; an episode's task fitness is its sum over
-    the episode divided by `max_episode_length` (so an early failure scores the remaining time as 0)."""
-    fitness_doc: str
-    """What the task fitness measures and which direction is better."""
-    ppo_overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """PPO settings that differ from `PPOConfig`'s defaults for this task."""
+    fitness: Mapping[str, Fitness]
+    """The task's fitness definitions by name (`--fitness`); the first is the default."""
+
+    @property
+    def config_file(self) -> Path:
+        """The task's PPO settings (rl_games names), `tasks/configs/<name>.yaml`."""
+        return Path(__file__).parent / "configs" / f"{self.name.lower()}.yaml"
+
+    @property
+    def ppo_overrides(self) -> dict:
+        """PPO settings that differ from `PPOConfig`'s defaults for this task, read from `config_file`."""
+        with open(self.config_file) as f:
+            return yaml.safe_load(f) or {}
+
+    def get_fitness(self, name: str | None = None) -> tuple[str, Fitness]:
+        """`(name, Fitness)`; None gives the default (the first)."""
+        if name is None:
+            return next(iter(self.fitness.items()))
+        if name not in self.fitness:
+            raise ValueError(f"task {self.name} has no fitness {name!r}; choose from {', '.join(self.fitness)}")
+        return name, self.fitness[name]

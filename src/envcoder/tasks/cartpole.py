@@ -8,7 +8,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from envcoder.tasks.base import StateField, Task
+from envcoder.tasks.base import Fitness, StateField, Task
 
 MAX_PUSH_FORCE = 30.0
 """Newtons applied for a policy action of 1."""
@@ -16,7 +16,7 @@ UPRIGHT_ANGLE = 0.2
 """Radians: the pole counts as upright for the task fitness while |angle| is below this."""
 
 
-def build_state(data, commands, actions, torques, progress_buf):
+def build_state(sim, data, commands, actions, torques, progress_buf):
     return {
         "dof_pos": data.qpos,
         "dof_vel": data.qvel,
@@ -68,7 +68,7 @@ def sample_goal(key, state):
     return jnp.zeros((state["dof_pos"].shape[0], 1))
 
 
-def fitness_step(state):
+def upright(state):
     return (jnp.abs(state["dof_pos"][:, 1]) < UPRIGHT_ANGLE).astype(jnp.float32)
 
 
@@ -98,11 +98,8 @@ TASK = Task(
         "sample_initial_state": sample_initial_state,
         "sample_goal": sample_goal,
     },
-    fitness_step=fitness_step,
-    fitness_doc=(f"fraction of the {500}-step episode with the pole upright (|angle| < {UPRIGHT_ANGLE} rad); "
-                 "higher is better, 1.0 is perfect"),
-    ppo_overrides={
-        "horizon_length": 32, "mini_epochs": 8, "units": (32, 32), "critic_coef": 4.0,
-        "reward_scale": 0.1, "learning_rate": 3e-4,
+    fitness={
+        "upright": Fitness(upright, f"fraction of the 500-step episode with the pole upright (|angle| < "
+                                    f"{UPRIGHT_ANGLE} rad); higher is better, 1.0 is perfect"),
     },
 )

@@ -1,0 +1,113 @@
+"""Learning bars (issue: locomotion tasks): a task's reference shaping trained for a wall-time budget.
+
+Trains the task's default candidate (its IsaacGymEnvs-equivalent shaping) with E envs until the budget
+runs out, logging every iteration's per-step task fitness (e.g. Anymal's velocity-tracking error of the
+live envs), then evaluates the deterministic policy over one full episode per env with the task's
+fitness. Writes `<out>/learning_<task>.json` and a PNG learning curve.
+
+    python benchmarks/learning.py --task Anymal --envs 4096 --minutes 5 --out docs/benchmarks
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from envcoder.rl.config import PPOConfig
+from envcoder.rl.trainer import GroupedTrainer
+from envcoder.shaping.candidate import Candidate
+from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+from core import peak_memory_gb, stamp
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--envs", type=int, default=4096)
+    parser.add_argument("--minutes", type=float, default=5.0, help="wall-time budget, compile included")
+    parser.add_argument("--fitness", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ppo", default="{}", help="JSON dict of PPO overrides")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    task = get_task(args.task)
+    sim = Simulator(task.model_file, task.substeps)
+    reference = Candidate("reference", None, "", {}, "reference")
+    spec = validate_candidate(task, sim, reference, sample_state(task, sim))
+    config = PPOConfig.for_task(task.ppo_overrides, **json.loads(args.ppo))
+    trainer = GroupedTrainer(task, [reference], {"reference": spec}, config, args.envs, (args.seed,), sim,
+                             fitness=args.fitness)
+    budget_s = 60.0 * args.minutes
+    steps_per_iteration = args.envs * config.horizon_length
+
+    start = time.perf_counter()
+    state = trainer.init()
+    curve = []
+    while time.perf_counter() - start < budget_s and len(curve) < config.max_epochs:
+        state, metrics = trainer.iteration(state)
+        metrics = jax.device_get(metrics)
+        row = {"iteration": len(curve), "wall_s": time.perf_counter() - start,
+               "env_steps": (len(curve) + 1) * steps_per_iteration,
+               **{k: float(np.asarray(v)[0]) for k, v in metrics.items()}}
+        curve.append(row)
+        if len(curve) % 25 == 1:
+            print(f"it {row['iteration']:4d} {row['wall_s']:6.1f}s per-step fitness {row['task_fitness_per_step']:.3f} "
+                  f"episode fitness {row['task_fitness']:.3f} step reward {row['step_reward']:.4f} "
+                  f"ep len {row['episode_length']:.0f} physics failures {row['physics_failures']:.0f}", flush=True)
+    train_s = time.perf_counter() - start
+    first = curve[0]["wall_s"]
+    steady = (len(curve) - 1) * steps_per_iteration / max(train_s - first, 1e-9)
+
+    tick = time.perf_counter()
+    evaluation = jax.device_get(trainer.evaluate(state))
+    eval_s = time.perf_counter() - tick
+    result = {
+        "task": task.name, "fitness": trainer.fitness_name, "fitness_doc": trainer.fitness.doc,
+        "envs": args.envs, "budget_minutes": args.minutes, "iterations": len(curve),
+        "env_steps": len(curve) * steps_per_iteration, "train_wall_s": train_s,
+        "compile_and_first_iteration_s": first, "steady_env_steps_per_s": steady,
+        "eval_s": eval_s, "peak_memory_gb": peak_memory_gb(),
+        "final_task_fitness": float(np.mean(evaluation["task_fitness"])),
+        "final_episode_length": float(np.mean(evaluation["episode_length"])),
+        "physics_failures": float(sum(r["physics_failures"] for r in curve)),
+        "ppo": {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()},
+        "curve": curve, **stamp(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = f"learning_{task.name.lower()}"
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ppo")}, indent=1))
+    plot(result, args.out / f"{name}.png")
+
+
+def plot(result, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    curve = result["curve"]
+    wall = [r["wall_s"] / 60 for r in curve]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    left.plot(wall, [r["task_fitness_per_step"] for r in curve])
+    left.set_xlabel("wall time (min), compile included")
+    left.set_ylabel(f"{result['fitness']} (per step, training envs)")
+    left.axhline(result["final_task_fitness"], ls="--", c="gray", label="final deterministic evaluation")
+    left.legend()
+    right.plot(wall, [r["step_reward"] for r in curve])
+    right.set_xlabel("wall time (min)")
+    right.set_ylabel("mean shaped reward per step")
+    fig.suptitle(f"{result['task']}, reference shaping, {result['envs']} envs, {result['device']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

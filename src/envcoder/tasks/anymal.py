@@ -1,0 +1,165 @@
+"""Anymal: the ANYmal C quadruped follows random base-velocity commands on flat ground.
+
+Defaults follow the IsaacGymEnvs Anymal task: PD position control around the default joint angles
+(stiffness 85 N·m/rad, damping 2 N·m·s/rad, action scale 0.5), random commands (vx in [-2, 2] m/s,
+vy in [-1, 1] m/s, yaw rate in [-1, 1] rad/s) drawn at each reset, the 48-dim observation with its
+normalization scales, and the reward of linear-velocity xy tracking, yaw-rate tracking and a torque
+penalty, scaled by the 0.02 s control step and clipped at 0. Control runs at 50 Hz (4 physics steps of
+5 ms); as in legged_gym, `compute_torque` is evaluated at every physics step with the action held.
+"""
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from envcoder.shaping.helpers import quat_rotate_inverse
+from envcoder.tasks import locomotion
+from envcoder.tasks.base import Fitness, StateField, Task
+
+JOINTS = tuple(f"{leg}_{joint}" for leg in ("LF", "LH", "RF", "RH") for joint in ("HAA", "HFE", "KFE"))
+FEET = ("LF_FOOT", "LH_FOOT", "RF_FOOT", "RH_FOOT")
+DEFAULT_DOF_POS = (0.03, 0.4, -0.8, 0.03, -0.4, 0.8, -0.03, 0.4, -0.8, -0.03, -0.4, 0.8)
+"""IsaacGymEnvs' default joint angles (rad), in `JOINTS` order: the PD targets for a zero action."""
+SCALES = {"lin_vel_scale": 2.0, "ang_vel_scale": 0.25, "dof_pos_scale": 1.0, "dof_vel_scale": 0.05}
+"""IsaacGymEnvs' observation normalization scales, given to shaping functions as state fields."""
+
+
+def build_state(sim, data, commands, actions, torques, progress_buf):
+    state = {
+        "root_states": locomotion.root_states(data),
+        "dof_pos": data.qpos[7:],
+        "dof_vel": data.qvel[6:],
+        "default_dof_pos": jnp.asarray(DEFAULT_DOF_POS, jnp.float32),
+        "gravity_vec": jnp.array([0.0, 0.0, -1.0]),
+        "commands": commands,
+        "contact_forces": sim.contact_forces(data, locomotion.geom_ids(sim, FEET)),
+        "actions": actions,
+        "torques": torques,
+        "progress_buf": progress_buf,
+    }
+    state.update({name: jnp.full((1,), value, jnp.float32) for name, value in SCALES.items()})
+    return state
+
+
+# ---- default shaping (the IsaacGymEnvs Anymal task) ---------------------------------------------
+
+def compute_reward(state):
+    base_quat = state["root_states"][:, 3:7]
+    base_lin_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 7:10])
+    base_ang_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 10:13])
+    commands = state["commands"]
+    lin_vel_error = jnp.sum((commands[:, :2] - base_lin_vel[:, :2]) ** 2, axis=1)
+    ang_vel_error = (commands[:, 2] - base_ang_vel[:, 2]) ** 2
+    dt = 0.02  # IsaacGymEnvs multiplies every reward scale by the control step
+    lin_vel_xy = jnp.exp(-lin_vel_error / 0.25) * 1.0 * dt
+    ang_vel_z = jnp.exp(-ang_vel_error / 0.25) * 0.5 * dt
+    torque = jnp.sum(state["torques"] ** 2, axis=1) * -0.000025 * dt
+    reward = jnp.clip(lin_vel_xy + ang_vel_z + torque, 0.0, None)
+    return reward, {"lin_vel_xy": lin_vel_xy, "ang_vel_z": ang_vel_z, "torque": torque}
+
+
+def compute_observation(state):
+    base_quat = state["root_states"][:, 3:7]
+    base_lin_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 7:10]) * state["lin_vel_scale"]
+    base_ang_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 10:13]) * state["ang_vel_scale"]
+    projected_gravity = quat_rotate_inverse(base_quat, state["gravity_vec"])
+    commands_scale = jnp.concatenate([state["lin_vel_scale"], state["lin_vel_scale"], state["ang_vel_scale"]], axis=1)
+    dof_pos_scaled = (state["dof_pos"] - state["default_dof_pos"]) * state["dof_pos_scale"]
+    return jnp.concatenate([
+        base_lin_vel, base_ang_vel, projected_gravity, state["commands"][:, :3] * commands_scale,
+        dof_pos_scaled, state["dof_vel"] * state["dof_vel_scale"], state["actions"][:, :12],
+    ], axis=-1)
+
+
+def compute_torque(action, state):
+    # PD control towards the default joint angles plus the scaled action (stiffness 85, damping 2, scale 0.5).
+    targets = 0.5 * action + state["default_dof_pos"]
+    return 85.0 * (targets - state["dof_pos"]) - 2.0 * state["dof_vel"]
+
+
+def compute_terminal(state):
+    # IsaacGymEnvs ends an episode when the base or a knee touches the ground; in this model only the feet
+    # collide, so the same events are read from the base's height and tilt.
+    base_height = state["root_states"][:, 2]
+    up_z = quat_rotate_inverse(state["root_states"][:, 3:7], -state["gravity_vec"])[:, 2]
+    return (base_height < 0.3) | (up_z < 0.5)
+
+
+def sample_initial_state(key, state):
+    k_pos, k_vel = jax.random.split(key)
+    shape = state["dof_pos"].shape
+    dof_pos = state["default_dof_pos"] * jax.random.uniform(k_pos, shape, minval=0.5, maxval=1.5)
+    dof_vel = jax.random.uniform(k_vel, shape, minval=-0.1, maxval=0.1)
+    return {"dof_pos": dof_pos, "dof_vel": dof_vel}
+
+
+def sample_goal(key, state):
+    low = jnp.array([-2.0, -1.0, -1.0])  # vx (m/s), vy (m/s), yaw rate (rad/s)
+    high = jnp.array([2.0, 1.0, 1.0])
+    return jax.random.uniform(key, (state["dof_pos"].shape[0], 3), minval=low, maxval=high)
+
+
+# ---- fitness ------------------------------------------------------------------------------------
+
+def tracking_error(state):
+    base_lin_vel = quat_rotate_inverse(state["root_states"][:, 3:7], state["root_states"][:, 7:10])
+    return jnp.linalg.norm(state["commands"][:, :2] - base_lin_vel[:, :2], axis=1)
+
+
+def standing_still_error(state):
+    return jnp.linalg.norm(state["commands"][:, :2], axis=1)
+
+
+def forward_speed(state):
+    return state["root_states"][:, 7]
+
+
+TASK = Task(
+    name="Anymal",
+    description="Make the ANYmal C quadruped follow base-velocity commands (vx, vy, yaw rate) on flat ground.",
+    model_file=Path(__file__).parent / "assets" / "anymal.xml",
+    substeps=4,
+    max_episode_length=2500,
+    num_commands=3,
+    state_fields={
+        "root_states": StateField("[E, 13]", "m, -, m/s, rad/s", "base " + locomotion.ROOT_STATES_MEANING),
+        "dof_pos": StateField("[E, 12]", "rad", "joint angles: " + ", ".join(JOINTS)),
+        "dof_vel": StateField("[E, 12]", "rad/s", "joint velocities, same order"),
+        "default_dof_pos": StateField("[E, 12]", "rad", "default joint angles (PD targets for a zero action), "
+                                                        "same order"),
+        "gravity_vec": StateField("[E, 3]", "-", "unit gravity direction in the world frame, (0, 0, -1)"),
+        "commands": StateField("[E, 3]", "m/s, m/s, rad/s", "commanded base velocity from sample_goal: vx, vy in "
+                                                           "the base frame, yaw rate"),
+        "contact_forces": StateField("[E, 4, 3]", "N", "net contact force of the floor on each foot (LF, LH, RF, "
+                                                       "RH), world frame; only the feet collide in this model"),
+        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
+                                             "largest A)"),
+        "torques": StateField("[E, 12]", "N·m", "joint torques of the last physics step (after the 80 N·m limit)"),
+        "progress_buf": StateField("[E]", "steps", "control steps (0.02 s) since the episode began"),
+        **{name: StateField("[E, 1]", "-", f"observation scale {value} of IsaacGymEnvs' Anymal")
+           for name, value in SCALES.items()},
+    },
+    build_state=build_state,
+    physics_from_state=locomotion.physics_from_state,
+    defaults={
+        "compute_reward": compute_reward,
+        "compute_observation": compute_observation,
+        "compute_torque": compute_torque,
+        "compute_terminal": compute_terminal,
+        "sample_initial_state": sample_initial_state,
+        "sample_goal": sample_goal,
+    },
+    fitness={
+        "tracking": Fitness(
+            tracking_error,
+            "mean linear-velocity tracking error |command_xy - base velocity_xy| in m/s (base frame) over the "
+            "2500-step (50 s) episode; after a fall the remaining steps count the error of standing still; "
+            "lower is better",
+            higher_is_better=False, after_failure=standing_still_error),
+        "forward_speed": Fitness(
+            forward_speed,
+            "mean forward (+x, world) velocity of the base in m/s over the 2500-step (50 s) episode; a fall ends "
+            "the episode and the remaining time counts as standing still; higher is better"),
+    },
+)
