@@ -37,6 +37,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ppo", default="{}", help="JSON dict of PPO overrides")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--save-policy", action="store_true",
+                        help="also pickle the trained parameters and observation normalizer (for inspection)")
     args = parser.parse_args()
 
     task = get_task(args.task)
@@ -87,6 +89,10 @@ def main():
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ppo")}, indent=1))
     plot(result, args.out / f"{name}.png")
+    if args.save_policy:
+        import pickle
+        with open(args.out / f"{name}_policy.pkl", "wb") as f:
+            pickle.dump(jax.device_get({"params": state.params, "obs_rms": state.obs_rms}), f)
 
 
 def plot(result, path):
