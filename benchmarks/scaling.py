@@ -4,6 +4,7 @@ Every measurement point runs in its own subprocess (`worker`), so peak GPU memor
 out-of-memory point is recorded instead of ending the benchmark.
 
     python benchmarks/scaling.py scale --groups 1 8 32 128 512 1024 2048 --out scale.json
+    python benchmarks/scaling.py scale --task Anymal --groups 1 8 32 128 512 1024 --out scale_anymal.json
     python benchmarks/scaling.py processes --counts 8 32 64 --out processes.json
     python benchmarks/scaling.py overhead --groups 64 --out overhead.json
     python benchmarks/scaling.py compile --codes 1 4 16 64 --out compile.json
@@ -12,6 +13,7 @@ out-of-memory point is recorded instead of ending the benchmark.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -23,43 +25,50 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+SWEPT_CONSTANT = {"Ant": ("forward_velocity.py", "0.5"), "Anymal": ("reference.py", "-0.000025")}
+"""Per task: the bundled reward file and the constant in it that the distinct-code and sweep candidates vary."""
+
 
 def worker(args):
-    """Train `groups` Ant candidates × `envs` envs for `iterations` iterations; print one JSON line."""
+    """Train `groups` candidates × `envs` envs for `iterations` iterations; print one JSON line."""
     import jax
     import numpy as np
 
     from core import stamp, time_training
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.shaping.candidate import expand_sweeps, load_candidate
+    from envcoder.shaping.candidate import SHAPER_TYPES, expand_sweeps, load_candidate
     from envcoder.shaping.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
     start = time.perf_counter()
-    task = get_task("Ant")
+    task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, sim)
-    files = sorted((ROOT / "user_functions" / "ant").glob("*.py"))
-    if args.codes == "bundled":  # the 4 bundled rewards, cycled
-        candidates = [load_candidate(files[i % len(files)], name=f"{files[i % len(files)].stem}_{i}")
+    folder = ROOT / "user_functions" / task.name.lower()
+    files = sorted(folder.glob("*.py"))
+    if args.codes == "bundled":  # the bundled candidates, cycled
+        candidates = expand_sweeps([load_candidate(f, SHAPER_TYPES) for f in files])
+        candidates = [dataclasses.replace(candidates[i % len(candidates)], name=f"{candidates[i % len(candidates)].name}_{i}")
                       for i in range(args.groups)]
     elif args.codes == "same":  # one code, many candidates
-        candidates = [load_candidate(files[0], name=f"c{i}") for i in range(args.groups)]
+        candidates = [load_candidate(folder / SWEPT_CONSTANT[task.name][0], name=f"c{i}") for i in range(args.groups)]
     else:  # "distinct": every candidate its own code; "sweep": one file whose constant takes `groups` values
         tmp = Path(tempfile.mkdtemp())
-        base = (ROOT / "user_functions" / "ant" / "forward_velocity.py").read_text()
+        file, constant = SWEPT_CONSTANT[task.name]
+        base = (folder / file).read_text()
+        assert base.count(constant) == 1, (file, constant)
+        values = [float(constant) * (1 + 0.001 * i) for i in range(args.groups)]
         if args.codes == "distinct":
             candidates = []
-            for i in range(args.groups):
+            for i, value in enumerate(values):
                 path = tmp / f"d{i}.py"
-                path.write_text(base.replace("0.5 * jnp.sum", f"{0.5 + 0.001 * i} * jnp.sum"))
+                path.write_text(base.replace(constant, repr(value)))
                 candidates.append(load_candidate(path))
         else:
             path = tmp / "sweep.py"
-            values = [0.5 + 0.001 * i for i in range(args.groups)]
-            path.write_text(f"COST = 0.5\nPARAMS = {{'COST': {values}}}\n" + base.replace("0.5 * jnp.sum", "COST * jnp.sum"))
+            path.write_text(f"SWEPT = {constant}\nPARAMS = {{'SWEPT': {values}}}\n" + base.replace(constant, "SWEPT"))
             candidates = expand_sweeps([load_candidate(path)])
     specs, cache = {}, {}
     for c in candidates:  # identical code and constants validate identically
@@ -74,7 +83,7 @@ def worker(args):
     steps = args.groups * args.envs * config.horizon_length * args.iterations
     stats = jax.devices()[0].memory_stats() or {}
     print(json.dumps({
-        "groups": args.groups, "envs_per_candidate": args.envs, "codes": args.codes,
+        "task": task.name, "groups": args.groups, "envs_per_candidate": args.envs, "codes": args.codes,
         "traced_function_classes": trainer.plan.num_distinct_codes(), "iterations_timed": args.iterations,
         "setup_s": round(setup_s, 2), "compile_and_first_iteration_s": round(compile_s, 2),
         "train_s": round(train_s, 3), "env_steps_per_s": round(steps / train_s),
@@ -84,8 +93,8 @@ def worker(args):
         "device": stamp()["device"]}), flush=True)
 
 
-def run_worker(groups, envs, iterations, codes="bundled", timeout=900, env=None):
-    cmd = [sys.executable, __file__, "worker", "--groups", str(groups), "--envs", str(envs),
+def run_worker(task, groups, envs, iterations, codes="bundled", timeout=900, env=None):
+    cmd = [sys.executable, __file__, "worker", "--task", task, "--groups", str(groups), "--envs", str(envs),
            "--iterations", str(iterations), "--codes", codes]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -112,7 +121,7 @@ def gpu_memory_used_mib():
 def scale(args):
     rows = []
     for groups in args.groups:
-        row = run_worker(groups, args.envs, args.iterations, timeout=args.timeout)
+        row = run_worker(args.task, groups, args.envs, args.iterations, timeout=args.timeout)
         print(json.dumps(row), flush=True)
         rows.append(row)
         if "error" in row:
@@ -126,7 +135,7 @@ def processes(args):
     rows = []
     for count in args.counts:
         before = gpu_memory_used_mib()
-        cmd = [sys.executable, __file__, "worker", "--groups", "1", "--envs", str(args.envs),
+        cmd = [sys.executable, __file__, "worker", "--task", args.task, "--groups", "1", "--envs", str(args.envs),
                "--iterations", str(args.iterations), "--codes", "bundled"]
         tick = time.perf_counter()
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -152,7 +161,7 @@ def processes(args):
                "gpu_memory_used_mib_peak": peak_used, "gpu_memory_used_mib_before": before,
                "per_process": results[:3], "errors": [r["error"] for r in results if "error" in r][:3]}
         print(json.dumps({k: v for k, v in row.items() if k != "per_process"}), flush=True)
-        grouped = run_worker(count, args.envs, args.iterations, timeout=args.timeout, env=env)
+        grouped = run_worker(args.task, count, args.envs, args.iterations, timeout=args.timeout, env=env)
         row["one_process_same_candidates"] = grouped
         print(json.dumps(grouped), flush=True)
         rows.append(row)
@@ -162,8 +171,8 @@ def processes(args):
 def overhead(args):
     rows = []
     for groups in args.groups:
-        grouped = run_worker(groups, args.envs, args.iterations, codes="same", timeout=args.timeout)
-        single = run_worker(1, groups * args.envs, args.iterations, codes="same", timeout=args.timeout)
+        grouped = run_worker(args.task, groups, args.envs, args.iterations, codes="same", timeout=args.timeout)
+        single = run_worker(args.task, 1, groups * args.envs, args.iterations, codes="same", timeout=args.timeout)
         row = {"groups": groups, "envs_per_candidate": args.envs, "grouped": grouped, "single_policy": single}
         if "error" not in grouped and "error" not in single:
             row["time_ratio_grouped_over_single"] = round(grouped["train_s"] / single["train_s"], 3)
@@ -176,7 +185,7 @@ def compile_time(args):
     rows = []
     for codes in args.codes:
         for kind in ("distinct", "sweep"):
-            row = run_worker(codes, args.envs, args.iterations, codes=kind, timeout=args.timeout)
+            row = run_worker(args.task, codes, args.envs, args.iterations, codes=kind, timeout=args.timeout)
             print(json.dumps(row), flush=True)
             rows.append(row)
     return {"benchmark": "compile_time_vs_codes", "rows": rows}
@@ -194,6 +203,7 @@ def main():
     sub.add_parser("processes").add_argument("--counts", type=int, nargs="+", default=[8, 32, 64])
     sub.add_parser("compile").add_argument("--codes", type=int, nargs="+", default=[1, 4, 16, 64])
     for p in sub.choices.values():
+        p.add_argument("--task", default="Ant")
         p.add_argument("--envs", type=int, default=256)
         p.add_argument("--iterations", type=int, default=10)
         p.add_argument("--timeout", type=int, default=900)
