@@ -75,6 +75,21 @@ def test_unknown_task_exit_status(capsys):
     assert capsys.readouterr().err.startswith("envcoder eval: error: unknown task")
 
 
+def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):
+    assert main(["eval", "--task", "Anymal", "--fitness", "speed", "--out", str(tmp_path / "o")]) == 2
+    assert "task Anymal has no fitness 'speed'; choose from tracking, forward_speed" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_tasks_describes_fitness_definitions_helpers_and_ppo_settings(capsys):
+    assert main(["tasks", "--task", "Anymal"]) == 0
+    out = capsys.readouterr().out
+    for text in ("- contact_forces [E, 4, 3] (N)", "- tracking: mean linear-velocity tracking error",
+                 "- forward_speed:", "def compute_torque(action, state):", "- heading_and_up(root_states, targets)",
+                 "- horizon_length: 24"):
+        assert text in out, text
+
+
 def test_empty_candidate_directory(tmp_path, capsys):
     assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "has no .py candidate files" in capsys.readouterr().err

@@ -65,9 +65,9 @@ class Simulator:
         tangent2 = contact.friction[:, 1] * (pyramid[:, 2] - pyramid[:, 3])
         local = jnp.stack([normal, tangent1, tangent2], axis=1)  # force on geom2, contact frame
         world = jnp.einsum("ci,cij->cj", local, contact.frame)
-        sign = jnp.where(contact.geom[:, 1:2] >= 0, 1.0, 0.0)
-        per_geom = [(jnp.where(contact.geom[:, 1:2] == g, sign, 0.0) * world
-                     - jnp.where(contact.geom[:, 0:1] == g, sign, 0.0) * world).sum(axis=0) for g in geom_ids]
+        # Each contact pushes geom2 by `world` and geom1 by its opposite.
+        per_geom = [(jnp.where(contact.geom[:, 1:2] == g, 1.0, 0.0) * world
+                     - jnp.where(contact.geom[:, 0:1] == g, 1.0, 0.0) * world).sum(axis=0) for g in geom_ids]
         return jnp.stack(per_geom)
 
     def reset(self, qpos: jnp.ndarray, qvel: jnp.ndarray) -> mjx.Data:

@@ -47,7 +47,9 @@ class Fitness:
 class Task:
     """A simulation task that candidates shape.
 
-    Every callable works on batched arrays with any leading axes (`[..., nq]` and so on).
+    `build_state` describes one environment (the trainer vmaps it over all of them); the default shaping
+    functions and the fitness functions take states with a leading environment axis `[E, ...]`;
+    `physics_from_state` broadcasts over leading axes.
     """
 
     name: str
@@ -61,7 +63,8 @@ class Task:
     max_episode_length: int
     """Control steps after which an episode is truncated (a time-out, bootstrapped, not a failure)."""
     num_commands: int
-    """Size of the `commands` field that `sample_goal` fills (0 when the task has no goal)."""
+    """Size of the goal that `sample_goal` returns (the state's `commands`, or `targets` for the walkers;
+    0 when the task has no goal)."""
     state_fields: Mapping[str, StateField]
     """Every field of the `state` mapping that shaping functions receive."""
     build_state: Callable[..., dict]
