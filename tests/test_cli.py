@@ -1,21 +1,27 @@
 """`envcoder eval` end to end on the bundled Cartpole candidates, and each bad-input error."""
 
 import csv
+import dataclasses
 import json
 
 import pytest
 
 from conftest import BUNDLED
 from envcoder.cli import main
+from envcoder.rl.config import PPOConfig, load_config_file
 
 ENVS, ITERATIONS = 64, 50
 
 
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "cartpole"
+    root = tmp_path_factory.mktemp("runs")
+    out = root / "cartpole"
+    # A config file and an override that restate the task's own values: they go through every layer
+    # without changing what the run learns.
+    (root / "ppo.yaml").write_text("critic_coef: 4.0\nmini_epochs: 8\n")
     status = main(["eval", "--task", "Cartpole", "--envs-per-candidate", str(ENVS), "--iterations", str(ITERATIONS),
-                   "--out", str(out)])
+                   "--config", str(root / "ppo.yaml"), "ppo.reward_scale=0.1", "--out", str(out)])
     return status, out
 
 
@@ -24,6 +30,11 @@ def test_run_directory_is_complete_and_readable(cartpole_run):
     assert status == 0
     config = json.loads((out / "config.json").read_text())
     assert config["task"] == "Cartpole" and config["ppo"]["max_epochs"] == ITERATIONS
+    assert config["config_file"].endswith("ppo.yaml") and config["overrides"] == {"reward_scale": 0.1}
+    # The resolved settings are saved as YAML that resolves to the same config when reused as --config.
+    resolved = PPOConfig.resolve([("ppo.yaml", load_config_file(out / "ppo.yaml"))])
+    assert dataclasses.asdict(resolved) == {k: tuple(v) if isinstance(v, list) else v
+                                            for k, v in config["ppo"].items()}
     bundled = sorted(p.stem for p in (BUNDLED / "cartpole").glob("*.py"))
     assert sorted(config["candidates"]) == bundled
     for name in bundled:
@@ -73,6 +84,20 @@ def test_bad_flags_give_one_line_errors(argv, message, capsys):
 def test_unknown_task_exit_status(capsys):
     assert main(["eval", "--task", "Humanoidd"]) == 2
     assert capsys.readouterr().err.startswith("envcoder eval: error: unknown task")
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["ppo.learnin_rate=0.1"], "command-line override: unknown PPO setting 'learnin_rate'; did you mean "
+                               "'learning_rate'?"),
+    (["ppo.horizon_length=2.5"], "command-line override: horizon_length expects int, got 2.5 (float)"),
+    (["learning_rate=0.1"], "override 'learning_rate=0.1': expected ppo.NAME=VALUE"),
+    (["--config", "missing.yaml"], "cannot read config file 'missing.yaml'"),
+])
+def test_bad_settings_are_refused_before_anything_runs(tmp_path, extra, message, capsys):
+    assert main(["eval", "--task", "Cartpole", "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
 
 
 def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):

@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                     default=256, help="parallel environments per candidate and seed (default 256)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
                     help="PPO iterations (default: the task's max_epochs, e.g. 60 for Cartpole)")
+    ev.add_argument("--config", type=Path, default=None, metavar="FILE",
+                    help="YAML file of PPO settings (rl_games names) applied over the task's "
+                         "src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be reused here")
+    ev.add_argument("overrides", nargs="*", metavar="ppo.NAME=VALUE",
+                    help="PPO setting overrides applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256]")
     ev.add_argument("--fitness", default=None,
                     help="the task fitness to rank by (default: the task's first; see `envcoder tasks --task T`)")
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
@@ -68,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _eval(args) -> int:
+    import dataclasses
     import time
 
+    from envcoder.rl.config import parse_overrides
     from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
     from envcoder.tasks import UnknownTaskError, get_task
 
@@ -82,9 +89,10 @@ def _eval(args) -> int:
     settings = EvalSettings(
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
-        iterations=args.iterations or task.ppo_overrides.get("max_epochs", 100), fitness=args.fitness,
+        iterations=args.iterations, fitness=args.fitness, config_file=args.config,
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     try:
+        settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))
         run_evaluation(settings)
     except (FileNotFoundError, FileExistsError, NoValidCandidatesError, ValueError) as err:
         return _fail("eval", str(err))

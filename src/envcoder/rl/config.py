@@ -1,9 +1,25 @@
-"""PPO settings. Names and meanings follow rl_games, so IsaacGymEnvs configs carry over."""
+"""PPO settings. Names and meanings follow rl_games, so IsaacGymEnvs configs carry over.
+
+A run's settings are resolved in layers, each checked for unknown names and wrong types: `PPOConfig`'s
+defaults, the task's `tasks/configs/<task>.yaml`, a `--config FILE`, then `ppo.KEY=VALUE` overrides.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+import difflib
+import typing
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+CHOICES = {"lr_schedule": ("adaptive", "linear", "none"), "activation": ("elu", "relu", "tanh", "silu")}
+"""Settings that take one of a few strings."""
+
+
+class ConfigError(ValueError):
+    """A setting that is unknown or has the wrong type; the message names where it came from."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,12 +82,79 @@ class PPOConfig:
 
     @classmethod
     def for_task(cls, overrides: Mapping[str, Any] = (), **changes: Any) -> "PPOConfig":
-        """Defaults, then a task's overrides, then explicit changes; unknown names are an error."""
-        merged = {**dict(overrides), **changes}
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(merged) - known)
-        if unknown:
-            raise ValueError(f"unknown PPO setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        if "units" in merged:
-            merged["units"] = tuple(merged["units"])
+        """Defaults, then a task's overrides, then explicit changes."""
+        return cls.resolve([("the task's config", overrides), ("arguments", changes)])
+
+    @classmethod
+    def resolve(cls, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> "PPOConfig":
+        """Defaults, then each `(where, settings)` layer in turn. Raises `ConfigError` naming `where`."""
+        merged: dict[str, Any] = {}
+        for where, settings in layers:
+            for name, value in dict(settings).items():
+                merged[name] = _checked(name, value, where)
         return cls(**merged)
+
+
+def _kind(name: str) -> str:
+    expected = typing.get_type_hints(PPOConfig)[name]
+    return expected.__name__ if isinstance(expected, type) else str(expected).replace("typing.", "")
+
+
+def _checked(name: str, value: Any, where: str) -> Any:
+    """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected."""
+    hints = typing.get_type_hints(PPOConfig)
+    if name not in hints:
+        close = difflib.get_close_matches(name, list(hints), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known settings: {', '.join(hints)}"
+        raise ConfigError(f"{where}: unknown PPO setting {name!r}{hint}")
+    expected = hints[name]
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if expected is bool and isinstance(value, bool):
+        return value
+    if expected is int and is_int:
+        return value
+    if expected is float and (is_int or isinstance(value, float)):
+        return float(value)
+    if expected is float and isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if expected == (int | None) and (value is None or is_int):
+        return value
+    if expected is str and isinstance(value, str):
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ConfigError(f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {value!r}")
+        return value
+    if expected == tuple[int, ...] and isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise ConfigError(f"{where}: {name} expects {_kind(name)}, got {value!r} ({type(value).__name__})")
+
+
+def load_config_file(path: str | Path) -> dict:
+    """A YAML file of PPO settings (rl_games names, as `tasks/configs/<task>.yaml`), as a dict."""
+    path = Path(path)
+    try:
+        settings = yaml.safe_load(path.read_text()) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path}: expected a mapping of PPO settings (name: value), got {type(settings).__name__}")
+    return settings
+
+
+def parse_overrides(items: Sequence[str]) -> dict:
+    """`["ppo.learning_rate=1e-3", "ppo.units=[512, 256]"]` -> settings; values are read as YAML."""
+    settings = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.startswith("ppo.") or len(key) == len("ppo."):
+            raise ConfigError(f"override {item!r}: expected ppo.NAME=VALUE, e.g. ppo.learning_rate=1e-3")
+        try:
+            settings[key[len("ppo."):]] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML") from None
+    return settings

@@ -1,6 +1,7 @@
 """The run directory: everything needed to read, compare and reproduce a run.
 
     <out>/config.json        resolved settings, task, candidate list, versions, command line
+    <out>/ppo.yaml           the resolved PPO settings, reusable as --config
     <out>/candidates/*.py    the source of every candidate as it was evaluated
     <out>/failures.json      candidates left out, with file, function and reason
     <out>/metrics.csv        one row per iteration and group: training metrics
@@ -16,6 +17,8 @@ import math
 import os
 from pathlib import Path
 
+import yaml
+
 
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
@@ -27,11 +30,15 @@ def _jsonable(value):
     return value
 
 
-def write_json(path: Path, obj) -> None:
+def _write_atomic(path: Path, text: str) -> None:
     """Write atomically (temp file + rename) so a crash never leaves a half-written file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def write_json(path: Path, obj) -> None:
+    _write_atomic(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
 class RunDirectory:
@@ -46,6 +53,12 @@ class RunDirectory:
 
     def write_config(self, config: dict) -> None:
         write_json(self.path / "config.json", config)
+
+    def write_ppo_config(self, config) -> None:
+        """The resolved PPO settings as YAML, reusable as `--config`."""
+        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+        text = "# Resolved PPO settings of this run (rl_games names); reuse with --config.\n"
+        _write_atomic(self.path / "ppo.yaml", text + yaml.safe_dump(settings, sort_keys=False))
 
     def write_candidates(self, candidates) -> None:
         for candidate in candidates:

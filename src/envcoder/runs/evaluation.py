@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import envcoder
-from envcoder.rl.config import PPOConfig
+from envcoder.rl.config import PPOConfig, load_config_file
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
@@ -44,14 +44,16 @@ class EvalSettings:
     """Shaping functions taken from the candidate files; the rest come from the task's defaults."""
     envs_per_candidate: int = 256
     """Parallel environments of each (candidate, seed) group."""
-    iterations: int = 100
-    """PPO iterations."""
+    iterations: int | None = None
+    """PPO iterations; None takes the resolved config's `max_epochs`."""
     seeds: tuple[int, ...] = (0,)
     """Every candidate is trained once per seed, independently."""
     cross: bool = False
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     ppo: dict = dataclasses.field(default_factory=dict)
-    """PPO settings that override the task's defaults."""
+    """PPO settings that override the task's defaults and `config_file` (the `ppo.NAME=VALUE` overrides)."""
+    config_file: Path | None = None
+    """A YAML file of PPO settings applied over the task's `tasks/configs/<task>.yaml`."""
     fitness: str | None = None
     """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
 
@@ -68,7 +70,14 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     console = console or Console()
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
-    config = PPOConfig.for_task(task.ppo_overrides, max_epochs=settings.iterations, **settings.ppo)
+    layers = [(str(task.config_file), task.ppo_overrides)]
+    if settings.config_file is not None:
+        layers.append((str(settings.config_file), load_config_file(settings.config_file)))
+    layers.append(("command-line override", settings.ppo))
+    if settings.iterations is not None:
+        layers.append(("--iterations", {"max_epochs": settings.iterations}))
+    config = PPOConfig.resolve(layers)
+    settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
     candidates = expand_sweeps(candidates)
     if settings.cross:
@@ -98,11 +107,13 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
+        "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
     })
     run_dir.write_candidates(valid)
+    run_dir.write_ppo_config(config)
 
     trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
                              fitness=fitness_name)

@@ -1,0 +1,69 @@
+"""PPO settings: defaults, the task's YAML, a config file, overrides, and each kind of bad setting."""
+
+import dataclasses
+
+import pytest
+
+from envcoder.rl.config import ConfigError, PPOConfig, load_config_file, parse_overrides
+from envcoder.tasks import TASKS, get_task
+
+
+def test_defaults_and_task_files():
+    assert PPOConfig.resolve([]) == PPOConfig()
+    anymal = PPOConfig.for_task(get_task("Anymal").ppo_overrides)
+    # IsaacGymEnvs' AnymalPPO.yaml values.
+    assert (anymal.horizon_length, anymal.mini_epochs, anymal.units, anymal.critic_coef, anymal.bounds_loss_coef,
+            anymal.kl_threshold, anymal.max_epochs) == (24, 5, (256, 128, 64), 2.0, 0.001, 0.008, 1000)
+    for task in TASKS.values():  # every task's file resolves
+        PPOConfig.resolve([(str(task.config_file), task.ppo_overrides)])
+
+
+def test_layers_apply_in_order(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("learning_rate: 1.0e-3\nunits: [64, 64]\nlr_schedule: linear\nminibatch_size: null\n")
+    config = PPOConfig.resolve([
+        ("task", {"learning_rate": 3e-4, "horizon_length": 24}),
+        (str(path), load_config_file(path)),
+        ("override", parse_overrides(["ppo.learning_rate=2e-3", "ppo.normalize_value=false"])),
+    ])
+    assert config.learning_rate == 2e-3 and config.horizon_length == 24 and config.units == (64, 64)
+    assert config.lr_schedule == "linear" and config.minibatch_size is None and config.normalize_value is False
+
+
+def test_override_values_are_read_as_yaml():
+    assert parse_overrides(["ppo.units=[512, 256]", "ppo.entropy_coef=0", "ppo.activation=tanh"]) == {
+        "units": [512, 256], "entropy_coef": 0, "activation": "tanh"}
+    assert PPOConfig.resolve([("o", parse_overrides(["ppo.learning_rate=1e-3"]))]).learning_rate == 1e-3
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"learnin_rate": 1e-3}, "f.yaml: unknown PPO setting 'learnin_rate'; did you mean 'learning_rate'?"),
+    ({"horizon": 16}, "f.yaml: unknown PPO setting 'horizon'; did you mean 'horizon_length'?"),
+    ({"zzz": 1}, "f.yaml: unknown PPO setting 'zzz'; known settings: horizon_length, minibatch_size"),
+    ({"horizon_length": 2.5}, "f.yaml: horizon_length expects int, got 2.5 (float)"),
+    ({"normalize_input": "yes"}, "f.yaml: normalize_input expects bool, got 'yes' (str)"),
+    ({"units": [256, "a"]}, "f.yaml: units expects tuple[int, ...], got [256, 'a'] (list)"),
+    ({"learning_rate": "fast"}, "f.yaml: learning_rate expects float, got 'fast' (str)"),
+    ({"lr_schedule": "cosine"}, "f.yaml: lr_schedule must be one of adaptive, linear, none, got 'cosine'"),
+])
+def test_bad_settings_name_the_source_the_setting_and_the_fix(settings, message):
+    with pytest.raises(ConfigError) as err:
+        PPOConfig.resolve([("f.yaml", settings)])
+    assert message in str(err.value)
+
+
+def test_bad_files_and_overrides(tmp_path):
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "broken.yaml").write_text("units: [1, 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping of PPO settings"):
+        load_config_file(tmp_path / "list.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config_file(tmp_path / "broken.yaml")
+    with pytest.raises(ConfigError, match="expected ppo.NAME=VALUE"):
+        parse_overrides(["ppo.learning_rate"])
+
+
+def test_every_default_passes_its_own_type_check():
+    # The type checks cover every field's declared type.
+    for field in dataclasses.fields(PPOConfig):
+        PPOConfig.resolve([("defaults", {field.name: getattr(PPOConfig(), field.name)})])
