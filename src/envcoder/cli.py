@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
                     default=256, help="parallel environments per candidate and seed (default 256)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
-                    help="PPO iterations (default: the task's max_epochs, e.g. 60 for Cartpole)")
+                    help="PPO iterations (default: max_epochs of the resolved PPO settings, e.g. 60 for Cartpole)")
     ev.add_argument("--config", type=Path, default=None, metavar="FILE",
                     help="YAML file of PPO settings (rl_games names) applied over the task's "
                          "src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be reused here")
