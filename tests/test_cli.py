@@ -70,6 +70,8 @@ def test_out_directory_that_exists_is_refused(cartpole_run, capsys):
     (["eval", "--task", "Cartpole", "--iterations", "ten"], "expected a positive integer, got 'ten'"),
     (["eval", "--task", "Cartpole", "--shaper-types", "compute_rewards"], "unknown shaper type 'compute_rewards'"),
     (["eval", "--task", "Cartpole", "--bogus"], "unrecognized arguments: --bogus"),
+    (["eval", "--task", "Cartpole", "--shaper-types", "compute_reward", "ppo.gamma=0.9"],
+     "'ppo.gamma=0.9' is a setting override, not a shaper type; put overrides before --shaper-types"),
     (["eval"], "the following arguments are required: --task"),
 ])
 def test_bad_flags_give_one_line_errors(argv, message, capsys):

@@ -31,6 +31,9 @@ def _positive_int(text: str) -> int:
 
 
 def _shaper_type(text: str) -> str:
+    if "=" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a shaper type; put overrides before "
+                                         "--shaper-types")
     name = ALIASES.get(text, text)
     if name not in SHAPER_TYPES:
         raise argparse.ArgumentTypeError(f"unknown shaper type {text!r}; choose from {', '.join(SHAPER_TYPES)}")
