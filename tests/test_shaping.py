@@ -221,3 +221,49 @@ def test_seed_statistics_and_bootstrap():
     assert other.ci_high > best.ci_low  # overlapping intervals: not separable with 4 seeds
     assert bootstrap_ci([0.7, 0.7, 0.7]) == pytest.approx((0.7, 0.7))
     assert bootstrap_ci([0.3]) == (0.3, 0.3)
+
+
+class ExplodingSimulator(Simulator):
+    """Cartpole physics that goes non-finite in any env whose cart passes x = 0.05 m, as MJX can under
+    extreme contacts: a failure of one env's physics, not of the candidate."""
+
+    def physics_step(self, data, ctrl):
+        data = super().physics_step(data, ctrl)
+        return data.replace(qpos=jnp.where(data.qpos[0] > 0.05, jnp.nan, data.qpos))
+
+
+def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_diverged(cartpole):
+    task, _, state = cartpole
+    sim = ExplodingSimulator(task.model_file, task.substeps)
+    default = Candidate("default", None, "", {}, "default")
+    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+    trainer = GroupedTrainer(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
+                             ENVS, (0,), sim)
+    ts, metrics = trainer.iteration(trainer.init())
+    metrics, ts = jax.device_get((metrics, ts))
+    assert metrics["physics_failures"][0] > 0
+    assert metrics["diverged"][0] == 0 and np.isfinite(metrics["step_reward"][0])
+    assert np.all(np.isfinite(ts.env.data.qpos)) and np.all(np.isfinite(jax.tree.leaves(ts.params)[0]))
+    assert metrics["episodes"][0] >= metrics["physics_failures"][0]  # each blow-up ended its episode
+
+
+def test_a_failure_counts_the_remaining_steps_at_the_after_failure_value(cartpole):
+    import dataclasses
+
+    from envcoder.tasks import Fitness
+    task, sim, state = cartpole
+    # 0.25 per step lived, 1.0 per step a failure cut off; every episode fails after 3 steps:
+    # (3 × 0.25 + 497 × 1.0) / 500 = 0.9955.
+    fitness = Fitness(step=lambda s: jnp.full(s["dof_pos"].shape[:1], 0.25), doc="test", higher_is_better=False,
+                      after_failure=lambda s: jnp.ones(s["dof_pos"].shape[:1]))
+    task = dataclasses.replace(task, fitness={"test": fitness})
+    fails = load_candidate("fails_at_3.py", ("compute_terminal",), source=textwrap.dedent("""
+        def compute_terminal(state):
+            return state["progress_buf"] >= 3
+    """))
+    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+    trainer = GroupedTrainer(task, [fails], {fails.name: validate_candidate(task, sim, fails, state)}, config,
+                             ENVS, (0,), sim)
+    evaluation = jax.device_get(trainer.evaluate(trainer.init()))
+    np.testing.assert_allclose(evaluation["episode_length"], 3.0)
+    np.testing.assert_allclose(evaluation["task_fitness"], (3 * 0.25 + 497 * 1.0) / 500, rtol=1e-6)
