@@ -1,9 +1,9 @@
-"""Command line: `envcoder eval` (train and rank candidates) and `envcoder tasks` (what a task offers)."""
+"""Command line: `envcoder eval` (train and rank candidates), `envcoder auto` (automatic shaping) and
+`envcoder tasks` (what a task offers)."""
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import sys
 from pathlib import Path
 
@@ -40,6 +40,12 @@ def _shaper_type(text: str) -> str:
     return name
 
 
+def _initial_path(text: str) -> Path:
+    if "=" in text and text.startswith("ppo."):
+        raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a file; put overrides before --initial")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="envcoder", description="Evaluate many RL environment-shaping candidates in one process.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -69,6 +75,60 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     ev.add_argument("--seeds", type=_positive_int, default=1, help="independent seeds per candidate (default 1)")
     ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
+
+    auto = sub.add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
+                                        "envcoder evaluates them all at once, feeds statistics back and iterates")
+    auto.add_argument("--task", default=None, help="task name (see `envcoder tasks`)")
+    auto.add_argument("--task-description", "--task_description", dest="task_description", default=None,
+                      help="what the robot should do, in words (default: the task's own description)")
+    auto.add_argument("--shaper-types", "--shaper_types", dest="shaper_types", nargs="+", type=_shaper_type,
+                      default=["compute_reward"], metavar="TYPE",
+                      help=f"functions the proposer writes (default compute_reward; {', '.join(SHAPER_TYPES)})")
+    auto.add_argument("--llm", default=None, metavar="MODEL",
+                      help="model that proposes candidates, e.g. gpt-4o or claude-sonnet-4-5 (default: the offline "
+                           "proposer, which mutates the constants of the best candidates and needs no network)")
+    auto.add_argument("--provider", choices=("openai", "anthropic"), default=None,
+                      help="API of --llm (default: from the model name; OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    auto.add_argument("--base-url", "--base_url", dest="base_url", default=None,
+                      help="an OpenAI-compatible server (vLLM, Ollama, ...), e.g. http://localhost:8000/v1")
+    auto.add_argument("--candidates-per-iteration", dest="candidates_per_iteration", type=_positive_int, default=8,
+                      help="candidates proposed and evaluated together per iteration (default 8)")
+    auto.add_argument("--iterations", type=_positive_int, default=3, help="search iterations (default 3)")
+    auto.add_argument("--retries", type=int, default=2,
+                      help="times a candidate that fails validation is sent back to be fixed (default 2)")
+    auto.add_argument("--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
+                      help="starting candidate files or directories: evaluated first, shown to an LLM, mutated by "
+                           "the offline proposer (offline default: the bundled user_functions/<task>)")
+    auto.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate",
+                      type=_positive_int, default=256, help="parallel environments per candidate (default 256)")
+    auto.add_argument("--train-iterations", dest="train_iterations", type=_positive_int, default=None,
+                      help="PPO iterations per evaluation (default: the resolved settings' max_epochs)")
+    auto.add_argument("--config", type=Path, default=None, metavar="FILE", help="YAML file of PPO settings")
+    auto.add_argument("overrides", nargs="*", metavar="ppo.NAME=VALUE", help="PPO setting overrides")
+    auto.add_argument("--fitness", default=None, help="the task fitness to optimise (default: the task's first)")
+    auto.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
+    auto.add_argument("--final-seeds", dest="final_seeds", type=_positive_int, default=5,
+                      help="seeds of the final re-evaluation of the best candidates (default 5)")
+    auto.add_argument("--final-top", dest="final_top", type=_positive_int, default=3,
+                      help="how many of the best candidates the final evaluation re-trains (default 3)")
+    auto.add_argument("--validation-timeout", dest="validation_timeout_s", type=float, default=120.0, metavar="S",
+                      help="wall-clock seconds a candidate's sandboxed validation may take (default 120)")
+    auto.add_argument("--validation-memory", dest="validation_memory_gib", type=float, default=4.0, metavar="GIB",
+                      help="memory limit of a validation process in GiB (default 4)")
+    auto.add_argument("--request-timeout", dest="request_timeout_s", type=float, default=120.0, metavar="S",
+                      help="seconds before an LLM request is retried (default 120)")
+    auto.add_argument("--api-retries", dest="api_retries", type=int, default=4,
+                      help="retries with backoff of a failed LLM request, by the SDK (default 4)")
+    auto.add_argument("--concurrency", type=_positive_int, default=4, help="LLM requests in flight (default 4)")
+    auto.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the model's)")
+    auto.add_argument("--max-tokens", dest="max_tokens", type=_positive_int, default=4096,
+                      help="longest response in tokens (default 4096)")
+    auto.add_argument("--price", nargs=2, type=float, default=None, metavar=("IN", "OUT"),
+                      help="USD per million input and output tokens, for the cost estimate of an unlisted model")
+    auto.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/auto-<task>-<time>)")
+    auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                      help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
 
     tasks = sub.add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
@@ -102,8 +162,70 @@ def _eval(args) -> int:
     return 0
 
 
+def _candidate_files(paths, task, shaper_types) -> tuple[Path, ...]:
+    """Files given to --initial (directories expanded), or, with none, the bundled files of the task that
+    define one of `shaper_types`."""
+    from envcoder.shaping.candidate import CandidateError, check_statically
+
+    def expand(path: Path):
+        if path.is_dir():
+            return sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+        if not path.is_file():
+            raise FileNotFoundError(f"--initial: {str(path)!r} does not exist")
+        return [path]
+
+    if paths:
+        return tuple(f for path in paths for f in expand(path))
+    bundled = []
+    for file in expand(BUNDLED_FUNCTIONS / task.name.lower()):
+        try:
+            check_statically(file.read_text(), str(file), shaper_types)
+            bundled.append(file)
+        except CandidateError:
+            pass
+    return tuple(bundled)
+
+
+def _auto(args) -> int:
+    import time
+
+    from envcoder.rl.config import parse_overrides
+    from envcoder.search.loop import AutoSettings, load_settings, run_auto
+    from envcoder.search.proposers import ProposerError
+    from envcoder.search.sandbox import SandboxError
+    from envcoder.tasks import UnknownTaskError, get_task
+
+    try:
+        if args.resume is not None:
+            if args.task is not None:
+                return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
+                                     "or other options with it")
+            run_auto(load_settings(args.resume), resume=True)
+            return 0
+        if args.task is None:
+            return _fail("auto", "--task is required (or --resume RUN)")
+        task = get_task(args.task)
+        initial = _candidate_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
+        out = args.out or Path("runs") / f"auto-{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+        settings = AutoSettings(
+            task=task.name, out=out, task_description=args.task_description,
+            shaper_types=tuple(dict.fromkeys(args.shaper_types)), llm=args.llm, provider=args.provider,
+            base_url=args.base_url, candidates_per_iteration=args.candidates_per_iteration,
+            iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
+            train_iterations=args.train_iterations, seeds=args.seeds, final_seeds=args.final_seeds,
+            final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
+            ppo=parse_overrides(args.overrides), fitness=args.fitness,
+            validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
+            request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
+            temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
+        run_auto(settings)
+    except (UnknownTaskError, ProposerError, SandboxError, FileNotFoundError, FileExistsError, ValueError) as err:
+        return _fail("auto", str(err))
+    return 0
+
+
 def _tasks(args) -> int:
-    from envcoder.shaping.helpers import HELPERS
+    from envcoder.shaping.describe import describe_task
     from envcoder.tasks import TASKS, UnknownTaskError, get_task
 
     if args.task is None:
@@ -114,25 +236,7 @@ def _tasks(args) -> int:
         task = get_task(args.task)
     except UnknownTaskError as err:
         return _fail("tasks", str(err))
-    print(f"# {task.name}: {task.description}\n")
-    print(f"Control step: {task.substeps} physics steps; episodes end after {task.max_episode_length} control steps "
-          "(a time-out) or when compute_terminal says so (a failure).\n")
-    print("## State fields (the `state` mapping every shaping function receives)\n")
-    for name, field in task.state_fields.items():
-        print(f"- {name} {field.shape} ({field.units}): {field.meaning}")
-    print("\n## Task fitness definitions (ground truth used for ranking; `--fitness NAME`, the first is the default)\n")
-    for name, fitness in task.fitness.items():
-        print(f"- {name}: {fitness.doc}")
-    print("\n## Default shaping functions (a candidate overrides any of them)\n")
-    for api in SHAPER_TYPES:
-        print(inspect.getsource(task.defaults[api]))
-    print("## Helpers in a candidate's namespace (besides jax, jnp and math)\n")
-    for name, helper in HELPERS.items():
-        doc = inspect.getdoc(helper) or ""
-        print(f"- {name}{inspect.signature(helper)}: {doc}\n")
-    print(f"## PPO settings ({task.config_file.name}, rl_games names)\n")
-    for key, value in task.ppo_overrides.items():
-        print(f"- {key}: {value}")
+    print(describe_task(task), end="")
     return 0
 
 
@@ -143,7 +247,7 @@ def _fail(command: str, message: str) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return {"eval": _eval, "tasks": _tasks}[args.command](args)
+    return {"eval": _eval, "auto": _auto, "tasks": _tasks}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -183,6 +183,32 @@ def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
                              function=fn.name, line=fn.lineno)
 
 
+def check_statically(source: str, file: str, shaper_types: Sequence[str]) -> tuple[ast.Module, dict[str, str]]:
+    """Every check that needs no execution: syntax, the sandbox rules of `check_source`, and that the file
+    defines at least one selected function with the API's signature.
+
+    Returns the parsed tree and `{api name: function name}` of the selected functions it defines.
+    """
+    try:
+        tree = ast.parse(source, filename=file)
+    except SyntaxError as err:
+        raise CandidateError(file, f"syntax error: {err.msg}", line=err.lineno) from None
+    check_source(tree, file)
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    wanted = {}
+    for fn_name, node in defined.items():
+        api_name = ALIASES.get(fn_name, fn_name)
+        if api_name in shaper_types:
+            _check_signature(node, api_name, file)
+            wanted[api_name] = fn_name
+    if not wanted:
+        near = [n for n in defined if n not in SIGNATURES and n not in ALIASES and n.startswith(("compute", "sample"))]
+        hint = f" (found {', '.join(near)}: misspelled?)" if near else ""
+        raise CandidateError(file, f"defines none of the selected shaping functions "
+                                   f"{', '.join(shaper_types)}{hint}")
+    return tree, wanted
+
+
 def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_reward",), name: str | None = None,
                    source: str | None = None) -> Candidate:
     """Load one candidate file, keeping only the functions of `shaper_types`.
@@ -196,24 +222,7 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
             source = path.read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise CandidateError(file, f"cannot read the file: {err}") from None
-    try:
-        tree = ast.parse(source, filename=file)
-    except SyntaxError as err:
-        raise CandidateError(file, f"syntax error: {err.msg}", line=err.lineno) from None
-    check_source(tree, file)
-
-    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-    wanted = {}
-    for fn_name, node in defined.items():
-        api_name = ALIASES.get(fn_name, fn_name)
-        if api_name in shaper_types:
-            _check_signature(node, api_name, file)
-            wanted[api_name] = fn_name
-    if not wanted:
-        near = [n for n in defined if n not in SIGNATURES and n not in ALIASES and n.startswith(("compute", "sample"))]
-        hint = f" (found {', '.join(near)}: misspelled?)" if near else ""
-        raise CandidateError(file, f"defines none of the selected shaping functions "
-                                   f"{', '.join(shaper_types)}{hint}")
+    tree, wanted = check_statically(source, file, shaper_types)
 
     namespace = candidate_namespace()
     try:

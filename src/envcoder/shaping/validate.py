@@ -14,6 +14,8 @@ from envcoder.shaping.candidate import Candidate, CandidateError, resolve_functi
 TRACE_TIME_LIMIT_S = 60.0
 """Seconds that tracing, compiling and running a candidate's functions on the sample state may take."""
 SAMPLE_ENVS = 4
+ROLLOUT_STEPS = 16
+"""Control steps of the sample rollout whose states a candidate is checked on (`rollout_states`)."""
 MEMORY_LIMIT_BYTES = 256 * 2**20
 """Working memory (XLA temporaries + outputs) one function may need for the sample's environments."""
 ACTION_PROBE_DIM = 64
@@ -42,6 +44,50 @@ def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
                              jnp.zeros((num_envs,), jnp.int32))}
 
 
+def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = ROLLOUT_STEPS, seed: int = 0):
+    """The states of a short rollout, stacked on the environment axis `[num_envs * (steps + 1), ...]`.
+
+    The envs start from the task's default reset and goal distributions and take uniform random actions
+    through the default action mapping, so a candidate is checked on moving, varied states (a reward that
+    divides by a velocity, or takes a log of a height, shows its NaN here) and not only on the reference pose.
+    """
+    start = sample_state(task, simulator, num_envs)
+    nu = simulator.mj_model.nu
+    k_init, k_goal, k_act = jax.random.split(jax.random.PRNGKey(seed), 3)
+    build = jax.vmap(lambda *args: task.build_state(simulator, *args))
+    torque = task.defaults["compute_torque"]
+
+    @jax.jit
+    def run():
+        qpos, qvel = task.physics_from_state({**start, **task.defaults["sample_initial_state"](k_init, start)})
+        data = jax.vmap(simulator.reset)(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
+        commands = task.defaults["sample_goal"](k_goal, start).astype(jnp.float32)
+        zeros = jnp.zeros((num_envs, nu))
+
+        def step(carry, key):
+            data, torques, progress = carry
+            actions = jax.random.uniform(key, (num_envs, nu), minval=-1.0, maxval=1.0)
+
+            def physics(_, inner):
+                data, ctrl = inner
+                ctrl = simulator.clip_ctrl(torque(actions, build(data, commands, actions, ctrl, progress)))
+                return jax.vmap(simulator.physics_step)(data, ctrl), ctrl
+
+            data, torques = jax.lax.fori_loop(0, simulator.substeps, physics, (data, torques))
+            progress = progress + 1
+            return (data, torques, progress), build(data, commands, actions, torques, progress)
+
+        first = build(data, commands, zeros, zeros, jnp.zeros((num_envs,), jnp.int32))
+        _, states = jax.lax.scan(step, (data, zeros, jnp.zeros((num_envs,), jnp.int32)),
+                                 jax.random.split(k_act, steps))
+        return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]).reshape((-1,) + a.shape[1:]), first, states)
+
+    states = run()
+    if not all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(states) if jnp.issubdtype(v.dtype, jnp.floating)):
+        raise RuntimeError(f"{task.name}: the sample rollout under the default shaping is not finite (a task bug)")
+    return states
+
+
 def split_reward(output, file: str):
     """`reward` or `(reward, {name: [E]})` -> (reward, components dict)."""
     if isinstance(output, tuple):
@@ -66,12 +112,13 @@ def _check(file, function, value, shape, kind):
 
 def _run(file, function, fn, *args):
     """Compile `fn` on `args`, refuse it if it needs too much memory, then run it."""
+    num_envs = jax.tree.leaves(args[-1])[0].shape[0]
     compiled = jax.jit(fn).lower(*args).compile()
     stats = compiled.memory_analysis()
     if stats is not None:
         needed = stats.temp_size_in_bytes + stats.output_size_in_bytes
         if needed > MEMORY_LIMIT_BYTES:
-            raise CandidateError(file, f"needs {needed / 2**20:,.0f} MiB of working memory for {SAMPLE_ENVS} "
+            raise CandidateError(file, f"needs {needed / 2**20:,.0f} MiB of working memory for {num_envs} "
                                        f"environments (limit {MEMORY_LIMIT_BYTES / 2**20:.0f} MiB): a huge "
                                        "allocation?", function=function)
     return compiled(*args)
@@ -84,12 +131,13 @@ def infer_action_dim(file, compute_torque, state, nu: int) -> int:
     the last action entry its output depends on; if it cannot take a wider action (e.g. `150 * action`),
     the size is `nu`. A file can state it instead with `ACTION_DIM = n`.
     """
-    probe = jnp.zeros((SAMPLE_ENVS, ACTION_PROBE_DIM))
+    num_envs = jax.tree.leaves(state)[0].shape[0]
+    probe = jnp.zeros((num_envs, ACTION_PROBE_DIM))
     try:
         out = jax.eval_shape(compute_torque, probe, state)
     except Exception:  # noqa: BLE001 - the wide probe does not fit this function: it wants nu entries
         return nu
-    if getattr(out, "shape", None) != (SAMPLE_ENVS, nu):
+    if getattr(out, "shape", None) != (num_envs, nu):
         return nu
     action = jax.random.uniform(jax.random.PRNGKey(1), probe.shape, minval=-0.9, maxval=0.9)
     jacobian = jax.jacobian(lambda a: jnp.sum(compute_torque(a, state), axis=0))(action)  # [nu, E, A]
@@ -107,7 +155,7 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
     state = sample_state(task, simulator) if state is None else state
     file = str(candidate.path) if candidate.path else f"<{task.name} defaults>"
     fns = resolve_functions(candidate, task.defaults)
-    num_envs, nu = SAMPLE_ENVS, simulator.mj_model.nu
+    num_envs, nu = jax.tree.leaves(state)[0].shape[0], simulator.mj_model.nu
     if candidate.action_dim and "compute_torque" not in candidate.functions:
         raise CandidateError(file, "ACTION_DIM is set but the file defines no compute_torque to use it")
     key = jax.random.PRNGKey(0)
@@ -151,4 +199,4 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
 
 
 
-__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "split_reward", "infer_action_dim"]
+__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "rollout_states", "split_reward", "infer_action_dim"]

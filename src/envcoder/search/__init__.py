@@ -1,0 +1,1 @@
+"""Automatic shaping: proposers (LLMs, offline search), prompts, sandboxed validation and the loop."""

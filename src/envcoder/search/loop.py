@@ -1,0 +1,426 @@
+"""The automatic shaping loop (`envcoder auto`): propose, validate, evaluate all at once, reflect, repeat.
+
+Every iteration:
+1. the proposer writes `candidates_per_iteration` candidates (in parallel for LLMs), each from the task
+   description and, after the first iteration, the reflection on the last one;
+2. each is checked statically, then validated in a sandboxed process (`SandboxValidator`); one that fails is
+   sent back with its error and replaced, up to `retries` times;
+3. the valid ones are trained and ranked together in one process (`run_evaluation`, one run directory per
+   iteration);
+4. the reflection for the next iteration is built from their task fitness, the statistics of every reward
+   component over training, the failures and the best candidate so far.
+At the end the best candidates (and the starting files) are re-evaluated with more seeds.
+
+The run directory (`out/`):
+
+    auto.json                    the settings (what --resume reads)
+    system_prompt.md             what every LLM request starts with
+    llm/itKK_sSS_aA.json         every proposer call: messages, response, tokens, estimated cost, error
+    iter_KK/drafts.json          every extracted candidate with its validation verdict
+    iter_KK/candidates/*.py      the valid candidates of the iteration
+    iter_KK/eval/                their evaluation run directory (results.json, metrics.csv, ...)
+    iter_KK/iteration.json       the iteration's table, failures and the reflection it produced
+    final/                       the re-evaluation of the best with more seeds
+    best.py, summary.json, summary.md
+
+Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
+evaluations are kept, and an evaluation that was cut off starts again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Sequence
+
+from rich.console import Console
+
+from envcoder.runs.directory import write_json
+from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
+from envcoder.search import prompts
+from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
+from envcoder.search.sandbox import SandboxValidator
+from envcoder.shaping.candidate import CandidateError, check_statically
+from envcoder.tasks import get_task
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoSettings:
+    """What `envcoder auto` runs (saved as `auto.json`)."""
+
+    task: str
+    out: Path
+    task_description: str | None = None
+    """What the robot should do, in words (default: the task's own one-line description)."""
+    shaper_types: tuple[str, ...] = ("compute_reward",)
+    llm: str | None = None
+    """Model name; None uses the offline proposer."""
+    provider: str | None = None
+    """`openai` or `anthropic`; None follows from the model name."""
+    base_url: str | None = None
+    """An OpenAI-compatible server (vLLM, Ollama, ...), or another endpoint for the SDK."""
+    candidates_per_iteration: int = 8
+    iterations: int = 3
+    retries: int = 2
+    """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
+    envs_per_candidate: int = 256
+    train_iterations: int | None = None
+    """PPO iterations per evaluation (None: the task's `max_epochs`)."""
+    seeds: int = 1
+    """Seeds per candidate during the search."""
+    final_seeds: int = 5
+    final_top: int = 3
+    """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
+    seed: int = 0
+    initial: tuple[Path, ...] = ()
+    """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
+    config_file: Path | None = None
+    ppo: dict = dataclasses.field(default_factory=dict)
+    fitness: str | None = None
+    validation_timeout_s: float = 120.0
+    validation_memory_gib: float = 4.0
+    validation_workers: int = 2
+    request_timeout_s: float = 120.0
+    api_retries: int = 4
+    concurrency: int = 4
+    """Proposer calls in flight at once."""
+    temperature: float | None = None
+    max_tokens: int = 4096
+    price: tuple[float, float] | None = None
+    """USD per million (input, output) tokens, for models without a known list price."""
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["out"] = str(self.out)
+        data["initial"] = [str(p) for p in self.initial]
+        data["config_file"] = str(self.config_file) if self.config_file else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "AutoSettings":
+        data = dict(data)
+        data["out"] = Path(data["out"])
+        data["initial"] = tuple(Path(p) for p in data.get("initial", ()))
+        data["config_file"] = Path(data["config_file"]) if data.get("config_file") else None
+        data["shaper_types"] = tuple(data["shaper_types"])
+        data["price"] = tuple(data["price"]) if data.get("price") else None
+        return cls(**data)
+
+
+class AutoRunExistsError(FileExistsError):
+    pass
+
+
+def load_settings(run: Path) -> AutoSettings:
+    """The settings of an existing auto run (for `--resume`)."""
+    path = Path(run) / "auto.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
+    settings = AutoSettings.from_json(json.loads(path.read_text()))
+    return dataclasses.replace(settings, out=Path(run))
+
+
+def _read_json(path: Path):
+    return json.loads(path.read_text())
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+class AutoRun:
+    """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
+
+    def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False):
+        self.s = settings
+        self.console = console or Console()
+        self.out = Path(settings.out)
+        self.task = get_task(settings.task)
+        self.fitness_name, self.fitness = self.task.get_fitness(settings.fitness)
+        self.description = settings.task_description or self.task.description
+        self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
+                                      settings.api_retries, settings.temperature, settings.max_tokens, settings.seed)
+        self.offline = isinstance(self.proposer, OfflineProposer)
+        self.initial = {f"init_{Path(p).stem}": Path(p).read_text() for p in settings.initial}
+        if self.offline and not self.initial:
+            raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
+        if resume:
+            if not (self.out / "auto.json").exists():
+                raise FileNotFoundError(f"{self.out} is not an `envcoder auto` run directory (no auto.json)")
+        elif self.out.exists() and any(self.out.iterdir()):
+            raise AutoRunExistsError(f"run directory {str(self.out)!r} already exists and is not empty; choose another "
+                                     f"--out, or continue it with `envcoder auto --resume {self.out}`")
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "llm").mkdir(exist_ok=True)
+        if not resume:
+            write_json(self.out / "auto.json", settings.to_json())
+        self.system = prompts.system_prompt(self.task, settings.shaper_types, self.fitness_name)
+        (self.out / "system_prompt.md").write_text(self.system)
+        self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
+                                          settings.validation_memory_gib, settings.validation_workers)
+        self.history: list[dict] = []
+        """Every evaluated candidate: name, iteration, source, fitness, shaped_return, episode_length, status."""
+
+    # ---- proposing --------------------------------------------------------------------------------
+
+    def _sample(self, iteration: int, slot: int, attempt: int, messages: Sequence[dict]) -> Sample:
+        """One proposer call, recorded; a recorded call is read back instead of being made again."""
+        path = self.out / "llm" / f"it{iteration:02d}_s{slot:02d}_a{attempt}.json"
+        if path.exists():
+            record = _read_json(path)
+            return Sample(record["response"], record["input_tokens"], record["output_tokens"], record["error"])
+        population = tuple(Parent(h["name"], h["source"], h["fitness"]) for h in self.history
+                           if h["status"] == "ok") or tuple(Parent(n, s, None) for n, s in self.initial.items())
+        request = Request(self.system, tuple(messages), iteration, slot, attempt, population,
+                          self.fitness.higher_is_better)
+        tick = time.perf_counter()
+        sample = self.proposer.sample(request)
+        write_json(path, {
+            "proposer": self.proposer.name, "iteration": iteration, "slot": slot, "attempt": attempt,
+            "messages": None if self.offline else list(messages), "response": sample.text, "error": sample.error,
+            "input_tokens": sample.input_tokens, "output_tokens": sample.output_tokens,
+            "cost_usd": 0.0 if self.offline else estimate_cost(self.proposer.name, sample.input_tokens,
+                                                                sample.output_tokens, self.s.price),
+            "seconds": time.perf_counter() - tick, "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        return sample
+
+    def _draft(self, iteration: int, first_message: str) -> list[dict]:
+        """Sample, check and validate `candidates_per_iteration` candidates, with retries; every attempt is
+        returned (`name, slot, attempt, ok, error, source, llm`)."""
+        n = self.s.candidates_per_iteration
+        conversations = {slot: [{"role": "user", "content": first_message}] for slot in range(n)}
+        drafts: list[dict] = []
+        extra = [(name, source) for name, source in self.initial.items()] if iteration == 0 else []
+        pending = list(range(n))
+        for attempt in range(self.s.retries + 1):
+            if not pending:
+                break
+            with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.s.concurrency)) as pool:
+                samples = list(pool.map(lambda slot: self._sample(iteration, slot, attempt, conversations[slot]),
+                                        pending))
+            round_drafts, to_validate = [], []
+            for slot, sample in zip(pending, samples):
+                name = f"it{iteration:02d}_c{slot:02d}"
+                draft = {"name": name, "slot": slot, "attempt": attempt, "ok": False, "error": None, "source": None,
+                         "llm": f"llm/it{iteration:02d}_s{slot:02d}_a{attempt}.json"}
+                if sample.error:
+                    draft["error"] = f"proposer call failed: {sample.error}"
+                else:
+                    try:
+                        draft["source"] = prompts.extract_code(sample.text, self.s.shaper_types)
+                        check_statically(draft["source"], f"{name}.py", self.s.shaper_types)
+                        to_validate.append((name, draft["source"]))
+                    except (ValueError, CandidateError) as err:
+                        draft["error"] = str(err)
+                round_drafts.append((draft, sample))
+            for name, source in extra:  # the starting files, validated with the first round, never retried
+                draft = {"name": name, "slot": None, "attempt": 0, "ok": False, "error": None, "source": source,
+                         "llm": None}
+                try:
+                    check_statically(source, f"{name}.py", self.s.shaper_types)
+                    to_validate.append((name, source))
+                except CandidateError as err:
+                    draft["error"] = str(err)
+                round_drafts.append((draft, None))
+            extra = []
+            if to_validate:
+                self.console.print(f"validating {len(to_validate)} candidate(s) in sandboxed processes…",
+                                   highlight=False)
+                verdicts = {v.name: v for v in self.validator.validate(to_validate)}
+                for draft, _ in round_drafts:
+                    verdict = verdicts.get(draft["name"]) if draft["error"] is None else None
+                    if verdict is not None:
+                        draft["ok"], draft["error"] = verdict.ok, verdict.error
+            pending = []
+            for draft, sample in round_drafts:
+                drafts.append(draft)
+                if draft["ok"] or draft["slot"] is None:
+                    continue
+                pending.append(draft["slot"])
+                if sample is not None and sample.text:  # show the model its answer and what was wrong with it
+                    conversations[draft["slot"]] += [{"role": "assistant", "content": sample.text},
+                                                      {"role": "user", "content": prompts.fix_prompt(draft["error"])}]
+            failed = [d for d in drafts if d["attempt"] == attempt and not d["ok"]]
+            for draft in failed:
+                self.console.print(f"[yellow]invalid[/yellow] {draft['error']}", highlight=False)
+        return drafts
+
+    # ---- evaluating -------------------------------------------------------------------------------
+
+    def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int) -> dict | None:
+        """`run_evaluation` on a directory of candidates; a finished evaluation is read back, an unfinished
+        one (a killed run) starts over."""
+        results_file = eval_dir / "results.json"
+        if results_file.exists():
+            return _read_json(results_file)
+        if eval_dir.exists():
+            shutil.rmtree(eval_dir)
+        settings = EvalSettings(
+            task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
+            envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
+            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), ppo=dict(self.s.ppo),
+            config_file=self.s.config_file, fitness=self.fitness_name)
+        try:
+            return run_evaluation(settings, self.console)
+        except NoValidCandidatesError as err:
+            self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
+            return None
+
+    def _iteration(self, iteration: int) -> dict:
+        """Run (or read back) one iteration; returns what `iteration.json` holds."""
+        iter_dir = self.out / f"iter_{iteration:02d}"
+        record_file = iter_dir / "iteration.json"
+        if record_file.exists():
+            return _read_json(record_file)
+        iter_dir.mkdir(exist_ok=True)
+        first_message = self._next_message(iteration)
+        drafts_file = iter_dir / "drafts.json"
+        if drafts_file.exists():
+            drafts = _read_json(drafts_file)
+        else:
+            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations}: {self.proposer.name} proposes "
+                              f"{self.s.candidates_per_iteration} candidates")
+            drafts = self._draft(iteration, first_message)
+            write_json(drafts_file, drafts)
+        valid = [d for d in drafts if d["ok"]]
+        candidates_dir = iter_dir / "candidates"
+        candidates_dir.mkdir(exist_ok=True)
+        for draft in valid:
+            (candidates_dir / f"{draft['name']}.py").write_text(draft["source"])
+        results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds) if valid else None
+
+        ranking = {r["name"]: r for r in (results or {}).get("ranking", [])}
+        diverged = {g["candidate"] for g in (results or {}).get("groups", []) if g["diverged_at_iteration"] is not None}
+        eval_failures = {f["name"]: f["error"] for f in (results or {}).get("failures", [])}
+        table, failures = [], []
+        for draft in valid:
+            r = ranking.get(draft["name"])
+            status = ("diverged" if draft["name"] in diverged else "ok") if r else "left out"
+            if r is None:
+                failures.append({"name": draft["name"], "error": eval_failures.get(draft["name"], "not evaluated")})
+            table.append({"name": draft["name"], "fitness": r["fitness_mean"] if r else None,
+                          "shaped_return": r["shaped_return"] if r else None,
+                          "episode_length": r["episode_length"] if r else None, "status": status,
+                          "source": draft["source"], "iteration": iteration})
+        last_attempt = {}
+        for draft in drafts:
+            last_attempt[draft["name"]] = draft
+        failures += [{"name": d["name"], "error": d["error"]} for d in last_attempt.values() if not d["ok"]]
+        best = self._ranked(table)
+        record = {"iteration": iteration, "table": table, "failures": failures,
+                  "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid)}
+        write_json(record_file, record)
+        return record
+
+    def _next_message(self, iteration: int) -> str:
+        """The user message that opens every conversation of `iteration`."""
+        if iteration == 0 or not self.history:
+            return prompts.first_prompt(self.description, self.s.shaper_types, self.initial)
+        last = iteration - 1
+        record = _read_json(self.out / f"iter_{last:02d}" / "iteration.json")
+        best = next(iter(self._ranked(self.history)), None)
+        latest = next((row for row in record["table"] if row["name"] == record["best"]), None)
+
+        def stats(row):
+            if row is None:
+                return None
+            metrics = self.out / f"iter_{row['iteration']:02d}" / "eval" / "metrics.csv"
+            return prompts.training_statistics(metrics).get(row["name"])
+
+        return prompts.reflection_prompt(self.description, self.s.shaper_types, last + 1, self.fitness_name,
+                                         self.fitness.higher_is_better, record["table"], record["failures"],
+                                         best, stats(best), latest, stats(latest))
+
+    def _ranked(self, rows: Sequence[dict]) -> list[dict]:
+        """Trained, non-diverged candidates with a finite fitness, best first."""
+        usable = [h for h in rows if h["status"] == "ok" and _finite(h["fitness"])]
+        return sorted(usable, key=lambda h: h["fitness"], reverse=self.fitness.higher_is_better)
+
+    # ---- the whole run ----------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        with self.validator:  # its worker processes stay up for the whole run
+            for iteration in range(self.s.iterations):
+                record = self._iteration(iteration)
+                self.history += record["table"]
+                best = self._ranked(self.history)
+                if best:
+                    self.console.print(f"best so far: {best[0]['name']} ({self.fitness_name} "
+                                       f"{best[0]['fitness']:.4g})", highlight=False)
+        return self._finish()
+
+    def _finish(self) -> dict:
+        finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
+        finalists.update({h["name"]: h for h in self.history if h["name"] in self.initial and h["status"] == "ok"})
+        final_dir = self.out / "final"
+        results = None
+        if finalists:
+            (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
+            for name, h in finalists.items():
+                (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
+            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) × {self.s.final_seeds} seeds")
+            results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds)
+        calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
+        costs = [c["cost_usd"] for c in calls]
+        summary = {
+            "task": self.task.name, "task_description": self.description, "proposer": self.proposer.name,
+            "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
+            "iterations": [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
+                "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]), None)}
+                for r in (_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations))],
+            "evaluated": len(self.history),
+            "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
+            "input_tokens": sum(c["input_tokens"] for c in calls),
+            "output_tokens": sum(c["output_tokens"] for c in calls),
+            "cost_usd": None if any(c is None for c in costs) else sum(costs),
+            "final_ranking": (results or {}).get("ranking", []),
+            "best": None,
+        }
+        if results and results["ranking"]:
+            top = results["ranking"][0]
+            summary["best"] = {**top, "file": "best.py", "iteration": finalists[top["name"]]["iteration"]}
+            (self.out / "best.py").write_text(finalists[top["name"]]["source"])
+        write_json(self.out / "summary.json", summary)
+        (self.out / "summary.md").write_text(summary_text(summary))
+        self.console.print(summary_text(summary), highlight=False)
+        return summary
+
+
+def summary_text(summary: dict) -> str:
+    better = "higher" if summary["higher_is_better"] else "lower"
+    lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
+             f"Proposer {summary['proposer']}; {summary['evaluated']} candidates evaluated over "
+             f"{len(summary['iterations'])} iteration(s); task fitness `{summary['fitness']}` ({better} is better).", ""]
+    best = summary["best"]
+    if best is None:
+        lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
+    else:
+        ci = f" (95% CI [{best['ci_low']:.4g}, {best['ci_high']:.4g}])" if best["seeds"] > 1 else ""
+        lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
+                     f"{best['fitness_mean']:.4g}{ci} over {best['seeds']} seed(s) in the final evaluation; "
+                     f"its code is best.py.")
+        lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds |", "|---|---|---|---|---|"]
+        for i, r in enumerate(summary["final_ranking"], 1):
+            lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
+                         f"| {r['seeds']} |")
+    lines += ["", "| iteration | valid / attempts | best | best fitness |", "|---|---|---|---|"]
+    for it in summary["iterations"]:
+        fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"
+        lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} |")
+    cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
+        else f"${summary['cost_usd']:.2f}"
+    lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
+                  f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
+    return "\n".join(lines) + "\n"
+
+
+def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:
+    return AutoRun(settings, console, resume).run()
+
+
+__all__ = ["AutoSettings", "AutoRun", "run_auto", "load_settings", "summary_text", "AutoRunExistsError"]

@@ -1,0 +1,260 @@
+"""Proposers: what writes candidates. One small interface, `sample(request) -> Sample`.
+
+- `OpenAIProposer`: OpenAI models through the official `openai` SDK, and any OpenAI-compatible server (vLLM,
+  Ollama, ...) through `base_url`.
+- `AnthropicProposer`: Anthropic models through the official `anthropic` SDK.
+- `OfflineProposer`: no network; mutates the numeric constants of the best candidates so far (an
+  evolutionary search over term weights, scales and thresholds).
+
+Retries with backoff on rate limits, server errors and timeouts are the SDKs' own (`max_retries`,
+`timeout`); a call that still fails, or a malformed response, comes back as a `Sample` with `error` set: a
+failed sample, never a crash. Errors that no retry can fix (a bad key, an unknown model) raise
+`ProposerError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import os
+import random
+import tokenize
+from typing import Protocol
+
+PROVIDERS = ("openai", "anthropic")
+KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+PRICES_PER_MTOK = {
+    # USD per million (input, output) tokens, list prices as known to this release; a prefix matches the
+    # dated versions of a model. Unknown models get no cost estimate (pass --price to set one).
+    "gpt-4o-mini": (0.15, 0.60), "gpt-4o": (2.50, 10.00), "gpt-4-turbo": (10.00, 30.00),
+    "gpt-4.1-nano": (0.10, 0.40), "gpt-4.1-mini": (0.40, 1.60), "gpt-4.1": (2.00, 8.00),
+    "o3-mini": (1.10, 4.40), "o4-mini": (1.10, 4.40), "o3": (2.00, 8.00), "o1": (15.00, 60.00),
+    "claude-3-5-haiku": (0.80, 4.00), "claude-3-5-sonnet": (3.00, 15.00), "claude-3-7-sonnet": (3.00, 15.00),
+    "claude-sonnet-4": (3.00, 15.00), "claude-opus-4": (15.00, 75.00), "claude-haiku-4": (1.00, 5.00),
+}
+
+
+class ProposerError(RuntimeError):
+    """A proposer that cannot work at all (missing key, unknown model, refused credentials)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Parent:
+    """An evaluated candidate the offline proposer may mutate."""
+
+    name: str
+    source: str
+    fitness: float | None
+    """Its task fitness (None: not evaluated yet, e.g. a starting file)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """One sample to draw: a conversation for an LLM, the population for the offline search."""
+
+    system: str
+    messages: tuple[dict, ...]
+    """`{"role": "user" | "assistant", "content": str}` turns, the last one the user's."""
+    iteration: int
+    slot: int
+    attempt: int
+    population: tuple[Parent, ...] = ()
+    higher_is_better: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """A proposer's answer."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+    """Set when the call failed after the SDK's retries or the response was malformed."""
+
+
+class Proposer(Protocol):
+    name: str
+
+    def sample(self, request: Request) -> Sample: ...
+
+
+def estimate_cost(model: str, input_tokens: int, output_tokens: int,
+                  price: tuple[float, float] | None = None) -> float | None:
+    """USD for the tokens, from `price` (per million input, output tokens) or the list prices above."""
+    if price is None:
+        matches = [p for p in PRICES_PER_MTOK if model.startswith(p)]
+        if not matches:
+            return None
+        price = PRICES_PER_MTOK[max(matches, key=len)]
+    return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
+
+
+def provider_for(model: str, provider: str | None = None, base_url: str | None = None) -> str:
+    """The provider named, or the one the model name implies (an OpenAI-compatible server with `base_url`)."""
+    if provider is not None:
+        if provider not in PROVIDERS:
+            raise ProposerError(f"unknown provider {provider!r}; choose from {', '.join(PROVIDERS)}")
+        return provider
+    if model.startswith("claude"):
+        return "anthropic"
+    if model.startswith(("gpt", "o1", "o3", "o4", "chatgpt")) or base_url is not None:
+        return "openai"
+    raise ProposerError(f"cannot tell the provider of model {model!r}; pass --provider openai|anthropic "
+                        "(or --base-url for an OpenAI-compatible server)")
+
+
+def _api_key(provider: str, base_url: str | None) -> str:
+    variable = KEY_VARIABLES[provider]
+    key = os.environ.get(variable)
+    if key:
+        return key
+    if base_url is not None:
+        return "not-needed"  # local OpenAI-compatible servers (vLLM, Ollama) accept any key
+    raise ProposerError(f"no API key for {provider}: set the environment variable {variable} "
+                        f"(or run without --llm to use the offline proposer)")
+
+
+class OpenAIProposer:
+    """Chat completions through the official `openai` SDK (also any OpenAI-compatible `base_url`)."""
+
+    def __init__(self, model: str, base_url: str | None = None, timeout_s: float = 120.0, max_retries: int = 4,
+                 temperature: float | None = None, max_tokens: int = 4096):
+        import openai
+
+        self.name, self.base_url, self.temperature, self.max_tokens = model, base_url, temperature, max_tokens
+        self._openai = openai
+        self._client = openai.OpenAI(api_key=_api_key("openai", base_url), base_url=base_url, timeout=timeout_s,
+                                     max_retries=max_retries)
+
+    def sample(self, request: Request) -> Sample:
+        extra = {} if self.temperature is None else {"temperature": self.temperature}
+        # OpenAI's newer models take max_completion_tokens; compatible servers know max_tokens.
+        extra["max_tokens" if self.base_url else "max_completion_tokens"] = self.max_tokens
+        messages = [{"role": "system", "content": request.system}, *request.messages]
+        try:
+            response = self._client.chat.completions.create(model=self.name, messages=messages, **extra)
+        except (self._openai.AuthenticationError, self._openai.PermissionDeniedError,
+                self._openai.NotFoundError) as err:
+            raise ProposerError(f"{self.name}: {type(err).__name__}: {err}") from None
+        except self._openai.APIError as err:
+            return Sample("", error=f"{type(err).__name__}: {err}")
+        try:
+            text = response.choices[0].message.content
+            usage = response.usage
+            tokens = (int(usage.prompt_tokens), int(usage.completion_tokens)) if usage else (0, 0)
+        except (AttributeError, IndexError, TypeError, ValueError) as err:
+            return Sample("", error=f"malformed response: {type(err).__name__}: {err}")
+        if not isinstance(text, str):
+            return Sample("", *tokens, error="malformed response: no text content")
+        return Sample(text, *tokens)
+
+
+class AnthropicProposer:
+    """Messages through the official `anthropic` SDK."""
+
+    def __init__(self, model: str, base_url: str | None = None, timeout_s: float = 120.0, max_retries: int = 4,
+                 temperature: float | None = None, max_tokens: int = 4096):
+        import anthropic
+
+        self.name, self.temperature, self.max_tokens = model, temperature, max_tokens
+        self._anthropic = anthropic
+        self._client = anthropic.Anthropic(api_key=_api_key("anthropic", None), base_url=base_url,
+                                           timeout=timeout_s, max_retries=max_retries)
+
+    def sample(self, request: Request) -> Sample:
+        extra = {} if self.temperature is None else {"extra_body": {"temperature": self.temperature}}
+        try:
+            response = self._client.messages.create(model=self.name, system=request.system,
+                                                    messages=list(request.messages), max_tokens=self.max_tokens,
+                                                    **extra)
+        except (self._anthropic.AuthenticationError, self._anthropic.PermissionDeniedError,
+                self._anthropic.NotFoundError) as err:
+            raise ProposerError(f"{self.name}: {type(err).__name__}: {err}") from None
+        except self._anthropic.APIError as err:
+            return Sample("", error=f"{type(err).__name__}: {err}")
+        try:
+            text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
+            tokens = (int(response.usage.input_tokens), int(response.usage.output_tokens))
+        except (AttributeError, TypeError, ValueError) as err:
+            return Sample("", error=f"malformed response: {type(err).__name__}: {err}")
+        if not text:
+            return Sample("", *tokens, error="malformed response: no text content")
+        return Sample(text, *tokens)
+
+
+def float_literals(source: str) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
+    """`(start, end, value)` of every float literal in `source` (`1.5`, `2e-3`; not ints, which are
+    mostly indices, axes and powers), with `tokenize`'s (row, column) positions."""
+    found = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        text = token.string.lower()
+        if token.type == tokenize.NUMBER and not text.endswith("j") and ("." in text or "e" in text) \
+                and not text.startswith("0x"):
+            found.append((token.start, token.end, float(text.replace("_", ""))))
+    return found
+
+
+def _format_float(value: float) -> str:
+    text = format(value, ".4g")
+    return text if any(c in text for c in ".e") else text + ".0"
+
+
+class OfflineProposer:
+    """An evolutionary search over a candidate's numeric constants; needs no network.
+
+    A child is a parent, chosen uniformly among the `parents` best evaluated candidates (or among the
+    starting files before anything is evaluated), with each float literal multiplied, with probability
+    `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and a zero stays zero, so a term is
+    re-weighted, never switched on or flipped. The child's first line says what changed. Draws are seeded
+    by (seed, iteration, slot, attempt), so a resumed run proposes the same children.
+    """
+
+    name = "offline"
+
+    def __init__(self, seed: int = 0, parents: int = 3, rate: float = 0.5, scale: float = 0.7):
+        self.seed, self.parents, self.rate, self.scale = seed, parents, rate, scale
+
+    def sample(self, request: Request) -> Sample:
+        rng = random.Random(f"{self.seed}:{request.iteration}:{request.slot}:{request.attempt}")
+        evaluated = [p for p in request.population if p.fitness is not None and math.isfinite(p.fitness)]
+        if evaluated:
+            evaluated.sort(key=lambda p: p.fitness, reverse=request.higher_is_better)
+            pool = evaluated[:self.parents]
+        else:
+            pool = list(request.population)
+        if not pool:
+            return Sample("", error="the offline proposer has no candidate to mutate (give --initial files)")
+        parent = pool[rng.randrange(len(pool))] if evaluated else pool[request.slot % len(pool)]
+        source = "\n".join(line for line in parent.source.splitlines() if not line.startswith("# offline: "))
+        literals = float_literals(source)
+        if not literals:
+            return Sample("", error=f"{parent.name} has no float constants to mutate")
+        chosen = [i for i in range(len(literals)) if rng.random() < self.rate] or [rng.randrange(len(literals))]
+        lines = source.splitlines(keepends=True)
+        changes = []
+        for i in sorted(chosen, reverse=True):  # from the end, so earlier positions stay valid
+            (row, col), (end_row, end_col), value = literals[i]
+            new = _format_float(value * math.exp(rng.gauss(0.0, self.scale)))
+            line = lines[row - 1]
+            lines[row - 1] = line[:col] + new + line[end_col:]
+            changes.append(f"line {row + 1}: {line[col:end_col]} -> {new}")  # + 1: the header line
+        header = f"# offline: from {parent.name}; {', '.join(reversed(changes))}\n"
+        return Sample(header + "".join(lines))
+
+
+def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
+                  timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
+                  max_tokens: int = 4096, seed: int = 0) -> Proposer:
+    """The offline proposer without a model; otherwise the model's provider's SDK."""
+    if model is None:
+        return OfflineProposer(seed=seed)
+    cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
+    return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
+               max_tokens=max_tokens)
+
+
+__all__ = ["Proposer", "Request", "Sample", "Parent", "ProposerError", "OpenAIProposer", "AnthropicProposer",
+           "OfflineProposer", "make_proposer", "provider_for", "estimate_cost", "float_literals"]

@@ -1,0 +1,42 @@
+"""The reference a candidate's author needs (a person at `envcoder tasks --task T`, or an LLM proposer in
+its prompt): state fields, fitness definitions, the default shaping code and the helpers."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Sequence
+
+from envcoder.shaping.candidate import ALLOWED_IMPORTS, SHAPER_TYPES, SIGNATURES
+from envcoder.shaping.helpers import HELPERS
+
+
+def signature(api: str) -> str:
+    """`compute_torque(action, state)`."""
+    return f"{api}({', '.join(SIGNATURES[api])})"
+
+
+def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = True) -> str:
+    """Markdown: the task's control timing, state fields, fitness definitions, the default source of
+    `shaper_types`, the helpers in a candidate's namespace and (with `ppo`) its PPO settings."""
+    lines = [f"# {task.name}: {task.description}", "",
+             f"Control step: {task.substeps} physics steps; episodes end after {task.max_episode_length} control "
+             "steps (a time-out) or when compute_terminal says so (a failure).", "",
+             "## State fields (the `state` mapping every shaping function receives)", ""]
+    lines += [f"- {name} {field.shape} ({field.units}): {field.meaning}" for name, field in task.state_fields.items()]
+    lines += ["", "## Task fitness definitions (ground truth used for ranking; `--fitness NAME`, the first is the "
+              "default)", ""]
+    lines += [f"- {name}: {fitness.doc}" for name, fitness in task.fitness.items()]
+    lines += ["", "## Default shaping functions (a candidate overrides any of them)", ""]
+    for api in shaper_types:
+        lines += [inspect.getsource(task.defaults[api]).rstrip(), ""]
+    lines += ["## Helpers in a candidate's namespace (besides jax, jnp and math)", ""]
+    for name, helper in HELPERS.items():
+        lines += [f"- {name}{inspect.signature(helper)}: {inspect.getdoc(helper) or ''}", ""]
+    lines += [f"Modules a candidate may import: {', '.join(sorted(ALLOWED_IMPORTS))}.", ""]
+    if ppo:
+        lines += [f"## PPO settings ({task.config_file.name}, rl_games names)", ""]
+        lines += [f"- {key}: {value}" for key, value in task.ppo_overrides.items()]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["describe_task", "signature"]

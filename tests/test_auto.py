@@ -1,0 +1,217 @@
+"""`envcoder auto` end to end on Cartpole (CPU, no network).
+
+- An LLM run against a fake OpenAI-compatible server serving good candidates, prose around code, malformed
+  code, a forbidden import, an endless `lax.while_loop`, NaN rewards, a wrong shape, HTTP 429 and 500, a
+  stall past the timeout, a malformed response and an answer without code: the loop completes, records all
+  of it, feeds the errors back and ranks the good candidates.
+- Resume: a run killed during its second iteration, restarted, makes no proposer call again and ends with
+  the same records as the uninterrupted run.
+- The offline proposer improves on a deliberately poor starting reward.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from envcoder.cli import main
+from envcoder.search import loop
+from envcoder.search.loop import AutoRun, AutoSettings, load_settings
+from fake_llm import USAGE, FakeLLMServer
+
+HERE = Path(__file__).parent
+
+GOOD_A = """import jax.numpy as jnp
+
+def compute_reward(state):
+    angle = state["dof_pos"][:, 1]
+    upright = jnp.exp(-10.0 * angle * angle)
+    return upright, {"upright": upright}
+"""
+GOOD_B = """def compute_reward(state):
+    angle = state["dof_pos"][:, 1]
+    alive = 1.0 - angle * angle
+    return alive, {"alive": alive}
+"""
+GOOD_C = """def compute_reward(state):
+    centred = 1.0 - 0.1 * jnp.abs(state["dof_pos"][:, 0]) - state["dof_pos"][:, 1] ** 2
+    return centred
+"""
+MALFORMED = "def compute_reward(state)\n    return state['dof_pos'][:, 1]\n"
+FORBIDDEN = "import os\n\ndef compute_reward(state):\n    return state['dof_pos'][:, 1]\n"
+ENDLESS = """def compute_reward(state):
+    # never ends inside XLA, where no signal reaches: only the sandbox's wall-clock kill stops it
+    forever = jax.lax.while_loop(lambda c: c >= 0.0, lambda c: c + 1.0, 0.0)
+    return state["dof_pos"][:, 1] + forever
+"""
+NAN = "def compute_reward(state):\n    return jnp.log(state['dof_pos'][:, 1])\n"
+WRONG_SHAPE = "def compute_reward(state):\n    return state['dof_pos']\n"
+MEMORY_BOMB = "TABLE = [0.0] * 10**10\n\ndef compute_reward(state):\n    return state['dof_pos'][:, 1]\n"
+
+
+def fenced(code, prose="Here is my candidate."):
+    return f"{prose}\n\n```python\n{code}```\n\nThis should keep the pole upright."
+
+
+SCRIPT = [
+    # iteration 1, first round: slots 0, 1, 2
+    ("status", 429), ("text", fenced(GOOD_A)),
+    ("status", 500), ("text", fenced(MALFORMED)),
+    ("text", fenced(FORBIDDEN)),
+    # second round: slots 1 and 2 get their errors back
+    ("stall", 3.0), ("text", fenced(ENDLESS)),
+    ("text", fenced(NAN)),
+    # third round
+    ("text", fenced(WRONG_SHAPE)),
+    ("text", GOOD_B),  # bare code, no fence
+    # iteration 2
+    ("raw", {"oops": 1}),
+    ("text", fenced(GOOD_C)),
+    ("text", "I am sorry, I cannot write that."),
+    ("text", fenced(GOOD_A)),
+    ("text", fenced(MEMORY_BOMB)),
+    ("text", fenced(GOOD_B)),
+]
+ANSWERS = sum(1 for kind, _ in SCRIPT if kind == "text")
+
+
+def settings(out, url, **kw):
+    return AutoSettings(task="Cartpole", out=out, task_description="Keep the pole upright for as long as possible.",
+                        llm="gpt-4o", base_url=f"{url}/v1", candidates_per_iteration=3, iterations=2, retries=2,
+                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_top=2, concurrency=1,
+                        request_timeout_s=1.0, api_retries=2, validation_timeout_s=15.0, validation_workers=1,
+                        **kw)
+
+
+@pytest.fixture(scope="module")
+def llm_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("auto") / "llm"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "test-key")
+        with FakeLLMServer(SCRIPT) as server:
+            summary = AutoRun(settings(out, server.url)).run()
+    return out, summary, server.requests
+
+
+def drafts(out, iteration):
+    return {(d["slot"], d["attempt"]): d for d in json.loads((out / f"iter_{iteration:02d}" / "drafts.json").read_text())}
+
+
+def test_every_fault_is_recorded_with_its_reason(llm_run):
+    out, summary, requests = llm_run
+    assert len(requests) == len(SCRIPT)  # every step served once; the SDK retried 429, 500 and the stall
+    first, second = drafts(out, 0), drafts(out, 1)
+    assert first[(0, 0)]["ok"] and first[(0, 0)]["source"] == GOOD_A
+    assert "syntax error" in first[(1, 0)]["error"]
+    assert "import of 'os' is not allowed" in first[(2, 0)]["error"]
+    assert "longer than 15 s" in first[(1, 1)]["error"]
+    assert "NaN or inf" in first[(2, 1)]["error"]
+    assert "returned shape (68, 2), expected (68,)" in first[(1, 2)]["error"]
+    assert first[(2, 2)]["ok"] and first[(2, 2)]["source"] == GOOD_B
+    assert second[(0, 0)]["error"].startswith("proposer call failed: malformed response")
+    assert "no Python code found" in second[(2, 0)]["error"]
+    assert "MemoryError" in second[(2, 1)]["error"]  # over the sandbox's memory limit, not this process's
+    assert all(second[(slot, attempt)]["ok"] for slot, attempt in [(1, 0), (0, 1), (2, 2)])
+    # Only valid candidates reach the evaluation.
+    assert sorted(p.stem for p in (out / "iter_00" / "candidates").glob("*.py")) == ["it00_c00", "it00_c02"]
+    assert json.loads((out / "iter_00" / "eval" / "failures.json").read_text()) == []
+
+
+def test_errors_and_statistics_are_fed_back(llm_run):
+    out, _, requests = llm_run
+    fix = json.loads((out / "llm" / "it00_s01_a1.json").read_text())["messages"]
+    assert [m["role"] for m in fix] == ["user", "assistant", "user"]
+    assert "syntax error" in fix[-1]["content"] and fix[1]["content"] == fenced(MALFORMED)
+    reflection = json.loads((out / "llm" / "it01_s00_a0.json").read_text())["messages"][0]["content"]
+    for expected in ("Keep the pole upright", "Results of iteration 1", "| it00_c00 |", "| it00_c02 |",
+                     "it00_c01: it00_c01.py", "returned shape", "Best candidate so far",
+                     "reward component `", "task fitness of finished episodes", "```python"):
+        assert expected in reflection, expected
+    # The system prompt carries the rules and the task reference, as the server received it.
+    system = requests[1]["body"]["messages"][0]
+    assert system["role"] == "system" and "compute_reward(state)" in system["content"]
+    assert "dof_pos [E, 2]" in system["content"] and "upright" in system["content"]
+
+
+def test_good_candidates_are_ranked_and_the_run_is_summarised(llm_run):
+    out, summary, _ = llm_run
+    record = json.loads((out / "iter_01" / "iteration.json").read_text())
+    assert sorted(row["name"] for row in record["table"]) == ["it01_c00", "it01_c01", "it01_c02"]
+    assert all(row["status"] == "ok" and 0.0 <= row["fitness"] <= 1.0 for row in record["table"])
+    ranking = summary["final_ranking"]
+    assert len(ranking) == 2 and all(r["seeds"] == 2 for r in ranking)
+    assert summary["best"]["name"] == ranking[0]["name"]
+    assert (out / "best.py").read_text() in (GOOD_A, GOOD_B, GOOD_C)
+    assert summary["proposer_calls"] == 13 and summary["failed_calls"] == 1
+    assert (summary["input_tokens"], summary["output_tokens"]) == (ANSWERS * USAGE[0], ANSWERS * USAGE[1])
+    assert summary["cost_usd"] == pytest.approx(ANSWERS * (USAGE[0] * 2.5 + USAGE[1] * 10.0) / 1e6)
+    text = (out / "summary.md").read_text()
+    assert f"Best: **{summary['best']['name']}**" in text and "Proposer calls: 13 (1 failed)" in text
+
+
+def test_killed_run_resumes_without_repeating_proposer_calls(llm_run, tmp_path, monkeypatch):
+    reference_out, reference, _ = llm_run
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "killed"
+    evaluate, calls = loop.run_evaluation, []
+
+    def killed_during_the_second_iteration(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # what Ctrl-C or a kill does to the process, mid-training
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "run_evaluation", killed_during_the_second_iteration)
+    with FakeLLMServer(SCRIPT) as server:
+        with pytest.raises(KeyboardInterrupt):
+            AutoRun(settings(out, server.url)).run()
+    assert (out / "iter_01" / "drafts.json").exists() and not (out / "iter_01" / "iteration.json").exists()
+    monkeypatch.setattr(loop, "run_evaluation", evaluate)
+
+    with FakeLLMServer([]) as server:  # any call to it would be a repeated, paid call
+        saved = json.loads((out / "auto.json").read_text())
+        (out / "auto.json").write_text(json.dumps({**saved, "base_url": f"{server.url}/v1"}))
+        resumed = AutoRun(load_settings(out), resume=True).run()
+    assert server.requests == []
+    assert resumed == reference
+    for name in ("iter_00/iteration.json", "iter_01/iteration.json", "iter_01/drafts.json"):
+        assert (out / name).read_text() == (reference_out / name).read_text(), name
+
+
+def test_existing_run_directory_points_to_resume(llm_run, capsys):
+    out, _, _ = llm_run
+    assert main(["auto", "--task", "Cartpole", "--out", str(out)]) == 2
+    assert f"envcoder auto --resume {out}" in capsys.readouterr().err
+    assert main(["auto", "--resume", str(out), "--task", "Cartpole"]) == 2
+    assert "give no --task" in capsys.readouterr().err
+
+
+def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
+    out = tmp_path / "offline"
+    status = main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                   "--candidates-per-iteration", "4", "--iterations", "2", "--envs-per-candidate", "64",
+                   "--train-iterations", "30", "--final-seeds", "2", "--final-top", "1", "--out", str(out)])
+    assert status == 0
+    summary = json.loads((out / "summary.json").read_text())
+    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
+    assert summary["proposer"] == "offline" and summary["cost_usd"] == 0.0
+    assert summary["best"]["name"] != "init_poor_weights"
+    assert final[summary["best"]["name"]] > final["init_poor_weights"] + 0.2, final
+    # Every child says where it came from and what changed.
+    child = (out / "best.py").read_text()
+    assert child.startswith("# offline: from ") and "->" in child.splitlines()[0]
+
+
+def test_sandbox_workers_see_no_credentials(monkeypatch):
+    from envcoder.search.sandbox import _worker_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "secret")
+    monkeypatch.setenv("HF_TOKEN", "secret")
+    env = _worker_env()
+    assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env and env["JAX_PLATFORMS"] == "cpu"
+
+
+def test_settings_round_trip_through_auto_json(tmp_path):
+    s = settings(tmp_path, "http://127.0.0.1:9", initial=(tmp_path / "a.py",), price=(1.0, 2.0))
+    assert AutoSettings.from_json(json.loads(json.dumps(s.to_json()))) == dataclasses.replace(s)
