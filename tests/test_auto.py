@@ -215,3 +215,11 @@ def test_sandbox_workers_see_no_credentials(monkeypatch):
 def test_settings_round_trip_through_auto_json(tmp_path):
     s = settings(tmp_path, "http://127.0.0.1:9", initial=(tmp_path / "a.py",), price=(1.0, 2.0))
     assert AutoSettings.from_json(json.loads(json.dumps(s.to_json()))) == dataclasses.replace(s)
+
+
+def test_sweep_files_become_one_candidate_file_per_variant():
+    source = "PARAMS = {'W': [0.5, 2.0],\n          'K': [1]}\nW = 1.0\nK = 3\n\ndef compute_reward(state):\n    return W * K\n"
+    variants = dict(loop.freeze_sweep(source))
+    assert list(variants) == ["[W=0.5,K=1]", "[W=2,K=1]"]
+    assert "PARAMS" not in variants["[W=2,K=1]"] and "W = 2.0\nK = 1\n" in variants["[W=2,K=1]"]
+    assert loop.freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]

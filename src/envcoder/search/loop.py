@@ -29,8 +29,10 @@ evaluations are kept, and an evaluation that was cut off starts again.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import dataclasses
+import itertools
 import json
 import math
 import shutil
@@ -175,7 +177,9 @@ class AutoRun:
             record = _read_json(path)
             return Sample(record["response"], record["input_tokens"], record["output_tokens"], record["error"])
         population = tuple(Parent(h["name"], h["source"], h["fitness"]) for h in self.history
-                           if h["status"] == "ok") or tuple(Parent(n, s, None) for n, s in self.initial.items())
+                           if h["status"] == "ok") or tuple(Parent(n + suffix, variant, None)
+                                                            for n, s in self.initial.items()
+                                                            for suffix, variant in freeze_sweep(s))
         request = Request(self.system, tuple(messages), iteration, slot, attempt, population,
                           self.fitness.higher_is_better)
         tick = time.perf_counter()
@@ -290,23 +294,24 @@ class AutoRun:
         valid = [d for d in drafts if d["ok"]]
         candidates_dir = iter_dir / "candidates"
         candidates_dir.mkdir(exist_ok=True)
-        for draft in valid:
-            (candidates_dir / f"{draft['name']}.py").write_text(draft["source"])
+        variants = [(f"{d['name']}{suffix}", source) for d in valid for suffix, source in freeze_sweep(d["source"])]
+        for name, source in variants:
+            (candidates_dir / f"{name}.py").write_text(source)
         results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds) if valid else None
 
         ranking = {r["name"]: r for r in (results or {}).get("ranking", [])}
         diverged = {g["candidate"] for g in (results or {}).get("groups", []) if g["diverged_at_iteration"] is not None}
         eval_failures = {f["name"]: f["error"] for f in (results or {}).get("failures", [])}
         table, failures = [], []
-        for draft in valid:
-            r = ranking.get(draft["name"])
-            status = ("diverged" if draft["name"] in diverged else "ok") if r else "left out"
+        for name, source in variants:
+            r = ranking.get(name)
+            status = ("diverged" if name in diverged else "ok") if r else "left out"
             if r is None:
-                failures.append({"name": draft["name"], "error": eval_failures.get(draft["name"], "not evaluated")})
-            table.append({"name": draft["name"], "fitness": r["fitness_mean"] if r else None,
+                failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
+            table.append({"name": name, "fitness": r["fitness_mean"] if r else None,
                           "shaped_return": r["shaped_return"] if r else None,
                           "episode_length": r["episode_length"] if r else None, "status": status,
-                          "source": draft["source"], "iteration": iteration})
+                          "source": source, "iteration": iteration})
         last_attempt = {}
         for draft in drafts:
             last_attempt[draft["name"]] = draft
@@ -356,7 +361,9 @@ class AutoRun:
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
-        finalists.update({h["name"]: h for h in self.history if h["name"] in self.initial and h["status"] == "ok"})
+        # The best starting file too, as the baseline that the search had to beat.
+        starting = self._ranked([h for h in self.history if h["name"].split("[")[0] in self.initial])
+        finalists.update({h["name"]: h for h in starting[:1]})
         final_dir = self.out / "final"
         results = None
         if finalists:
@@ -389,6 +396,34 @@ class AutoRun:
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(summary_text(summary), highlight=False)
         return summary
+
+
+def freeze_sweep(source: str) -> list[tuple[str, str]]:
+    """A source with a `PARAMS` sweep table -> one `(suffix, source)` per combination, each with its constants
+    written in and the table removed, so every variant is a file of its own that the loop can rank, mutate
+    and re-evaluate; a source without a table is returned as it is, with suffix ''."""
+    tree = ast.parse(source)
+    table = next((node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"), None)
+    if table is None:
+        return [("", source)]
+    try:
+        sweep = ast.literal_eval(table.value)
+    except ValueError:  # not a literal table: evaluated as a sweep inside the run instead
+        return [("", source)]
+    constants = {node.targets[0].id: node for node in tree.body if isinstance(node, ast.Assign)
+                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in sweep}
+    lines = source.splitlines(keepends=True)
+    variants = []
+    for values in itertools.product(*sweep.values()):
+        edited = list(lines)
+        for name, value in zip(sweep, values):
+            node = constants[name]
+            edited[node.lineno - 1:node.end_lineno] = [f"{name} = {value!r}\n"] + [""] * (node.end_lineno - node.lineno)
+        edited[table.lineno - 1:table.end_lineno] = [""] * (table.end_lineno - table.lineno + 1)
+        label = ",".join(f"{n}={float(v):g}" for n, v in zip(sweep, values))
+        variants.append((f"[{label}]", "".join(edited)))
+    return variants
 
 
 def summary_text(summary: dict) -> str:

@@ -207,7 +207,7 @@ class OfflineProposer:
 
     A child is a parent, chosen uniformly among the `parents` best evaluated candidates (or among the
     starting files before anything is evaluated), with each float literal multiplied, with probability
-    `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and a zero stays zero, so a term is
+    `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left alone, so a term is
     re-weighted, never switched on or flipped. The child's first line says what changed. Draws are seeded
     by (seed, iteration, slot, attempt), so a resumed run proposes the same children.
     """
@@ -229,9 +229,9 @@ class OfflineProposer:
             return Sample("", error="the offline proposer has no candidate to mutate (give --initial files)")
         parent = pool[rng.randrange(len(pool))] if evaluated else pool[request.slot % len(pool)]
         source = "\n".join(line for line in parent.source.splitlines() if not line.startswith("# offline: "))
-        literals = float_literals(source)
+        literals = [literal for literal in float_literals(source) if literal[2] != 0.0]  # zero stays zero anyway
         if not literals:
-            return Sample("", error=f"{parent.name} has no float constants to mutate")
+            return Sample("", error=f"{parent.name} has no non-zero float constants to mutate")
         chosen = [i for i in range(len(literals)) if rng.random() < self.rate] or [rng.randrange(len(literals))]
         lines = source.splitlines(keepends=True)
         changes = []

@@ -53,7 +53,7 @@ _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 def _worker_env() -> dict:
     """The worker's environment: CPU-only JAX, and none of the parent's credentials."""
     env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
-    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1")
+    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2")
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
     return env
@@ -218,7 +218,10 @@ class SandboxValidator:
 
 def _serve(memory_bytes: int, cpu_seconds: int) -> None:
     """The worker's main loop (see the module docstring for the protocol)."""
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # RLIMIT_DATA counts the memory a process writes to (heap, anonymous maps), not the address space it
+    # merely reserves: RLIMIT_AS would also count every thread's malloc arena and stack, and XLA's CPU
+    # client, which starts a thread per core, fails to start under it on a many-core machine.
+    resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, resource.RLIM_INFINITY))  # the start; then per candidate
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed, by us or a candidate, goes to stderr
