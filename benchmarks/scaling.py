@@ -6,6 +6,7 @@ out-of-memory point is recorded instead of ending the benchmark.
     python benchmarks/scaling.py scale --groups 1 8 32 128 512 1024 2048 --out scale.json
     python benchmarks/scaling.py scale --task Anymal --groups 1 8 32 128 512 1024 --out scale_anymal.json
     python benchmarks/scaling.py processes --counts 8 32 64 --out processes.json
+    python benchmarks/scaling.py processes --counts 64 --iterations 200 --shared-cache /tmp/jaxcache --out steady.json
     python benchmarks/scaling.py overhead --groups 64 --out overhead.json
     python benchmarks/scaling.py compile --codes 1 4 16 64 --out compile.json
 """
@@ -80,6 +81,7 @@ def worker(args):
     trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
     setup_s = time.perf_counter() - start
     metrics, compile_s, train_s = time_training(trainer, args.iterations)
+    train_end = time.time()
     steps = args.groups * args.envs * config.horizon_length * args.iterations
     stats = jax.devices()[0].memory_stats() or {}
     print(json.dumps({
@@ -87,6 +89,7 @@ def worker(args):
         "traced_function_classes": trainer.plan.num_distinct_codes(), "iterations_timed": args.iterations,
         "setup_s": round(setup_s, 2), "compile_and_first_iteration_s": round(compile_s, 2),
         "train_s": round(train_s, 3), "env_steps_per_s": round(steps / train_s),
+        "train_window_unix": [round(train_end - train_s, 3), round(train_end, 3)],
         "wall_s": round(time.perf_counter() - start, 2),
         "peak_gpu_memory_gib": round(stats.get("peak_bytes_in_use", float("nan")) / 2**30, 3),
         "finite": bool(np.all(np.isfinite(jax.device_get(metrics["step_reward"])))),
@@ -130,9 +133,21 @@ def scale(args):
 
 
 def processes(args):
-    """K separate processes of one candidate × 256 envs each, all at once, vs one process of K candidates."""
+    """K separate processes of one candidate × 256 envs each, all at once, vs one process of K candidates.
+
+    With `--shared-cache DIR` every process uses one persistent compilation cache, warmed first by a single
+    process, so the separate processes load their compiled code instead of compiling it 64 times over, and
+    their training windows overlap: the steady-state comparison. The sequential baseline (one process after
+    another) is K times a single warm process's wall time, measured once.
+    """
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     rows = []
+    if args.shared_cache:
+        env.update(JAX_COMPILATION_CACHE_DIR=str(args.shared_cache), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+        for label in ("cold", "warm"):  # the cold run fills the cache; the warm one is one sequential step
+            single = run_worker(args.task, 1, args.envs, args.iterations, timeout=args.timeout, env=env)
+            print(json.dumps({"single_process": label, **single}), flush=True)
+        rows.append({"single_process_warm_cache": single})
     for count in args.counts:
         before = gpu_memory_used_mib()
         cmd = [sys.executable, __file__, "worker", "--task", args.task, "--groups", "1", "--envs", str(args.envs),
@@ -156,8 +171,15 @@ def processes(args):
             lines = [line for line in out.splitlines() if line.startswith("{")]
             results.append(json.loads(lines[-1]) if p.returncode == 0 and lines else {"error": err.strip()[-300:]})
         ok = [r for r in results if "error" not in r]
+        windows = [r["train_window_unix"] for r in ok]
+        steps = sum(r["env_steps_per_s"] * r["train_s"] for r in ok)
+        overlap = min(w[1] for w in windows) - max(w[0] for w in windows) if windows else 0.0
+        span = max(w[1] for w in windows) - min(w[0] for w in windows) if windows else float("nan")
         row = {"processes": count, "succeeded": len(ok), "wall_s_all_processes": round(wall, 2),
                "sum_env_steps_per_s_while_training": round(sum(r["env_steps_per_s"] for r in ok)),
+               # All training windows overlap for `overlap` s: the sum of the rates is then a concurrent rate.
+               "training_windows_overlap_s": round(overlap, 2), "training_windows_span_s": round(span, 2),
+               "env_steps_per_s_over_span": round(steps / span) if windows else None,
                "gpu_memory_used_mib_peak": peak_used, "gpu_memory_used_mib_before": before,
                "per_process": results[:3], "errors": [r["error"] for r in results if "error" in r][:3]}
         print(json.dumps({k: v for k, v in row.items() if k != "per_process"}), flush=True)
@@ -200,7 +222,10 @@ def main():
     for name, groups_default in (("scale", [1, 8, 32, 128, 512, 1024]), ("overhead", [64])):
         p = sub.add_parser(name)
         p.add_argument("--groups", type=int, nargs="+", default=groups_default)
-    sub.add_parser("processes").add_argument("--counts", type=int, nargs="+", default=[8, 32, 64])
+    proc = sub.add_parser("processes")
+    proc.add_argument("--counts", type=int, nargs="+", default=[8, 32, 64])
+    proc.add_argument("--shared-cache", type=Path, default=None,
+                      help="one persistent compilation cache for all processes, warmed first (steady state)")
     sub.add_parser("compile").add_argument("--codes", type=int, nargs="+", default=[1, 4, 16, 64])
     for p in sub.choices.values():
         p.add_argument("--task", default="Ant")
