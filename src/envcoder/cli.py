@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ev = sub.add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
-    ev.add_argument("--task", required=True, help="task name (see `envcoder tasks`)")
+    ev.add_argument("--task", default=None, help="task name (see `envcoder tasks`); required unless --resume")
     ev.add_argument("--functions", type=Path, default=None,
                     help="directory of candidate .py files (default: the bundled user_functions/<task>)")
     ev.add_argument("--shaper-types", "--shaper_types", dest="shaper_types", nargs="+", type=_shaper_type,
@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     ev.add_argument("--seeds", type=_positive_int, default=1, help="independent seeds per candidate (default 1)")
     ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
+    ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                    help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
+                         "with the settings it was started with; the result equals an uninterrupted run's")
 
     auto = sub.add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
                                         "envcoder evaluates them all at once, feeds statistics back and iterates")
@@ -140,9 +143,20 @@ def _eval(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
+    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation, settings_from_run
     from envcoder.tasks import UnknownTaskError, get_task
 
+    if args.resume is not None:
+        if args.task is not None or args.overrides:
+            return _fail("eval", "--resume continues a run with the settings in RUN/config.json; give no --task, "
+                                 "overrides or other options with it")
+        try:
+            run_evaluation(settings_from_run(args.resume), resume=True)
+        except (FileNotFoundError, NoValidCandidatesError, ValueError) as err:
+            return _fail("eval", str(err))
+        return 0
+    if args.task is None:
+        return _fail("eval", "--task is required (or --resume RUN)")
     try:
         task = get_task(args.task)
     except UnknownTaskError as err:

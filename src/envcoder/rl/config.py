@@ -76,6 +76,11 @@ class PPOConfig:
     """Initial log standard deviation of the Gaussian policy (state-independent, learned)."""
     clip_observations: float = 5.0
     """Normalized observations are clipped to ± this."""
+    save_frequency: int = 50
+    """Iterations between checkpoints (each candidate's last policy and the run's full training state, for
+    --resume); 0 saves only at the end."""
+    save_best_after: int = 10
+    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
 
     def replace(self, **changes: Any) -> "PPOConfig":
         return dataclasses.replace(self, **changes)

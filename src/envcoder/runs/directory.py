@@ -6,12 +6,14 @@
     <out>/failures.json      candidates left out, with file, function and reason
     <out>/metrics.csv        one row per iteration and group: training metrics
     <out>/results.json       final evaluation per group and the ranking
+    <out>/checkpoints/       the full training state (for --resume) and each candidate's best and last policy
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -42,14 +44,40 @@ def write_json(path: Path, obj) -> None:
 
 
 class RunDirectory:
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, resume: bool = False):
+        """A new run directory, or with `resume` an existing one whose records are continued."""
         self.path = Path(path)
-        if self.path.exists() and any(self.path.iterdir()):
+        if resume and not (self.path / "config.json").exists():
+            raise FileNotFoundError(f"{self.path}/config.json does not exist: {self.path} is not an `envcoder eval` "
+                                    "run directory")
+        if not resume and self.path.exists() and any(self.path.iterdir()):
             raise FileExistsError(f"run directory {str(self.path)!r} already exists and is not empty; "
-                                  "choose another --out")
+                                  f"choose another --out, or continue it with `envcoder eval --resume {self.path}`")
         (self.path / "candidates").mkdir(parents=True, exist_ok=True)
+        self.checkpoints = self.path / "checkpoints"
         self._metrics_file = None
         self._metrics_writer = None
+
+    def read_config(self) -> dict:
+        return json.loads((self.path / "config.json").read_text())
+
+    def keep_metrics_before(self, iteration: int) -> None:
+        """Drop the metrics rows of iterations from `iteration` on (written after the checkpoint that a
+        resumed run continues from), so the file reads as if the run had not been interrupted."""
+        path = self.path / "metrics.csv"
+        if not path.exists():
+            return
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        kept = rows[:1] + [row for row in rows[1:] if int(row[0]) < iteration]
+        if len(kept) > 1:
+            buffer = io.StringIO()
+            csv.writer(buffer).writerows(kept)
+            _write_atomic(path, buffer.getvalue())
+            self._metrics_file = open(path, "a", newline="")
+            self._metrics_writer = csv.writer(self._metrics_file)
+        else:
+            path.unlink()
 
     def write_config(self, config: dict) -> None:
         write_json(self.path / "config.json", config)

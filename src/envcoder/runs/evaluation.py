@@ -18,6 +18,7 @@ from rich.table import Table
 import envcoder
 from envcoder.rl.config import PPOConfig, load_config_file
 from envcoder.rl.trainer import GroupedTrainer
+from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
@@ -65,8 +66,33 @@ def _versions() -> dict:
             "backend": jax.default_backend()}
 
 
-def run_evaluation(settings: EvalSettings, console: Console | None = None) -> dict:
-    """Run the whole job and return what `results.json` holds."""
+def settings_from_run(run: str | Path) -> EvalSettings:
+    """The settings an existing run directory was started with (for `--resume`)."""
+    config = RunDirectory(run, resume=True).read_config()
+    return EvalSettings(
+        task=config["task"], functions=Path(config["functions"]), out=Path(run),
+        shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
+        iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
+        ppo=config["overrides"], fitness=config["fitness"],
+        config_file=Path(config["config_file"]) if config["config_file"] else None)
+
+
+def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
+    """A resumed run must train exactly the candidates it started with, with the same code."""
+    recorded = run_dir.read_config()["candidates"]
+    if recorded != [c.name for c in valid]:
+        raise ValueError(f"cannot resume {run_dir.path}: it trained {', '.join(recorded)}, and the candidate files "
+                         f"now give {', '.join(c.name for c in valid)}")
+    for candidate in valid:
+        saved = run_dir.path / "candidates" / f"{candidate.name}.py"
+        if saved.read_text() != candidate.source:
+            raise ValueError(f"cannot resume {run_dir.path}: {candidate.path} changed since the run started "
+                             f"(the run's copy is {saved})")
+
+
+def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False) -> dict:
+    """Run the whole job and return what `results.json` holds. With `resume`, continue the run in
+    `settings.out` from its last checkpoint (see `settings_from_run`)."""
     console = console or Console()
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
@@ -82,7 +108,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     candidates = expand_sweeps(candidates)
     if settings.cross:
         candidates = cross_candidates(candidates, settings.shaper_types)
-    run_dir = RunDirectory(settings.out)  # fails now, before any compiling, if --out is taken
+    run_dir = RunDirectory(settings.out, resume)  # fails now, before any compiling, if --out is taken
 
     simulator = Simulator(task.model_file, task.substeps)
     state = sample_state(task, simulator)
@@ -103,6 +129,17 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
         raise NoValidCandidatesError(f"no valid candidates in {settings.functions} "
                                      f"({len(failures)} failed validation; see the messages above)")
 
+    if resume:
+        _check_same_candidates(run_dir, valid)
+    else:
+        _write_run_records(run_dir, settings, task, fitness_name, config, valid)
+
+    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
+                             fitness=fitness_name)
+    return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console, resume)
+
+
+def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
     run_dir.write_config({
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
@@ -115,8 +152,9 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
     run_dir.write_candidates(valid)
     run_dir.write_ppo_config(config)
 
-    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
-                             fitness=fitness_name)
+
+def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
+                    resume) -> dict:
     best_of = np.nanargmax if fitness.higher_is_better else np.nanargmin
     labels = trainer.labels
     # Reward components are reported only for the candidates that define them.
@@ -124,21 +162,45 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
                       for n in trainer.component_names}
     reported_divergence = set()
     steps_per_iteration = len(labels) * settings.envs_per_candidate * config.horizon_length
-    console.print(f"[bold]{task.name}[/bold]: {len(valid)} candidates × {len(settings.seeds)} seed(s) × "
+    console.print(f"[bold]{task.name}[/bold]: {len({g.candidate.name for g in trainer.groups})} candidates × {len(settings.seeds)} seed(s) × "
                   f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
                   f"in one process on {jax.devices()[0].device_kind}", highlight=False)
 
     start = time.perf_counter()
     train_state = trainer.init()
     last_fitness = np.full(len(labels), np.nan)
-    timings = {"init_s": time.perf_counter() - start}
+    best_fitness = np.full(len(labels), np.nan)
+    first = 0
+    if resume and (run_dir.checkpoints / "progress.json").exists():
+        train_state, progress = load_train_state(run_dir.checkpoints, train_state)
+        first = progress["iteration"]
+        last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
+        best_fitness = np.array(progress["best_fitness"], dtype=np.float64)
+        reported_divergence = set(progress["reported_divergence"])
+        console.print(f"resuming {settings.out} after iteration {first} of {settings.iterations}", highlight=False)
+    if resume:
+        run_dir.keep_metrics_before(first)
+    timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first}
+    improves = np.greater if fitness.higher_is_better else np.less
+
+    def checkpoint(done: int) -> None:
+        """The full training state, then every group's last policy."""
+        save_train_state(run_dir.checkpoints, train_state, {
+            "iteration": done, "last_fitness": [float(x) for x in last_fitness],
+            "best_fitness": [float(x) for x in best_fitness],
+            "reported_divergence": sorted(int(g) for g in reported_divergence)})
+        params, obs_rms = jax.device_get((train_state.params, train_state.obs_rms))
+        for g, label in enumerate(labels):
+            save_policy(run_dir.checkpoints / label / "last.npz", jax.tree.map(lambda x: x[g], params),
+                        jax.tree.map(lambda x: x[g], obs_rms), int(trainer.obs_dims[g]),
+                        int(trainer.action_dims[g]), done, float(last_fitness[g]))
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[best]}"))
     with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("training", total=settings.iterations, rate="compiling…", best="")
+        bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…", best="")
         steady_start = None
-        for iteration in range(settings.iterations):
+        for iteration in range(first, settings.iterations):
             tick = time.perf_counter()
             train_state, metrics = trainer.iteration(train_state)
             metrics = jax.device_get(metrics)
@@ -151,18 +213,31 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None) -> di
                     progress.console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite "
                                            "rewards, observations, actions or parameters; it stops updating",
                                            highlight=False)
-            if iteration == 0:
+            if iteration == first:
                 timings["first_iteration_s"] = elapsed  # includes compilation
                 steady_start = time.perf_counter()
             finished = ~np.isnan(metrics["task_fitness"])
             last_fitness[finished] = metrics["task_fitness"][finished]
+            # Best policy by task fitness (of the episodes that ended this iteration), after save_best_after.
+            improved = finished & (metrics["diverged"] == 0) & (
+                np.isnan(best_fitness) | improves(np.nan_to_num(metrics["task_fitness"]), best_fitness))
+            if iteration + 1 >= config.save_best_after and improved.any():
+                best_fitness[improved] = metrics["task_fitness"][improved]
+                params, obs_rms = jax.device_get((train_state.params, train_state.obs_rms))
+                for g in np.flatnonzero(improved):
+                    save_policy(run_dir.checkpoints / labels[g] / "best.npz", jax.tree.map(lambda x: x[g], params),
+                                jax.tree.map(lambda x: x[g], obs_rms), int(trainer.obs_dims[g]),
+                                int(trainer.action_dims[g]), iteration + 1, float(best_fitness[g]))
             rate = steps_per_iteration / elapsed
             run_dir.append_metrics(iteration, labels, metrics, {"env_steps_per_s": rate})
             best = "" if np.all(np.isnan(last_fitness)) else (
                 f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
             progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
-        if settings.iterations > 1:
-            timings["steady_env_steps_per_s"] = steps_per_iteration * (settings.iterations - 1) / (
+            done = iteration + 1
+            if done == settings.iterations or (config.save_frequency and done % config.save_frequency == 0):
+                checkpoint(done)
+        if settings.iterations - first > 1:
+            timings["steady_env_steps_per_s"] = steps_per_iteration * (settings.iterations - first - 1) / (
                 time.perf_counter() - steady_start)
     run_dir.close()
 

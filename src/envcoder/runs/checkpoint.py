@@ -1,0 +1,74 @@
+"""Checkpoints: the run's full training state (for `--resume`) and every candidate's policy (best by task
+fitness, and last), each written atomically (a temporary file, then a rename).
+
+    <run>/checkpoints/train_state.npz     every array of the `TrainState`, all groups; progress.json beside it
+    <run>/checkpoints/<candidate>#<seed>/last.npz, best.npz
+                                          that group's policy: actor-critic parameters and observation
+                                          normalizer, with `obs_dim`, `action_dim` and the iteration
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import jax
+import numpy as np
+
+
+def _write_npz(path: Path, arrays: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
+
+
+def save_train_state(directory: Path, train_state, progress: dict) -> None:
+    """The whole training state and the host-side progress (`progress.json`: the iterations done and what the
+    driver keeps between iterations). The state is written first: a progress file never points past it."""
+    leaves = jax.tree.leaves(jax.device_get(train_state))
+    _write_npz(directory / "train_state.npz", {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(leaves)})
+    tmp = directory / "progress.json.tmp"
+    tmp.write_text(json.dumps(progress))
+    os.replace(tmp, directory / "progress.json")
+
+
+def load_train_state(directory: Path, template):
+    """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (a fresh `trainer.init()`)."""
+    progress = json.loads((directory / "progress.json").read_text())
+    with np.load(directory / "train_state.npz") as data:
+        leaves = [data[f"leaf_{i:05d}"] for i in range(len(data.files))]
+    treedef = jax.tree.structure(template)
+    if treedef.num_leaves != len(leaves):
+        raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state {treedef.num_leaves}; "
+                         "the candidates or settings changed since it was written")
+    for saved, fresh in zip(leaves, jax.tree.leaves(template)):
+        if saved.shape != fresh.shape:
+            raise ValueError(f"{directory}: a checkpoint array has shape {saved.shape}, this run's {fresh.shape}; "
+                             "the candidates or settings changed since it was written")
+    return jax.tree.unflatten(treedef, leaves), progress
+
+
+def save_policy(path: Path, params, obs_rms, obs_dim: int, action_dim: int, iteration: int, fitness: float) -> None:
+    """One group's policy (its slice of the stacked parameters and normalizer)."""
+    arrays = {f"params/{jax.tree_util.keystr(k)}": np.asarray(v)
+              for k, v in jax.tree_util.tree_leaves_with_path(params)}
+    arrays.update({f"obs_rms/{jax.tree_util.keystr(k)}": np.asarray(v)
+                   for k, v in jax.tree_util.tree_leaves_with_path(obs_rms)})
+    arrays.update(obs_dim=np.asarray(obs_dim), action_dim=np.asarray(action_dim), iteration=np.asarray(iteration),
+                  task_fitness=np.asarray(fitness))
+    _write_npz(path, arrays)
+
+
+def load_policy(path: Path, params_template, obs_rms_template) -> tuple:
+    """`(params, obs_rms, meta)` from `save_policy`, into the shapes of the templates (one group's)."""
+    with np.load(path) as data:
+        def fill(prefix, template):
+            return jax.tree_util.tree_map_with_path(
+                lambda k, _: data[f"{prefix}/{jax.tree_util.keystr(k)}"], template)
+        meta = {k: data[k].item() for k in ("obs_dim", "action_dim", "iteration", "task_fitness")}
+        return fill("params", params_template), fill("obs_rms", obs_rms_template), meta

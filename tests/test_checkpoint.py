@@ -1,0 +1,109 @@
+"""Checkpoints and `envcoder eval --resume`: a run killed mid-training and resumed ends exactly as the
+uninterrupted run (CPU is deterministic), and each candidate's best checkpoint holds its best fitness."""
+
+import csv
+import json
+import shutil
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import BUNDLED
+from envcoder.cli import main
+from envcoder.runs import checkpoint as ckpt
+from envcoder.runs.directory import RunDirectory
+
+ITERATIONS = 6
+
+
+def eval_args(functions, out):
+    return ["eval", "--task", "Cartpole", "--functions", str(functions), "--envs-per-candidate", "16",
+            "--iterations", str(ITERATIONS), "ppo.save_frequency=2", "ppo.save_best_after=2", "--seeds", "2",
+            "--out", str(out)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    functions = root / "functions"
+    functions.mkdir()
+    for name in ("good_upright", "alive_bonus"):
+        shutil.copy(BUNDLED / "cartpole" / f"{name}.py", functions)
+    assert main(eval_args(functions, root / "whole")) == 0
+
+    append = RunDirectory.append_metrics
+
+    def killed_at_iteration_3(self, iteration, *args):  # after the checkpoint of iteration 2, before that of 4
+        if iteration == 3:
+            raise KeyboardInterrupt
+        return append(self, iteration, *args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RunDirectory, "append_metrics", killed_at_iteration_3)
+        with pytest.raises(KeyboardInterrupt):
+            main(eval_args(functions, root / "killed"))
+    assert json.loads((root / "killed" / "checkpoints" / "progress.json").read_text())["iteration"] == 2
+    assert not (root / "killed" / "results.json").exists()
+    assert main(["eval", "--resume", str(root / "killed")]) == 0
+    return root
+
+
+def metrics(path):
+    rows = list(csv.DictReader((path / "metrics.csv").open()))
+    return [{k: v for k, v in row.items() if k != "env_steps_per_s"} for row in rows]  # timing differs
+
+
+def test_resumed_run_equals_the_uninterrupted_one(runs):
+    whole, resumed = runs / "whole", runs / "killed"
+    a, b = json.loads((whole / "results.json").read_text()), json.loads((resumed / "results.json").read_text())
+    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"]
+    assert b["timings"]["resumed_after_iteration"] == 2
+    assert metrics(whole) == metrics(resumed)  # rows of iteration 2 written before the kill are not doubled
+    with np.load(whole / "checkpoints" / "train_state.npz") as x, np.load(resumed / "checkpoints" / "train_state.npz") as y:
+        assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files)
+
+
+def test_best_checkpoint_holds_each_candidates_best_training_fitness(runs):
+    rows = list(csv.DictReader((runs / "whole" / "metrics.csv").open()))
+    for label in ("good_upright#0", "good_upright#1", "alive_bonus#0", "alive_bonus#1"):
+        name, seed = label.split("#")
+        # save_best_after=2: from the second iteration (index 1) on.
+        fitness = [(int(r["iteration"]), float(r["task_fitness"])) for r in rows
+                   if r["candidate"] == name and r["seed"] == seed and r["task_fitness"] and int(r["iteration"]) >= 1]
+        best_iteration, best = max(fitness, key=lambda f: (f[1], -f[0]))
+        with np.load(runs / "whole" / "checkpoints" / label / "best.npz") as data:
+            assert data["task_fitness"] == pytest.approx(best) and int(data["iteration"]) == best_iteration + 1
+        with np.load(runs / "whole" / "checkpoints" / label / "last.npz") as data:
+            assert int(data["iteration"]) == ITERATIONS and int(data["obs_dim"]) == 4
+
+
+def test_policy_and_train_state_round_trip(tmp_path):
+    params = {"actor": {"w": np.arange(6.0).reshape(2, 3), "b": np.ones(3)}, "log_std": np.zeros(3)}
+    obs_rms = (np.ones(4), np.full(4, 2.0), np.asarray(7.0))
+    ckpt.save_policy(tmp_path / "p.npz", params, obs_rms, obs_dim=4, action_dim=3, iteration=9, fitness=0.5)
+    loaded, rms, meta = ckpt.load_policy(tmp_path / "p.npz", params, obs_rms)
+    assert jax.tree.all(jax.tree.map(np.array_equal, loaded, params)) and jax.tree.all(jax.tree.map(np.array_equal, rms, obs_rms))
+    assert meta == {"obs_dim": 4, "action_dim": 3, "iteration": 9, "task_fitness": 0.5}
+    ckpt.save_train_state(tmp_path, params, {"iteration": 3})
+    state, progress = ckpt.load_train_state(tmp_path, params)
+    assert progress == {"iteration": 3} and jax.tree.all(jax.tree.map(np.array_equal, state, params))
+    with pytest.raises(ValueError, match="changed since it was written"):
+        ckpt.load_train_state(tmp_path, {**params, "log_std": np.zeros(5)})
+    assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary file left behind
+
+
+def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(runs / "whole", copy)
+    config = json.loads((copy / "config.json").read_text())
+    functions = tmp_path / "functions"
+    shutil.copytree(config["functions"], functions)
+    (functions / "alive_bonus.py").write_text((functions / "alive_bonus.py").read_text() + "\n# edited\n")
+    (copy / "config.json").write_text(json.dumps({**config, "functions": str(functions)}))
+    assert main(["eval", "--resume", str(copy)]) == 2
+    assert "alive_bonus.py changed since the run started" in capsys.readouterr().err
+    assert main(["eval", "--resume", str(copy), "--task", "Cartpole"]) == 2
+    assert "give no --task" in capsys.readouterr().err
+    assert main(["eval", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "is not an `envcoder eval` run directory" in capsys.readouterr().err
