@@ -59,6 +59,35 @@ def test_good_candidate_learns_and_ranks_above_the_poor_one(cartpole_run):
     assert fitness["poor_spin"] < 0.5
 
 
+def read_scalars(directory):
+    """`{tag: {step: value}}` from the TensorBoard event files in `directory` (TFRecord framing)."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        data, offset = path.read_bytes(), 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset:offset + 8])
+            event = event_pb2.Event.FromString(data[offset + 12:offset + 12 + length])
+            offset += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def test_tensorboard_events_per_candidate_match_the_metrics_file(cartpole_run):
+    _, out = cartpole_run
+    rows = [r for r in csv.DictReader((out / "metrics.csv").open()) if r["candidate"] == "good_upright"]
+    scalars = read_scalars(out / "tensorboard" / "good_upright#0")
+    for key in ("task_fitness", "shaped_return", "reward/upright", "episode_length", "kl", "learning_rate",
+                "actor_loss", "env_steps_per_s"):
+        logged = {int(r["iteration"]): float(r[key]) for r in rows if r[key] != ""}
+        assert scalars[key] == pytest.approx(logged, rel=1e-6), key
+    assert "reward/upright" not in read_scalars(out / "tensorboard" / "alive_bonus#0")
+
+
 def test_out_directory_that_exists_is_refused(cartpole_run, capsys):
     _, out = cartpole_run
     assert main(["eval", "--task", "Cartpole", "--out", str(out)]) == 2
@@ -72,7 +101,6 @@ def test_out_directory_that_exists_is_refused(cartpole_run, capsys):
     (["eval", "--task", "Cartpole", "--bogus"], "unrecognized arguments: --bogus"),
     (["eval", "--task", "Cartpole", "--shaper-types", "compute_reward", "ppo.gamma=0.9"],
      "'ppo.gamma=0.9' is a setting override, not a shaper type; put overrides before --shaper-types"),
-    (["eval"], "the following arguments are required: --task"),
 ])
 def test_bad_flags_give_one_line_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -81,6 +109,11 @@ def test_bad_flags_give_one_line_errors(argv, message, capsys):
         pytest.fail("expected a non-zero exit")
     err = capsys.readouterr().err
     assert exit_info.value.code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_missing_task_says_what_is_needed(capsys):
+    assert main(["eval"]) == 2 and main(["auto"]) == 2
+    assert capsys.readouterr().err.count("--task is required (or --resume RUN)") == 2
 
 
 def test_unknown_task_exit_status(capsys):

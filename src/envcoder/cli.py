@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     ev.add_argument("--seeds", type=_positive_int, default=1, help="independent seeds per candidate (default 1)")
     ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
+    ev.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
+                    help="skip the TensorBoard event files (one run per candidate and seed in <out>/tensorboard/)")
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
                     help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
                          "with the settings it was started with; the result equals an uninterrupted run's")
@@ -166,7 +168,7 @@ def _eval(args) -> int:
     settings = EvalSettings(
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
-        iterations=args.iterations, fitness=args.fitness, config_file=args.config,
+        iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     try:
         settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))

@@ -21,6 +21,7 @@ from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
+from envcoder.runs.tensorboard import TensorBoardLog
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
@@ -57,6 +58,8 @@ class EvalSettings:
     """A YAML file of PPO settings applied over the task's `tasks/configs/<task>.yaml`."""
     fitness: str | None = None
     """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
+    tensorboard: bool = True
+    """Write TensorBoard event files per candidate and seed (`<out>/tensorboard/`)."""
 
 
 def _versions() -> dict:
@@ -73,7 +76,7 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         task=config["task"], functions=Path(config["functions"]), out=Path(run),
         shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
-        ppo=config["overrides"], fitness=config["fitness"],
+        ppo=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
         config_file=Path(config["config_file"]) if config["config_file"] else None)
 
 
@@ -145,6 +148,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
+        "tensorboard": settings.tensorboard,
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
@@ -180,6 +184,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         console.print(f"resuming {settings.out} after iteration {first} of {settings.iterations}", highlight=False)
     if resume:
         run_dir.keep_metrics_before(first)
+    tensorboard = TensorBoardLog(run_dir.path / "tensorboard", labels, first) if settings.tensorboard else None
     timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first}
     improves = np.greater if fitness.higher_is_better else np.less
 
@@ -230,6 +235,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                                 int(trainer.action_dims[g]), iteration + 1, float(best_fitness[g]))
             rate = steps_per_iteration / elapsed
             run_dir.append_metrics(iteration, labels, metrics, {"env_steps_per_s": rate})
+            if tensorboard is not None:
+                tensorboard.write(iteration, metrics, {"env_steps_per_s": rate})
             best = "" if np.all(np.isnan(last_fitness)) else (
                 f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
             progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
@@ -240,6 +247,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
             timings["steady_env_steps_per_s"] = steps_per_iteration * (settings.iterations - first - 1) / (
                 time.perf_counter() - steady_start)
     run_dir.close()
+    if tensorboard is not None:
+        tensorboard.close()
 
     console.print("evaluating each policy deterministically over one full episode per environment…")
     tick = time.perf_counter()
