@@ -1,9 +1,13 @@
 """Test setup: CPU, and JAX's persistent compilation cache so repeated compiles are cheap."""
 
+import ctypes.util
 import os
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# MuJoCo chooses its OpenGL backend on import: OSMesa renders without a display (`envcoder play` tests).
+if ctypes.util.find_library("OSMesa"):
+    os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import jax  # noqa: E402
 

@@ -78,6 +78,27 @@ def test_best_checkpoint_holds_each_candidates_best_training_fitness(runs):
             assert int(data["iteration"]) == ITERATIONS and int(data["obs_dim"]) == 4
 
 
+def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsys):
+    import imageio
+
+    video = tmp_path / "good.mp4"
+    status = main(["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--seed", "1",
+                   "--episodes", "2", "--video", str(video), "--width", "160", "--height", "120"])
+    assert status == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "good_upright#1 (best.npz" in out and "mean" in out
+    lengths = [int(line.split("│")[3]) for line in out.splitlines() if line.count("│") == 5 and
+               line.split("│")[1].strip().isdigit()]
+    assert len(lengths) == 2 and all(1 <= n <= 500 for n in lengths)
+    reader = imageio.get_reader(video)
+    frames = sum(1 for _ in reader)
+    assert frames == sum(lengths)  # one frame per control step of every episode
+    first = reader.get_data(0)
+    assert first.shape == (120, 160, 3) and first.std() > 0  # a picture, not a blank frame
+    assert main(["play", "--run", str(runs / "whole"), "--candidate", "nope"]) == 2
+    assert "has no candidate 'nope'" in capsys.readouterr().err
+
+
 def test_policy_and_train_state_round_trip(tmp_path):
     params = {"actor": {"w": np.arange(6.0).reshape(2, 3), "b": np.ones(3)}, "log_std": np.zeros(3)}
     obs_rms = (np.ones(4), np.full(4, 2.0), np.asarray(7.0))

@@ -88,6 +88,38 @@ def test_tensorboard_events_per_candidate_match_the_metrics_file(cartpole_run):
     assert "reward/upright" not in read_scalars(out / "tensorboard" / "alive_bonus#0")
 
 
+def test_report_lists_every_candidate_and_embeds_valid_images(cartpole_run, tmp_path):
+    import base64
+    import io
+    import re
+    import shutil
+
+    import matplotlib.image
+
+    from envcoder.runs.report import write_report
+
+    _, out = cartpole_run
+    page = (out / "report.html").read_text()  # written by the run itself
+    results = json.loads((out / "results.json").read_text())
+    for r in results["ranking"]:
+        assert f"<td class=name>{r['name']}</td>" in page
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 3  # fitness curves, shaped-return curves, reward components
+    for data in images:
+        pixels = matplotlib.image.imread(io.BytesIO(base64.b64decode(data)), format="png")
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 100 and pixels.std() > 0
+    # Failures and divergences are listed with their reasons.
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    results["failures"] = [{"file": "bad.py", "name": "bad", "error": "bad.py in compute_reward(): returned NaN"}]
+    results["groups"][0]["diverged_at_iteration"] = 7
+    (copy / "results.json").write_text(json.dumps(results))
+    page = write_report(copy).read_text()
+    assert "bad.py in compute_reward(): returned NaN" in page
+    assert f"<b>{results['groups'][0]['candidate']}</b>: seed 0 diverged at iteration 7" in page
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+
+
 def test_out_directory_that_exists_is_refused(cartpole_run, capsys):
     _, out = cartpole_run
     assert main(["eval", "--task", "Cartpole", "--out", str(out)]) == 2

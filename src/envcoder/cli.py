@@ -135,6 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
                       help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
 
+    pl = sub.add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
+    pl.add_argument("--run", type=Path, required=True, help="an `envcoder eval` run directory")
+    pl.add_argument("--candidate", required=True, help="candidate name, as in the ranking")
+    pl.add_argument("--seed", type=int, default=None, help="which seed's policy (default: the run's first)")
+    pl.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                    help="best by task fitness during training (default) or the last")
+    pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
+    pl.add_argument("--video", type=Path, default=None, help="write an .mp4 of the episodes, one after another")
+    pl.add_argument("--width", type=_positive_int, default=480)
+    pl.add_argument("--height", type=_positive_int, default=360)
+
+    report = sub.add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
+    report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
+
     tasks = sub.add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
     return parser
@@ -240,6 +254,31 @@ def _auto(args) -> int:
     return 0
 
 
+def _play(args) -> int:
+    import os
+    import shutil
+
+    # MuJoCo picks its OpenGL backend when it is first imported: EGL on a GPU machine, else OSMesa.
+    os.environ.setdefault("MUJOCO_GL", "egl" if shutil.which("nvidia-smi") else "osmesa")
+    from envcoder.runs.play import play
+
+    try:
+        play(args.run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width,
+             args.height)
+    except (FileNotFoundError, ValueError) as err:
+        return _fail("play", str(err))
+    return 0
+
+
+def _report(args) -> int:
+    from envcoder.runs.report import write_report
+
+    if not (args.run / "results.json").exists():
+        return _fail("report", f"{args.run}/results.json does not exist: not a finished `envcoder eval` run")
+    print(write_report(args.run))
+    return 0
+
+
 def _tasks(args) -> int:
     from envcoder.shaping.describe import describe_task
     from envcoder.tasks import TASKS, UnknownTaskError, get_task
@@ -263,7 +302,7 @@ def _fail(command: str, message: str) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return {"eval": _eval, "auto": _auto, "tasks": _tasks}[args.command](args)
+    return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,7 @@ class GroupedTrainer:
         donate = () if jax.default_backend() == "cpu" else (0,)
         self.iteration = jax.jit(self._iteration, donate_argnums=donate)
         self.evaluate = jax.jit(self._evaluate)
+        self.evaluate_recorded = jax.jit(functools.partial(self._evaluate, record=True))
 
     @property
     def labels(self) -> list[str]:
@@ -402,10 +403,11 @@ class GroupedTrainer:
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
                           obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32), jnp.full((G,), -1, jnp.int32))
 
-    def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003):
+    def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003, record: bool = False):
         """Task fitness of every group's deterministic policy over one full episode per env.
 
-        Returns `{"task_fitness": [G, E], "episode_length": [G, E], "shaped_return": [G, E]}`.
+        Returns `{"task_fitness": [G, E], "episode_length": [G, E], "shaped_return": [G, E]}`; with `record`,
+        also `"qpos": [T, G, E, nq]`, the pose before each step (for rendering).
         """
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
         env = self._fresh_env(keys)
@@ -422,10 +424,13 @@ class GroupedTrainer:
             fitness = jnp.where(ended, info["episode_fitness"], fitness)
             length = jnp.where(ended, info["episode_length"], length)
             ret = jnp.where(ended, info["episode_return"], ret)
-            return (env, alive & ~info["done"], (fitness, length, ret)), None
+            return (env, alive & ~info["done"], (fitness, length, ret)), env.data.qpos if record else None
 
-        (_, _, (fitness, length, ret)), _ = jax.lax.scan(step, (env, alive, totals), None,
-                                                         length=self.task.max_episode_length)
+        (_, _, (fitness, length, ret)), qpos = jax.lax.scan(
+            step, (env, alive, totals), None, length=self.task.max_episode_length)
         diverged = (ts.diverged_at >= 0)[:, None]
-        return {k: jnp.where(diverged, jnp.nan, v)
-                for k, v in {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}.items()}
+        out = {k: jnp.where(diverged, jnp.nan, v)
+               for k, v in {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}.items()}
+        if record:
+            out["qpos"] = jnp.concatenate([env.data.qpos[None], qpos[:-1]])  # the pose each step starts from
+        return out

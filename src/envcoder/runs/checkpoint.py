@@ -65,10 +65,17 @@ def save_policy(path: Path, params, obs_rms, obs_dim: int, action_dim: int, iter
 
 
 def load_policy(path: Path, params_template, obs_rms_template) -> tuple:
-    """`(params, obs_rms, meta)` from `save_policy`, into the shapes of the templates (one group's)."""
+    """`(params, obs_rms, meta)` from `save_policy`, into the shapes of the templates (one group's).
+
+    A saved policy is zero-padded to its run's largest observation and action sizes (padding goes at the
+    end of each axis); a smaller template takes the leading part, i.e. the candidate's own network."""
     with np.load(path) as data:
+        def take(key, like):
+            array = data[key]
+            return array[tuple(slice(0, n) for n in np.shape(like))]
+
         def fill(prefix, template):
             return jax.tree_util.tree_map_with_path(
-                lambda k, _: data[f"{prefix}/{jax.tree_util.keystr(k)}"], template)
+                lambda k, like: take(f"{prefix}/{jax.tree_util.keystr(k)}", like), template)
         meta = {k: data[k].item() for k in ("obs_dim", "action_dim", "iteration", "task_fitness")}
         return fill("params", params_template), fill("obs_rms", obs_rms_template), meta

@@ -21,6 +21,7 @@ from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
+from envcoder.runs.report import write_report
 from envcoder.runs.tensorboard import TensorBoardLog
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
@@ -80,6 +81,15 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         config_file=Path(config["config_file"]) if config["config_file"] else None)
 
 
+def build_candidates(settings: EvalSettings):
+    """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked."""
+    candidates, failures = load_candidates(settings.functions, settings.shaper_types)
+    candidates = expand_sweeps(candidates)
+    if settings.cross:
+        candidates = cross_candidates(candidates, settings.shaper_types)
+    return candidates, failures
+
+
 def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
     """A resumed run must train exactly the candidates it started with, with the same code."""
     recorded = run_dir.read_config()["candidates"]
@@ -107,10 +117,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
         layers.append(("--iterations", {"max_epochs": settings.iterations}))
     config = PPOConfig.resolve(layers)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
-    candidates, failures = load_candidates(settings.functions, settings.shaper_types)
-    candidates = expand_sweeps(candidates)
-    if settings.cross:
-        candidates = cross_candidates(candidates, settings.shaper_types)
+    candidates, failures = build_candidates(settings)
     run_dir = RunDirectory(settings.out, resume)  # fails now, before any compiling, if --out is taken
 
     simulator = Simulator(task.model_file, task.substeps)
@@ -280,7 +287,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                       f"({ranking[0].name}); more seeds would tell them apart", highlight=False)
     results["not_separable_from_best"] = tied
     run_dir.write_results(results)
-    console.print(f"run directory: {settings.out}", highlight=False)
+    report = write_report(settings.out)
+    console.print(f"run directory: {settings.out} (report: {report})", highlight=False)
     return results
 
 

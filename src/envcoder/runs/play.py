@@ -1,0 +1,120 @@
+"""`envcoder play`: load one candidate's trained policy from a run, run deterministic episodes, print their
+statistics and render a video with MuJoCo's renderer (EGL on a GPU machine, OSMesa on a CPU one; set
+`MUJOCO_GL` to choose)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import jax
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from envcoder.rl.config import PPOConfig, load_config_file
+from envcoder.rl.trainer import GroupedTrainer
+from envcoder.runs.checkpoint import load_policy
+from envcoder.runs.directory import RunDirectory
+from envcoder.runs.evaluation import build_candidates, settings_from_run
+from envcoder.shaping.validate import validate_candidate
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+
+@dataclasses.dataclass(frozen=True)
+class PlayResult:
+    task_fitness: list[float]
+    episode_length: list[int]
+    shaped_return: list[float]
+    checkpoint: str
+    video: str | None
+
+
+def play(run: str | Path, candidate: str, seed: int | None = None, which: str = "best", episodes: int = 1,
+         video: str | Path | None = None, width: int = 480, height: int = 360,
+         console: Console | None = None) -> PlayResult:
+    console = console or Console()
+    run = Path(run)
+    settings = settings_from_run(run)
+    task = get_task(settings.task)
+    fitness_name, _ = task.get_fitness(settings.fitness)
+    config = PPOConfig.resolve([(str(run / "ppo.yaml"), load_config_file(run / "ppo.yaml"))])
+    seed = settings.seeds[0] if seed is None else seed
+    if seed not in settings.seeds:
+        raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
+    candidates = {c.name: c for c in build_candidates(settings)[0]}
+    if candidate not in candidates:
+        raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(candidates)}")
+    chosen = candidates[candidate]
+    saved = RunDirectory(run, resume=True).path / "candidates" / f"{candidate}.py"
+    if saved.exists() and saved.read_text() != chosen.source:
+        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
+    folder = run / "checkpoints" / f"{candidate}#{seed}"
+    path = folder / f"{which}.npz"
+    if which == "best" and not path.exists() and (folder / "last.npz").exists():
+        console.print(f"no best checkpoint (none after save_best_after={config.save_best_after}); using the last")
+        path = folder / "last.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: the run saved no checkpoint for {candidate}#{seed} yet")
+
+    sim = Simulator(task.model_file, task.substeps)
+    spec = validate_candidate(task, sim, chosen)
+    trainer = GroupedTrainer(task, [chosen], {candidate: spec}, config, episodes, (seed,), sim, fitness=fitness_name)
+    ts = trainer.init()
+    params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),
+                                        jax.tree.map(lambda x: x[0], ts.obs_rms))
+    ts = ts._replace(params=jax.tree.map(lambda x: x[None], params), obs_rms=jax.tree.map(lambda x: x[None], obs_rms))
+    out = jax.device_get(trainer.evaluate_recorded(ts))
+    result = PlayResult(task_fitness=[float(x) for x in out["task_fitness"][0]],
+                        episode_length=[int(x) for x in out["episode_length"][0]],
+                        shaped_return=[float(x) for x in out["shaped_return"][0]],
+                        checkpoint=str(path), video=str(video) if video else None)
+    table = Table(title=f"{candidate}#{seed} ({path.name}, iteration {meta['iteration']}): deterministic episodes",
+                  title_justify="left")
+    for column in ("episode", fitness_name, "length", "shaped return"):
+        table.add_column(column, justify="right")
+    for e in range(episodes):
+        table.add_row(str(e), f"{result.task_fitness[e]:.4f}", str(result.episode_length[e]),
+                      f"{result.shaped_return[e]:.2f}")
+    table.add_row("mean", f"{np.mean(result.task_fitness):.4f}", f"{np.mean(result.episode_length):.0f}",
+                  f"{np.mean(result.shaped_return):.2f}")
+    console.print(table)
+    if video:
+        frames = render(sim, out["qpos"][:, 0], result.episode_length, width, height)
+        write_video(Path(video), frames, fps=1.0 / sim.control_dt)
+        console.print(f"video: {video} ({len(frames)} frames at {1.0 / sim.control_dt:g} fps)", highlight=False)
+    return result
+
+
+def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -> list[np.ndarray]:
+    """Frames of each episode in turn (`qpos [T, E, nq]`), with a camera that follows the robot's base."""
+    import mujoco
+
+    model = sim.mj_model
+    data = mujoco.MjData(model)
+    camera = mujoco.MjvCamera()
+    camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+    camera.trackbodyid = 1
+    camera.distance = 2.5 * model.stat.extent
+    camera.elevation, camera.azimuth = -20.0, 135.0
+    frames = []
+    with mujoco.Renderer(model, height, width) as renderer:
+        for e, length in enumerate(lengths):
+            for t in range(int(length)):
+                data.qpos[:] = qpos[t, e]
+                mujoco.mj_forward(model, data)
+                renderer.update_scene(data, camera)
+                frames.append(renderer.render().copy())
+    return frames
+
+
+def write_video(path: Path, frames, fps: float) -> None:
+    import imageio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.stem + ".partial" + path.suffix)
+    with imageio.get_writer(tmp, fps=fps, macro_block_size=8) as writer:
+        for frame in frames:
+            writer.append_data(frame)
+    tmp.replace(path)

@@ -1,0 +1,168 @@
+"""The run report `report.html`: one self-contained page (PNG plots by matplotlib, embedded) with the ranked
+table and its confidence intervals, the task-fitness and shaped-return curves of every candidate, each
+candidate's reward-component breakdown, the candidates left out or diverged with their reasons, and links
+to videos made by `envcoder play` (`<run>/videos/*.mp4`).
+
+Written at the end of every `envcoder eval`; `envcoder report RUN` writes it again.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import math
+from pathlib import Path
+
+MAX_CURVES = 12
+"""Candidates drawn in the curve plots (the best by rank); the table lists all."""
+
+
+def _series(rows: list[dict], key: str) -> dict[str, tuple[list[int], list[float]]]:
+    """Per candidate: (iterations, mean over seeds of `key`), skipping iterations where no seed has a value."""
+    per: dict[str, dict[int, list[float]]] = {}
+    for row in rows:
+        if row.get(key, "") != "":
+            per.setdefault(row["candidate"], {}).setdefault(int(row["iteration"]), []).append(float(row[key]))
+    return {name: (sorted(v), [sum(v[i]) / len(v[i]) for i in sorted(v)]) for name, v in per.items()}
+
+
+def _png(figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _curves(rows, names, key, ylabel, title):
+    import matplotlib.pyplot as plt
+
+    series = _series(rows, key)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for name in names:
+        if name in series:
+            ax.plot(*series[name], label=name, linewidth=1.4)
+    ax.set(xlabel="PPO iteration", ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    if names:
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    src = _png(fig)
+    plt.close(fig)
+    return src
+
+
+def _components(rows, names):
+    """Mean of each reward component over the last quarter of training, per candidate (stacked bars)."""
+    import matplotlib.pyplot as plt
+
+    keys = sorted(k for k in (rows[0] if rows else {}) if k.startswith("reward/"))
+    if not keys:
+        return None
+    last = max(int(r["iteration"]) for r in rows)
+    tail = [r for r in rows if int(r["iteration"]) >= last * 3 // 4]
+    values = {name: {k: _mean([float(r[k]) for r in tail if r["candidate"] == name and r[k] != ""]) for k in keys}
+              for name in names}
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
+    positive, negative = [0.0] * len(names), [0.0] * len(names)
+    colors = plt.get_cmap("tab20")
+    for i, key in enumerate(keys):
+        widths = [values[n][key] if math.isfinite(values[n][key]) else 0.0 for n in names]
+        lefts = [p if w >= 0 else q for w, p, q in zip(widths, positive, negative)]
+        ax.barh(names, widths, left=lefts, color=colors(i % 20), label=key.removeprefix("reward/"))
+        positive = [p + max(w, 0) for w, p in zip(widths, positive)]
+        negative = [q + min(w, 0) for w, q in zip(widths, negative)]
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set(xlabel="mean per step over the last quarter of training",
+           title="Reward components (only those a candidate logs)")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    src = _png(fig)
+    plt.close(fig)
+    return src
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _fmt(value, digits=3):
+    return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
+
+
+def write_report(run: str | Path) -> Path:
+    """Write `<run>/report.html` from the run's records; returns its path."""
+    run = Path(run)
+    results = json.loads((run / "results.json").read_text())
+    config = json.loads((run / "config.json").read_text())
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    ranking = results["ranking"]
+    names = [r["name"] for r in ranking]
+    shown = names[:MAX_CURVES]
+    better = "higher" if results["higher_is_better"] else "lower"
+    e = html.escape
+
+    table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
+             "<th>shaped return</th><th>episode length</th><th>status</th></tr>"]
+    diverged = {}
+    for g in results["groups"]:
+        if g.get("diverged_at_iteration") is not None:
+            diverged.setdefault(g["candidate"], []).append((g["seed"], g["diverged_at_iteration"]))
+    for i, r in enumerate(ranking, 1):
+        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["seeds"] > 1 else "–"
+        status = ", ".join(f"seed {s} diverged at iteration {it}" for s, it in diverged.get(r["name"], [])) or "ok"
+        table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
+                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r['shaped_return'], 2)}</td>"
+                     f"<td>{_fmt(r['episode_length'], 0)}</td><td>{e(status)}</td></tr>")
+    table.append("</table>")
+    tied = results.get("not_separable_from_best") or []
+    tied_note = (f"<p>Not separable from the best at 95%: {e(', '.join(tied))}.</p>" if tied else "")
+
+    failures = results.get("failures", [])
+    failed = "".join(f"<li><b>{e(f['name'])}</b>: <code>{e(f['error'])}</code></li>" for f in failures)
+    failed += "".join(f"<li><b>{e(name)}</b>: seed {s} diverged at iteration {it} (non-finite rewards, "
+                      "observations, actions or parameters); it kept its last finite policy</li>"
+                      for name, seeds in diverged.items() for s, it in seeds)
+    videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
+    video_list = "".join(f'<li><a href="videos/{e(v.name)}">{e(v.name)}</a></li>' for v in videos)
+
+    fitness_png = _curves(rows, shown, "task_fitness", results["fitness"],
+                          f"Task fitness of finished episodes ({better} is better), mean over seeds")
+    return_png = _curves(rows, shown, "shaped_return", "shaped return", "Shaped return (each candidate's own reward)")
+    components_png = _components(rows, names)
+    timings = results.get("timings", {})
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>envcoder: {e(results['task'])} run report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; padding: 0 1em; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.8em; text-align: right; }}
+th {{ background: #f3f3f3; }} td.name, th.name {{ text-align: left; }} td.name {{ font-family: monospace; }}
+img {{ max-width: 100%; display: block; margin: 1em 0; }}
+code {{ white-space: pre-wrap; }} .meta {{ color: #666; }}
+</style></head><body>
+<h1>{e(results['task'])}: {len(names)} candidates ranked by task fitness</h1>
+<p class=meta>Fitness <b>{e(results['fitness'])}</b>: {e(results['fitness_doc'])}.<br>
+{config['envs_per_candidate']} envs per candidate and seed, {config['iterations']} PPO iterations, seeds
+{e(str(config['seeds']))}; {e(config['versions']['device'])}, JAX {e(config['versions']['jax'])}, MuJoCo
+{e(config['versions']['mujoco'])}; total {_fmt(timings.get('total_s'), 0)} s.</p>
+<h2>Ranking</h2>
+<p>Each policy is evaluated deterministically over one full episode per environment after training.</p>
+{''.join(table)}{tied_note}
+<h2>Learning curves</h2>
+<img alt="task fitness curves" src="{fitness_png}">
+<img alt="shaped return curves" src="{return_png}">
+{f'<h2>Reward components</h2><img alt="reward components" src="{components_png}">' if components_png else ''}
+<h2>Left out or diverged</h2>
+{f'<ul>{failed}</ul>' if failed else '<p>None.</p>'}
+<h2>Videos</h2>
+{f'<ul>{video_list}</ul>' if video_list else '<p>None yet: <code>envcoder play --run RUN --candidate NAME --video '
+                                              'RUN/videos/NAME.mp4</code> makes one.</p>'}
+</body></html>
+"""
+    path = run / "report.html"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(page)
+    tmp.replace(path)
+    return path
