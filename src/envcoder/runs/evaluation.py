@@ -212,6 +212,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     with Progress(*columns, console=console, transient=False) as progress:
         bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…", best="")
         steady_start = None
+        physics_failures = 0
         for iteration in range(first, settings.iterations):
             tick = time.perf_counter()
             train_state, metrics = trainer.iteration(train_state)
@@ -246,6 +247,9 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                 tensorboard.write(iteration, metrics, {"env_steps_per_s": rate})
             best = "" if np.all(np.isnan(last_fitness)) else (
                 f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
+            physics_failures += int(np.sum(metrics["physics_failures"]))
+            if reported_divergence or physics_failures:
+                best += f" | {len(reported_divergence)} diverged, {physics_failures} physics resets"
             progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
             done = iteration + 1
             if done == settings.iterations or (config.save_frequency and done % config.save_frequency == 0):
