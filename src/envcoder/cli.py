@@ -265,7 +265,7 @@ def _play(args) -> int:
     try:
         play(args.run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width,
              args.height)
-    except (FileNotFoundError, ValueError) as err:
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail("play", str(err))
     return 0
 

@@ -89,8 +89,15 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
 
 def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -> list[np.ndarray]:
     """Frames of each episode in turn (`qpos [T, E, nq]`), with a camera that follows the robot's base."""
+    import os
+
     import mujoco
 
+    if not hasattr(mujoco, "Renderer"):  # MuJoCo could not load the OpenGL library MUJOCO_GL names
+        backend = os.environ.get("MUJOCO_GL", "glfw")
+        raise RuntimeError(f"MuJoCo's renderer is unavailable: MUJOCO_GL={backend} but its OpenGL library could not "
+                           "be loaded. Install it (Debian: libegl1 for egl, libosmesa6 for osmesa) or set "
+                           "MUJOCO_GL to one that is installed; the episode statistics above need no rendering")
     model = sim.mj_model
     data = mujoco.MjData(model)
     camera = mujoco.MjvCamera()
