@@ -103,7 +103,9 @@ def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -
     camera = mujoco.MjvCamera()
     camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
     camera.trackbodyid = 1
-    camera.distance = 2.5 * model.stat.extent
+    camera.distance = max(1.5, 0.6 * model.stat.extent)
+    model.vis.headlight.ambient[:] = 0.45  # the task models carry no lights of their own
+    model.vis.headlight.diffuse[:] = 0.7
     camera.elevation, camera.azimuth = -20.0, 135.0
     frames = []
     with mujoco.Renderer(model, height, width) as renderer:
