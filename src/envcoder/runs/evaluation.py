@@ -173,7 +173,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                       for n in trainer.component_names}
     reported_divergence = set()
     steps_per_iteration = len(labels) * settings.envs_per_candidate * config.horizon_length
-    console.print(f"[bold]{task.name}[/bold]: {len({g.candidate.name for g in trainer.groups})} candidates × {len(settings.seeds)} seed(s) × "
+    count = len({g.candidate.name for g in trainer.groups})
+    console.print(f"[bold]{task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
                   f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
                   f"in one process on {jax.devices()[0].device_kind}", highlight=False)
 
