@@ -40,12 +40,12 @@ def _curves(rows, names, key, ylabel, title):
 
     series = _series(rows, key)
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for name in names:
-        if name in series:
-            ax.plot(*series[name], label=name, linewidth=1.4)
+    drawn = [name for name in names if name in series]  # a candidate with no finished episode has no curve
+    for name in drawn:
+        ax.plot(*series[name], label=name, linewidth=1.4)
     ax.set(xlabel="PPO iteration", ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
-    if names:
+    if drawn:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     src = _png(fig)
     plt.close(fig)
