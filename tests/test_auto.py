@@ -223,3 +223,22 @@ def test_sweep_files_become_one_candidate_file_per_variant():
     assert list(variants) == ["[W=0.5,K=1]", "[W=2,K=1]"]
     assert "PARAMS" not in variants["[W=2,K=1]"] and "W = 2.0\nK = 1\n" in variants["[W=2,K=1]"]
     assert loop.freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
+
+
+def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose():
+    """A reward that is finite at the reference pose (step 0) but divides by zero one step later passes the
+    reference-pose check and is caught on the short rollout's states."""
+    from envcoder.shaping.candidate import CandidateError, load_candidate
+    from envcoder.shaping.validate import rollout_states, sample_state, validate_candidate
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    late = load_candidate("late_nan.py", source="def compute_reward(state):\n"
+                                                "    return 1.0 / (1.0 - state['progress_buf'].astype(float))\n")
+    validate_candidate(task, sim, late, sample_state(task, sim))  # progress 0 everywhere: finite
+    states = rollout_states(task, sim)
+    assert states["dof_pos"].shape == (4 * 17, 2) and set(states["progress_buf"].tolist()) == set(range(17))
+    with pytest.raises(CandidateError, match="NaN or inf"):
+        validate_candidate(task, sim, late, states)
