@@ -2,9 +2,12 @@
 uninterrupted run (CPU is deterministic), and each candidate's best checkpoint holds its best fitness."""
 
 import csv
+import importlib.machinery
 import json
 import os
 import shutil
+import sys
+import types
 
 import jax
 import numpy as np
@@ -18,10 +21,29 @@ from envcoder.runs.directory import RunDirectory
 ITERATIONS = 6
 
 
-def eval_args(functions, out):
+def eval_args(functions, out, *overrides):
     return ["eval", "--task", "Cartpole", "--functions", str(functions), "--envs-per-candidate", "16",
-            "--iterations", str(ITERATIONS), "ppo.save_frequency=2", "ppo.save_best_after=2", "--seeds", "2",
-            "--out", str(out)]
+            "--iterations", str(ITERATIONS), "ppo.save_frequency=2", "ppo.save_best_after=2", *overrides,
+            "--seeds", "2", "--out", str(out)]
+
+
+class FakeWandb:
+    """Stands in for the `wandb` module: records every run's init arguments, logged steps and summary."""
+
+    def __init__(self):
+        self.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
+        self.errors = types.SimpleNamespace(Error=RuntimeError)
+        self.inits, self.logged, self.summaries, self.finished = [], {}, {}, []
+
+    def init(self, **kwargs):
+        self.inits.append(kwargs)
+        run_id = kwargs["id"]
+        return types.SimpleNamespace(
+            log=lambda values, step: self.logged.setdefault(run_id, {}).setdefault(step, []).append(values),
+            summary=self.summaries.setdefault(run_id, {}), finish=lambda: self.finished.append(run_id))
+
+
+WANDB = FakeWandb()  # the `runs` fixture's killed and resumed runs log to it
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +63,14 @@ def runs(tmp_path_factory):
         return append(self, iteration, *args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RunDirectory, "append_metrics", killed_at_iteration_3)
-        with pytest.raises(KeyboardInterrupt):
-            main(eval_args(functions, root / "killed"))
-    assert json.loads((root / "killed" / "checkpoints" / "progress.json").read_text())["iteration"] == 2
-    assert not (root / "killed" / "results.json").exists()
-    assert main(["eval", "--resume", str(root / "killed")]) == 0
+        mp.setitem(sys.modules, "wandb", WANDB)
+        with pytest.MonkeyPatch.context() as killing:
+            killing.setattr(RunDirectory, "append_metrics", killed_at_iteration_3)
+            with pytest.raises(KeyboardInterrupt):
+                main(eval_args(functions, root / "killed", "--wandb", "--wandb-project", "cartpole-tests"))
+        assert json.loads((root / "killed" / "checkpoints" / "progress.json").read_text())["iteration"] == 2
+        assert not (root / "killed" / "results.json").exists()
+        assert main(["eval", "--resume", str(root / "killed")]) == 0
     return root
 
 
@@ -63,6 +87,38 @@ def test_resumed_run_equals_the_uninterrupted_one(runs):
     assert metrics(whole) == metrics(resumed)  # rows of iteration 2 written before the kill are not doubled
     with np.load(whole / "checkpoints" / "train_state.npz") as x, np.load(resumed / "checkpoints" / "train_state.npz") as y:
         assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files)
+
+
+def test_wandb_gets_one_run_per_group_continued_on_resume(runs):
+    wandb, killed = WANDB, runs / "killed"
+    ids = json.loads((killed / "wandb.json").read_text())
+    labels = ["good_upright#0", "good_upright#1", "alive_bonus#0", "alive_bonus#1"]
+    assert sorted(ids) == sorted(labels) and len(set(ids.values())) == 4
+    assert len(wandb.inits) == 8  # 4 before the kill, the same 4 again on resume
+    for first, again in ((wandb.inits[i], wandb.inits[i + 4]) for i in range(4)):
+        assert first["id"] == again["id"] == ids[first["name"]] and again["resume"] == "allow"
+        assert first["project"] == "cartpole-tests" and first["group"] == "killed" and first["dir"] == str(killed)
+        candidate, seed = first["name"].split("#")
+        assert first["config"]["candidate"] == candidate and first["config"]["seed"] == int(seed)
+        assert first["config"]["ppo"]["save_frequency"] == 2 and first["config"]["task"] == "Cartpole"
+    rows = list(csv.DictReader((runs / "whole" / "metrics.csv").open()))
+    for label in labels:
+        logged = wandb.logged[ids[label]]
+        # Iteration 2 was logged before the kill and again after the checkpoint, with the same values.
+        assert sorted(logged) == list(range(ITERATIONS)) and len(logged[2]) == 2
+        assert [{k: v for k, v in values.items() if k != "env_steps_per_s"} for values in logged[2]] == [
+            {k: v for k, v in logged[2][0].items() if k != "env_steps_per_s"}] * 2
+        name, seed = label.split("#")
+        for row in (r for r in rows if r["candidate"] == name and r["seed"] == seed):
+            expected = {k: float(v) for k, v in row.items() if k not in ("iteration", "candidate", "seed") and v}
+            values = logged[int(row["iteration"])][-1]
+            assert values.keys() == expected.keys()
+            assert {k: v for k, v in values.items() if k != "env_steps_per_s"} == pytest.approx(
+                {k: v for k, v in expected.items() if k != "env_steps_per_s"}, rel=1e-6)
+    groups = {f"{g['candidate']}#{g['seed']}": g for g in json.loads((killed / "results.json").read_text())["groups"]}
+    for label in labels:
+        assert wandb.summaries[ids[label]]["final/task_fitness"] == groups[label]["task_fitness"]
+    assert sorted(wandb.finished) == sorted(ids.values())
 
 
 def test_best_checkpoint_holds_each_candidates_best_training_fitness(runs):
@@ -99,6 +155,17 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     assert frames == sum(lengths)  # one frame per control step of every episode
     first = reader.get_data(0)
     assert first.shape == (120, 160, 3) and first.std() > 0  # a picture, not a blank frame
+    gif = tmp_path / "good.gif"
+    assert main(["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--seed", "1", "--episodes", "1",
+                 "--video", str(gif), "--width", "80", "--height", "60"]) == 0
+    from PIL import Image
+
+    with Image.open(gif) as image:  # Pillow merges identical consecutive frames, adding up their delays
+        durations = []
+        for i in range(image.n_frames):
+            image.seek(i)
+            durations.append(image.info["duration"])
+        assert image.size == (80, 60) and sum(durations) == pytest.approx(lengths[0] * 20, rel=0.01)  # 50 fps
     assert main(["play", "--run", str(runs / "whole"), "--candidate", "nope"]) == 2
     assert "has no candidate 'nope'" in capsys.readouterr().err
 
@@ -132,3 +199,44 @@ def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, cap
     assert "give no --task" in capsys.readouterr().err
     assert main(["eval", "--resume", str(tmp_path / "nothing")]) == 2
     assert "is not an `envcoder eval` run directory" in capsys.readouterr().err
+
+
+def test_score_to_win_freezes_each_solved_candidate_and_stops_when_all_are(runs, capsys):
+    """The threshold is picked from the uninterrupted run's fitness so that every group reaches it, at
+    different iterations, before the last: each group solves at the first iteration its fitness reaches it,
+    its rows until then are the uninterrupted run's (also while others are frozen), it is not updated
+    afterwards, and the run stops early."""
+    reference = list(csv.DictReader((runs / "whole" / "metrics.csv").open()))
+    groups = sorted({(r["candidate"], r["seed"]) for r in reference})
+    fitness = {g: [(int(r["iteration"]), float(r["task_fitness"])) for r in reference
+                   if (r["candidate"], r["seed"]) == g and r["task_fitness"]] for g in groups}
+
+    def solved_at(threshold):
+        return {g: min((i for i, value in f if value >= threshold), default=ITERATIONS) for g, f in fitness.items()}
+
+    def spread(threshold):
+        at = solved_at(threshold).values()
+        return max(at) < ITERATIONS - 1, len(set(at))
+    threshold = max(sorted({value for f in fitness.values() for _, value in f}), key=spread)
+    expected = solved_at(threshold)
+    assert spread(threshold) >= (True, 2)  # all solve before the last iteration, not all at once
+
+    out = runs / "solved"
+    config = runs / "whole" / "config.json"
+    functions = json.loads(config.read_text())["functions"]
+    assert main(eval_args(functions, out, f"ppo.score_to_win={threshold!r}")) == 0
+    printed = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    solved = {(g["candidate"], str(g["seed"])): g["solved_at_iteration"] for g in results["groups"]}
+    assert solved == expected
+    assert results["timings"]["stopped_after_iteration"] == max(expected.values()) + 1
+    assert "every candidate is solved or diverged: stopping after iteration" in printed
+    assert printed.count("solved good_upright#") + printed.count("solved alive_bonus#") == 4
+
+    by_key = {(r["iteration"], r["candidate"], r["seed"]): r for r in metrics(runs / "whole")}
+    for row in metrics(out):
+        g, iteration = (row["candidate"], row["seed"]), int(row["iteration"])
+        if iteration < expected[g]:
+            assert row == by_key[(row["iteration"], *g)]
+        else:  # solved: the policy that reached the threshold is kept, no update is applied
+            assert row["solved"] == "1.0" and row["actor_loss"] == "" and row["kl"] == ""

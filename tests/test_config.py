@@ -34,6 +34,8 @@ def test_override_values_are_read_as_yaml():
     assert parse_overrides(["ppo.units=[512, 256]", "ppo.entropy_coef=0", "ppo.activation=tanh"]) == {
         "units": [512, 256], "entropy_coef": 0, "activation": "tanh"}
     assert PPOConfig.resolve([("o", parse_overrides(["ppo.learning_rate=1e-3"]))]).learning_rate == 1e-3
+    assert PPOConfig.resolve([("o", parse_overrides(["ppo.score_to_win=1"]))]).score_to_win == 1.0
+    assert PPOConfig.resolve([("o", parse_overrides(["ppo.score_to_win=null"]))]).score_to_win is None
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -45,6 +47,8 @@ def test_override_values_are_read_as_yaml():
     ({"units": [256, "a"]}, "f.yaml: units expects tuple[int, ...], got [256, 'a'] (list)"),
     ({"learning_rate": "fast"}, "f.yaml: learning_rate expects float, got 'fast' (str)"),
     ({"lr_schedule": "cosine"}, "f.yaml: lr_schedule must be one of adaptive, linear, none, got 'cosine'"),
+    ({"score_to_win": "high"}, "f.yaml: score_to_win expects float | None, got 'high' (str)"),
+    ({"score_to_win": True}, "f.yaml: score_to_win expects float | None, got True (bool)"),
 ])
 def test_bad_settings_name_the_source_the_setting_and_the_fix(settings, message):
     with pytest.raises(ConfigError) as err:

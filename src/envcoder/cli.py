@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
     ev.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
                     help="skip the TensorBoard event files (one run per candidate and seed in <out>/tensorboard/)")
+    ev.add_argument("--wandb", action="store_true",
+                    help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
+                         "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
+    ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
                     help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
                          "with the settings it was started with; the result equals an uninterrupted run's")
@@ -142,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--checkpoint", choices=("best", "last"), default="best",
                     help="best by task fitness during training (default) or the last")
     pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
-    pl.add_argument("--video", type=Path, default=None, help="write an .mp4 of the episodes, one after another")
+    pl.add_argument("--video", type=Path, default=None, help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
     pl.add_argument("--width", type=_positive_int, default=480)
     pl.add_argument("--height", type=_positive_int, default=360)
 
@@ -156,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _eval(args) -> int:
     import dataclasses
+    import importlib.util
     import time
 
     from envcoder.rl.config import parse_overrides
@@ -183,7 +188,9 @@ def _eval(args) -> int:
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
         iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
-        seeds=tuple(range(args.seed, args.seed + args.seeds)))
+        wandb_project=args.wandb_project if args.wandb else None, seeds=tuple(range(args.seed, args.seed + args.seeds)))
+    if args.wandb and importlib.util.find_spec("wandb") is None:
+        return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
         settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))
         run_evaluation(settings)

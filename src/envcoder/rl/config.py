@@ -81,6 +81,10 @@ class PPOConfig:
     --resume); 0 saves only at the end."""
     save_best_after: int = 10
     """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
+    score_to_win: float | None = None
+    """Task fitness at which a candidate counts as solved (reached: at least this, or at most this when lower
+    is better), judged on the mean of the episodes that end in an iteration. A solved group keeps the policy
+    that reached it and stops updating; the run stops when every group is solved or diverged. None: off."""
 
     def replace(self, **changes: Any) -> "PPOConfig":
         return dataclasses.replace(self, **changes)
@@ -120,13 +124,15 @@ def _checked(name: str, value: Any, where: str) -> Any:
         return value
     if expected is float and (is_int or isinstance(value, float)):
         return float(value)
-    if expected is float and isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+    if expected in (float, float | None) and isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
         try:
             return float(value)
         except ValueError:
             pass
     if expected == (int | None) and (value is None or is_int):
         return value
+    if expected == (float | None) and (value is None or is_int or isinstance(value, float)):
+        return None if value is None else float(value)
     if expected is str and isinstance(value, str):
         if name in CHOICES and value not in CHOICES[name]:
             raise ConfigError(f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {value!r}")

@@ -58,6 +58,7 @@ class TrainState(NamedTuple):
     key: jnp.ndarray  # [G, 2]
     iteration: jnp.ndarray  # [] int32
     diverged_at: jnp.ndarray  # [G] int32: iteration at which the group went non-finite, -1 while healthy
+    solved_at: jnp.ndarray  # [G] int32: iteration whose episodes reached `score_to_win`, -1 until then
 
 
 class Transition(NamedTuple):
@@ -75,6 +76,10 @@ class Transition(NamedTuple):
     completed_length: jnp.ndarray
     fitness_step: jnp.ndarray  # the task fitness's per-step quantity (no after-failure fill)
     physics_failures: jnp.ndarray  # 1.0 where the env's physics went non-finite and it was reset
+
+
+UPDATE_METRICS = ("actor_loss", "critic_loss", "entropy", "bounds_loss", "kl")
+"""Metrics of the PPO update; NaN for a group that was not updated (diverged or solved)."""
 
 
 def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
@@ -312,21 +317,38 @@ class GroupedTrainer:
             ts.params, ts.opt_state, learning_rate, obs_rms, batch, update_key, self.action_mask)
 
         # Isolation: a group whose data or parameters went non-finite keeps its last finite policy, stops
-        # updating and is reported; nothing crosses groups, so the others are unaffected.
+        # updating and is reported; nothing crosses groups, so the others are unaffected. A group whose
+        # episodes reached score_to_win keeps the policy that collected them (this update is dropped).
         finite = (_all_finite_per_group((traj.obs, traj.actions, traj.step_reward), group_axis=1)
                   & _all_finite_per_group(params, group_axis=0))
-        healthy = (ts.diverged_at < 0) & finite
+        training = (ts.diverged_at < 0) & (ts.solved_at < 0)
+        solved_now = training & finite & self._reached(traj)
+        updated = training & finite & ~solved_now
         params, opt_state, learning_rate, obs_rms, value_rms = _where_group(
-            healthy, (params, opt_state, learning_rate, obs_rms, value_rms),
+            updated, (params, opt_state, learning_rate, obs_rms, value_rms),
             (ts.params, ts.opt_state, ts.learning_rate, ts.obs_rms, ts.value_rms))
-        diverged_at = jnp.where((ts.diverged_at < 0) & ~finite, ts.iteration, ts.diverged_at)
+        diverged_at = jnp.where(training & ~finite, ts.iteration, ts.diverged_at)
+        solved_at = jnp.where(solved_now, ts.iteration, ts.solved_at)
 
         metrics = self._metrics(traj, losses, learning_rate)
         metrics = {k: jnp.where(diverged_at >= 0, jnp.nan, v) for k, v in metrics.items()}
+        for name in UPDATE_METRICS:  # no update was applied to these groups
+            metrics[name] = jnp.where(updated, metrics[name], jnp.nan)
         metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
+        metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
         new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1,
-                            diverged_at)
+                            diverged_at, solved_at)
         return new_ts, metrics
+
+    def _reached(self, traj: Transition) -> jnp.ndarray:
+        """`[G]` bool: the episodes that ended in this rollout reached `score_to_win` on average."""
+        if self.config.score_to_win is None:
+            return jnp.zeros(traj.dones.shape[1], bool)
+        count = traj.dones.sum(axis=(0, 2))
+        fitness = (traj.completed_fitness * traj.dones).sum(axis=(0, 2)) / jnp.maximum(count, 1)
+        reached = fitness >= self.config.score_to_win if self.fitness.higher_is_better else (
+            fitness <= self.config.score_to_win)
+        return (count > 0) & reached
 
     def _update_group(self, params, opt_state, learning_rate, obs_rms, batch: Minibatch, key, action_mask):
         """PPO epochs for one group (vmapped over groups by the caller)."""
@@ -401,7 +423,8 @@ class GroupedTrainer:
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
         env = jax.jit(self._fresh_env)(env_keys)
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32), jnp.full((G,), -1, jnp.int32))
+                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32), jnp.full((G,), -1, jnp.int32),
+                          jnp.full((G,), -1, jnp.int32))
 
     def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003, record: bool = False):
         """Task fitness of every group's deterministic policy over one full episode per env.

@@ -22,7 +22,7 @@ from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_s
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.runs.report import write_report
-from envcoder.runs.tensorboard import TensorBoardLog
+from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
@@ -61,6 +61,8 @@ class EvalSettings:
     """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
     tensorboard: bool = True
     """Write TensorBoard event files per candidate and seed (`<out>/tensorboard/`)."""
+    wandb_project: str | None = None
+    """Log to Weights & Biases under this project, one W&B run per candidate and seed (None: off)."""
 
 
 def _versions() -> dict:
@@ -78,6 +80,7 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
         ppo=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
+        wandb_project=config.get("wandb_project"),
         config_file=Path(config["config_file"]) if config["config_file"] else None)
 
 
@@ -155,7 +158,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
-        "tensorboard": settings.tensorboard,
+        "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
@@ -193,6 +196,10 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     if resume:
         run_dir.keep_metrics_before(first)
     tensorboard = TensorBoardLog(run_dir.path / "tensorboard", labels, first) if settings.tensorboard else None
+    wandb = None
+    if settings.wandb_project is not None:
+        wandb = WandbLog(run_dir.path, labels, {k: v for k, v in run_dir.read_config().items() if k != "candidates"},
+                         settings.wandb_project)
     timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first}
     improves = np.greater if fitness.higher_is_better else np.less
 
@@ -214,7 +221,12 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…", best="")
         steady_start = None
         physics_failures = 0
-        for iteration in range(first, settings.iterations):
+        reported_solved = set(np.flatnonzero(jax.device_get(train_state.solved_at) >= 0).tolist())
+        done = first
+        already_stopped = _all_done(train_state.diverged_at, train_state.solved_at)  # a resumed, stopped run
+        if already_stopped:
+            timings["stopped_after_iteration"] = first
+        for iteration in range(first, first if already_stopped else settings.iterations):
             tick = time.perf_counter()
             train_state, metrics = trainer.iteration(train_state)
             metrics = jax.device_get(metrics)
@@ -227,6 +239,13 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                     progress.console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite "
                                            "rewards, observations, actions or parameters; it stops updating",
                                            highlight=False)
+            for g in np.flatnonzero(metrics["solved"] > 0):
+                if g not in reported_solved:
+                    reported_solved.add(g)
+                    progress.console.print(
+                        f"[green]solved[/green] {labels[g]} at iteration {iteration}: task fitness "
+                        f"{metrics['task_fitness'][g]:.3f} reached score_to_win {config.score_to_win}; "
+                        "it keeps that policy and stops updating", highlight=False)
             if iteration == first:
                 timings["first_iteration_s"] = elapsed  # includes compilation
                 steady_start = time.perf_counter()
@@ -244,19 +263,30 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                                 int(trainer.action_dims[g]), iteration + 1, float(best_fitness[g]))
             rate = steps_per_iteration / elapsed
             run_dir.append_metrics(iteration, labels, metrics, {"env_steps_per_s": rate})
-            if tensorboard is not None:
-                tensorboard.write(iteration, metrics, {"env_steps_per_s": rate})
+            for log in (tensorboard, wandb):
+                if log is not None:
+                    log.write(iteration, metrics, {"env_steps_per_s": rate})
             best = "" if np.all(np.isnan(last_fitness)) else (
                 f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
             physics_failures += int(np.sum(metrics["physics_failures"]))
+            if reported_solved:
+                best += f" | {len(reported_solved)}/{len(labels)} solved"
             if reported_divergence or physics_failures:
                 best += f" | {len(reported_divergence)} diverged, {physics_failures} physics resets"
             progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
             done = iteration + 1
-            if done == settings.iterations or (config.save_frequency and done % config.save_frequency == 0):
+            stopped = _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
+            if stopped or done == settings.iterations or (
+                    config.save_frequency and done % config.save_frequency == 0):
                 checkpoint(done)
-        if settings.iterations - first > 1:
-            timings["steady_env_steps_per_s"] = steps_per_iteration * (settings.iterations - first - 1) / (
+            if stopped:
+                progress.update(bar, total=done)
+                progress.console.print(f"every candidate is solved or diverged: stopping after iteration {iteration}",
+                                       highlight=False)
+                timings["stopped_after_iteration"] = done
+                break
+        if done - first > 1:
+            timings["steady_env_steps_per_s"] = steps_per_iteration * (done - first - 1) / (
                 time.perf_counter() - steady_start)
     run_dir.close()
     if tensorboard is not None:
@@ -268,7 +298,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     timings["evaluation_s"] = time.perf_counter() - tick
     timings["total_s"] = time.perf_counter() - start
 
-    diverged_at = jax.device_get(train_state.diverged_at)
+    diverged_at, solved_at = jax.device_get((train_state.diverged_at, train_state.solved_at))
     per_group = []
     per_candidate: dict[str, list[dict]] = {}
     for g, group in enumerate(trainer.groups):
@@ -276,6 +306,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                **{k: float(np.mean(v[g])) for k, v in evaluation.items()},
                "training_task_fitness": float(last_fitness[g]),
                "diverged_at_iteration": int(diverged_at[g]) if diverged_at[g] >= 0 else None,
+               "solved_at_iteration": int(solved_at[g]) if solved_at[g] >= 0 else None,
                "params": dict(group.candidate.params)}
         per_group.append(row)
         per_candidate.setdefault(group.candidate.name, []).append(row)
@@ -292,9 +323,21 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                       f"({ranking[0].name}); more seeds would tell them apart", highlight=False)
     results["not_separable_from_best"] = tied
     run_dir.write_results(results)
+    if wandb is not None:
+        wandb.summarize(per_group)
+        wandb.close()
     report = write_report(settings.out)
     console.print(f"run directory: {settings.out} (report: {report})", highlight=False)
     return results
+
+
+def _all_done(diverged, solved) -> bool:
+    """Every group solved (score_to_win) or diverged, at least one solved: nothing is left to train.
+    Takes `[G]` booleans, or the train state's `diverged_at` / `solved_at` iterations (-1: not yet)."""
+    diverged, solved = (np.asarray(jax.device_get(x)) for x in (diverged, solved))
+    if diverged.dtype != bool:
+        diverged, solved = diverged >= 0, solved >= 0
+    return bool(np.all(diverged | solved) and np.any(solved))
 
 
 def ranking_table(ranking: Sequence, fitness_doc: str) -> Table:

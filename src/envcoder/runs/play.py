@@ -119,11 +119,20 @@ def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -
 
 
 def write_video(path: Path, frames, fps: float) -> None:
-    import imageio
-
+    """An .mp4 (imageio's ffmpeg), or an animated .gif (Pillow; needs no ffmpeg), written atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.stem + ".partial" + path.suffix)
-    with imageio.get_writer(tmp, fps=fps, macro_block_size=8) as writer:
-        for frame in frames:
-            writer.append_data(frame)
+    if path.suffix.lower() == ".gif":
+        from PIL import Image
+
+        images = [Image.fromarray(frame) for frame in frames]
+        # GIF delays are whole hundredths of a second; browsers slow anything under 20 ms down to 100 ms.
+        images[0].save(tmp, save_all=True, append_images=images[1:], loop=0,
+                       duration=max(20, round(1000 / fps, -1)))
+    else:
+        import imageio
+
+        with imageio.get_writer(tmp, fps=fps, macro_block_size=8) as writer:
+            for frame in frames:
+                writer.append_data(frame)
     tmp.replace(path)

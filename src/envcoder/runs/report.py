@@ -1,7 +1,7 @@
 """The run report `report.html`: one self-contained page (PNG plots by matplotlib, embedded) with the ranked
 table and its confidence intervals, the task-fitness and shaped-return curves of every candidate, each
 candidate's reward-component breakdown, the candidates left out or diverged with their reasons, and links
-to videos made by `envcoder play` (`<run>/videos/*.mp4`).
+to videos made by `envcoder play` (`<run>/videos/*.mp4` or `.gif`).
 
 Written at the end of every `envcoder eval`; `envcoder report RUN` writes it again.
 """
@@ -124,7 +124,8 @@ def write_report(run: str | Path) -> Path:
     failed += "".join(f"<li><b>{e(name)}</b>: seed {s} diverged at iteration {it} (non-finite rewards, "
                       "observations, actions or parameters); it kept its last finite policy</li>"
                       for name, seeds in diverged.items() for s, it in seeds)
-    videos = sorted((run / "videos").glob("*.mp4")) if (run / "videos").is_dir() else []
+    videos = sorted(v for v in (run / "videos").glob("*") if v.suffix.lower() in (".mp4", ".gif")) if (
+        run / "videos").is_dir() else []
     video_list = "".join(f'<li><a href="videos/{e(v.name)}">{e(v.name)}</a></li>' for v in videos)
 
     fitness_png = _curves(rows, shown, "task_fitness", results["fitness"],
