@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--checkpoint", choices=("best", "last"), default="best",
                     help="best by task fitness during training (default) or the last")
     pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
-    pl.add_argument("--video", type=Path, default=None, help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
+    pl.add_argument("--video", type=Path, default=None,
+                    help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
     pl.add_argument("--width", type=_positive_int, default=480)
     pl.add_argument("--height", type=_positive_int, default=360)
 
@@ -188,7 +189,8 @@ def _eval(args) -> int:
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
         iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
-        wandb_project=args.wandb_project if args.wandb else None, seeds=tuple(range(args.seed, args.seed + args.seeds)))
+        wandb_project=args.wandb_project if args.wandb else None,
+        seeds=tuple(range(args.seed, args.seed + args.seeds)))
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:

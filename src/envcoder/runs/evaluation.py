@@ -223,7 +223,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         physics_failures = 0
         reported_solved = set(np.flatnonzero(jax.device_get(train_state.solved_at) >= 0).tolist())
         done = first
-        already_stopped = _all_done(train_state.diverged_at, train_state.solved_at)  # a resumed, stopped run
+        already_stopped = _all_done(train_state.diverged_at >= 0, train_state.solved_at >= 0)  # resumed, stopped
         if already_stopped:
             timings["stopped_after_iteration"] = first
         for iteration in range(first, first if already_stopped else settings.iterations):
@@ -332,11 +332,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
 
 
 def _all_done(diverged, solved) -> bool:
-    """Every group solved (score_to_win) or diverged, at least one solved: nothing is left to train.
-    Takes `[G]` booleans, or the train state's `diverged_at` / `solved_at` iterations (-1: not yet)."""
+    """`[G]` booleans: every group solved (score_to_win) or diverged, at least one solved: nothing to train."""
     diverged, solved = (np.asarray(jax.device_get(x)) for x in (diverged, solved))
-    if diverged.dtype != bool:
-        diverged, solved = diverged >= 0, solved >= 0
     return bool(np.all(diverged | solved) and np.any(solved))
 
 
