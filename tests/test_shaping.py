@@ -247,6 +247,37 @@ def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_di
     assert metrics["episodes"][0] >= metrics["physics_failures"][0]  # each blow-up ended its episode
 
 
+class RunawaySimulator(Simulator):
+    """Cartpole physics whose velocities all turn to 150 (m/s, rad/s) at every step: finite, but a blow-up
+    where the task's max_qvel is 100."""
+
+    def physics_step(self, data, ctrl):
+        data = super().physics_step(data, ctrl)
+        return data.replace(qvel=jnp.full_like(data.qvel, 150.0))
+
+
+@pytest.mark.parametrize("max_qvel, failures", [(100.0, 1.0), (1000.0, 0.0)])
+def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_sane_state(cartpole, max_qvel, failures):
+    import dataclasses
+
+    task, _, state = cartpole
+    task = dataclasses.replace(task, max_qvel=max_qvel)
+    sim = RunawaySimulator(task.model_file, task.substeps)
+    default = Candidate("default", None, "", {}, "default")
+    config = PPOConfig.for_task(task.ppo_overrides, units=(16, 16))
+    trainer = GroupedTrainer(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
+                             4, (0,), sim)
+    ts = trainer.init()
+    actions = jnp.zeros((1, 4, trainer.action_dim_max))
+    pool = (ts.env.data, ts.env.commands)  # resets go back to the start state
+    env, info = jax.jit(trainer._env_step)(ts.env, actions, pool)
+    np.testing.assert_array_equal(info["physics_failures"], failures)
+    np.testing.assert_array_equal(info["done"], bool(failures))
+    # A failed env was reset (to the pool's start state here); one below the limit keeps its stepped state.
+    expected = ts.env.data.qvel if failures else np.full_like(ts.env.data.qvel, 150.0)
+    np.testing.assert_array_equal(env.data.qvel, expected)
+
+
 def test_a_failure_counts_the_remaining_steps_at_the_after_failure_value(cartpole):
     import dataclasses
 

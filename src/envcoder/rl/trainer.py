@@ -75,7 +75,7 @@ class Transition(NamedTuple):
     completed_fitness: jnp.ndarray
     completed_length: jnp.ndarray
     fitness_step: jnp.ndarray  # the task fitness's per-step quantity (no after-failure fill)
-    physics_failures: jnp.ndarray  # 1.0 where the env's physics went non-finite and it was reset
+    physics_failures: jnp.ndarray  # 1.0 where the env's physics blew up (non-finite or > max_qvel), reset
 
 
 UPDATE_METRICS = ("actor_loss", "critic_loss", "entropy", "bounds_loss", "kl")
@@ -218,11 +218,14 @@ class GroupedTrainer:
             return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl), ctrl
 
         data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
-        # An env whose physics blew up under finite controls (MJX can, under extreme contacts) ends as a
-        # failure from its last finite state and is counted, instead of turning the whole candidate's data
-        # into NaN: one env's solver failure is not the candidate's divergence. Non-finite controls are the
-        # candidate's own doing and propagate, so the candidate is reported as diverged.
-        physics_ok = _all_finite_per_env((data.qpos, data.qvel)) | ~_all_finite_per_env(ctrl)
+        # An env whose physics blew up under finite controls (MJX can, under extreme contacts: non-finite,
+        # or finite but faster than the task's max_qvel) ends as a failure from its last sane state and is
+        # counted, instead of turning the whole candidate's data into NaN or paying it for a solver
+        # artefact: one env's solver failure is not the candidate's divergence. Non-finite controls are
+        # the candidate's own doing and propagate, so the candidate is reported as diverged.
+        sane = _all_finite_per_env((data.qpos, data.qvel))
+        sane = sane & (jnp.max(jnp.abs(data.qvel), axis=-1) <= self.task.max_qvel)
+        physics_ok = sane | ~_all_finite_per_env(ctrl)
         data = _where(physics_ok, data, env.data)
         ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1

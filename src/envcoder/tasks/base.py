@@ -76,6 +76,11 @@ class Task:
     """The default shaping functions, by API name; a candidate overrides any subset."""
     fitness: Mapping[str, Fitness]
     """The task's fitness definitions by name (`--fitness`); the first is the default."""
+    max_qvel: float = 100.0
+    """The fastest any generalized velocity (m/s or rad/s, every entry of `qvel`) of a sane physics state
+    is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its
+    last sane state and is counted. Finite blow-ups (MJX under deep contact penetration can reach 1e4 m/s)
+    would otherwise pay a speed reward that no policy should learn to chase."""
 
     @property
     def config_file(self) -> Path:
