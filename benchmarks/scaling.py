@@ -80,6 +80,9 @@ def worker(args):
     config = PPOConfig.for_task(task.ppo_overrides)
     trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
     setup_s = time.perf_counter() - start
+    if args.compile_only:
+        return print(json.dumps({"task": task.name, "groups": args.groups, "envs_per_candidate": args.envs,
+                                 "setup_s": round(setup_s, 2), **compiled_memory(trainer)}), flush=True)
     metrics, compile_s, train_s = time_training(trainer, args.iterations)
     train_end = time.time()
     steps = args.groups * args.envs * config.horizon_length * args.iterations
@@ -94,6 +97,22 @@ def worker(args):
         "peak_gpu_memory_gib": round(stats.get("peak_bytes_in_use", float("nan")) / 2**30, 3),
         "finite": bool(np.all(np.isfinite(jax.device_get(metrics["step_reward"])))),
         "device": stamp()["device"]}), flush=True)
+
+
+def compiled_memory(trainer) -> dict:
+    """XLA's own buffer plan of the init and iteration programs, compiled for the shapes only (nothing runs)."""
+    import jax
+
+    out = {}
+    keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), "uint32")
+    ts = jax.eval_shape(trainer.init)
+    for name, fn, arg in (("init", jax.jit(trainer._fresh_env), keys), ("iteration", trainer.iteration, ts)):
+        tick = time.perf_counter()
+        analysis = fn.lower(arg).compile().memory_analysis()
+        out[f"{name}_compile_s"] = round(time.perf_counter() - tick, 2)
+        for field in ("argument", "output", "alias", "temp", "generated_code"):
+            out[f"{name}_{field}_gib"] = round(getattr(analysis, f"{field}_size_in_bytes") / 2**30, 4)
+    return out
 
 
 def run_worker(task, groups, envs, iterations, codes="bundled", timeout=900, env=None):
@@ -122,9 +141,17 @@ def gpu_memory_used_mib():
 
 
 def scale(args):
+    """Candidates in one process, upward until one does not fit.
+
+    The workers preallocate (JAX's default) `--mem-fraction` of the GPU. With preallocation off, the allocator
+    grows in regions (4, 8, 16 GiB, ...) and an iteration's one large temporary block (43 GiB at 2048 Anymal
+    candidates) no longer fits beside them: 2048 candidates then ran out of memory at 49 GiB of real need.
+    """
+    env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="true", XLA_PYTHON_CLIENT_MEM_FRACTION=str(args.mem_fraction))
     rows = []
     for groups in args.groups:
-        row = run_worker(args.task, groups, args.envs, args.iterations, timeout=args.timeout)
+        row = run_worker(args.task, groups, args.envs, args.iterations, timeout=args.timeout, env=env)
+        row["mem_fraction"] = args.mem_fraction
         print(json.dumps(row), flush=True)
         rows.append(row)
         if "error" in row:
@@ -219,9 +246,13 @@ def main():
     w = sub.add_parser("worker")
     w.add_argument("--groups", type=int, required=True)
     w.add_argument("--codes", choices=["bundled", "same", "distinct", "sweep"], default="bundled")
+    w.add_argument("--compile-only", action="store_true",
+                   help="print XLA's memory plan of the compiled programs instead of training")
     for name, groups_default in (("scale", [1, 8, 32, 128, 512, 1024]), ("overhead", [64])):
         p = sub.add_parser(name)
         p.add_argument("--groups", type=int, nargs="+", default=groups_default)
+    sub.choices["scale"].add_argument("--mem-fraction", type=float, default=0.95,
+                                      help="XLA_PYTHON_CLIENT_MEM_FRACTION of the workers (JAX's default is 0.75)")
     proc = sub.add_parser("processes")
     proc.add_argument("--counts", type=int, nargs="+", default=[8, 32, 64])
     proc.add_argument("--shared-cache", type=Path, default=None,
@@ -236,6 +267,9 @@ def main():
     args = parser.parse_args()
     if args.which == "worker":
         return worker(args)
+    # This process only launches workers. Importing envcoder starts JAX's backend, which by default would
+    # preallocate 75% of the GPU here, away from the workers.
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     from core import stamp
     result = {"scale": scale, "processes": processes, "overhead": overhead, "compile": compile_time}[args.which](args)
     result["stamp"] = stamp()

@@ -203,3 +203,41 @@ def test_shaper_types_underscore_spelling_and_tasks_listing(capsys):
     assert main(["tasks", "--task", "ant"]) == 0
     text = capsys.readouterr().out
     assert "root_states [E, 13]" in text and "def compute_reward(state)" in text and "forward" in text
+
+
+@pytest.mark.parametrize("preallocate", ["false", None])
+def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypatch, capsys, preallocate):
+    import jax
+
+    import envcoder.runs.evaluation as evaluation
+
+    def out_of_memory(*args, **kwargs):  # what XLA raises when an iteration's buffers do not fit
+        raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 42.69GiB.\nmore")
+    monkeypatch.setattr(evaluation, "_train_and_rank", out_of_memory)
+    if preallocate is None:
+        monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    else:
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", preallocate)
+    out = tmp_path / "o"
+    assert main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--seeds", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    policies = 2 * len(list((BUNDLED / "cartpole").glob("*.py")))
+    assert err.startswith(f"envcoder eval: error: out of GPU memory") and len(err.strip().splitlines()) == 1, err
+    for text in (f"training {policies} policies × 8 envs ({policies * 8} environments)",
+                 "Out of memory while trying to allocate 42.69GiB", "--envs-per-candidate",
+                 "XLA_PYTHON_CLIENT_MEM_FRACTION=0.95", f"envcoder eval --resume {out}"):
+        assert text in err, text
+    assert ("unset XLA_PYTHON_CLIENT_PREALLOCATE=false" in err) == (preallocate == "false")
+    assert (out / "config.json").exists()  # the run directory stays readable
+
+
+def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkeypatch):
+    import jax
+
+    import envcoder.runs.evaluation as evaluation
+
+    def fails(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+    monkeypatch.setattr(evaluation, "_train_and_rank", fails)
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL: something else"):
+        main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--out", str(tmp_path / "o")])

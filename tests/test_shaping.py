@@ -1,6 +1,7 @@
 """Every shaping type takes effect; heterogeneous spaces train as if alone; divergence stays isolated;
 parameter sweeps trace once; --cross forms the product; seed statistics."""
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -162,6 +163,32 @@ def test_parameter_sweep_traces_once(tmp_path, cartpole):
         expected = call_with_params(original, p, jax.tree.map(lambda x: x[g], state_g))
         np.testing.assert_allclose(rewards[g], expected, rtol=1e-6)
         np.testing.assert_allclose(rewards[g], p["UPRIGHT_WEIGHT"] - p["SPEED_WEIGHT"], rtol=1e-6)
+
+
+def test_taking_a_class_s_rows_of_a_constant_is_not_folded_into_a_literal():
+    """A task constant in the state (broadcast to every env), taken for a class whose groups are not
+    contiguous inside the rollout loop, must stay a gather: XLA once folded it into a `G_c × E`-row literal,
+    which grew the executable (77 MiB at 2048 Anymal candidates) and compile time with G."""
+    from envcoder.shaping.grouping import FunctionClass
+
+    groups, envs = 64, 256
+    cls = FunctionClass(function=None, indices=np.array([g for g in range(groups) if g % 8 != 3]))  # a gather
+    default_pose = np.linspace(0.0, 1.0, 12, dtype=np.float32)
+
+    def step(x, _):  # as in a rollout: build the state per env, take the class's rows, apply its function
+        state = jax.vmap(jax.vmap(lambda q: {"q": q, "default_pose": jnp.asarray(default_pose)}))(x)
+        rows = jax.tree.map(cls.take, state)
+        return x.at[cls.indices].set(rows["q"] + rows["default_pose"]), None
+
+    rollout = jax.jit(lambda x: jax.lax.scan(step, x, None, length=3)[0])
+    x = jnp.zeros((groups, envs, 12))
+    expected = np.zeros((groups, envs, 12), np.float32)
+    expected[cls.indices] = 3 * default_pose
+    np.testing.assert_allclose(rollout(x), expected, rtol=1e-6)
+    hlo = rollout.lower(x).compile().as_text()
+    literal_sizes = [int(np.prod([int(d) for d in dims.split(",") if d]))
+                     for dims in re.findall(r"f32\[([\d,]*)\][^ ]* constant\(", hlo)]
+    assert max(literal_sizes, default=0) <= 12, literal_sizes  # only the 12 values themselves
 
 
 class _CountingProxy:

@@ -165,7 +165,8 @@ def _eval(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation, settings_from_run
+    from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation,
+                                         settings_from_run)
     from envcoder.tasks import UnknownTaskError, get_task
 
     if args.resume is not None:
@@ -174,7 +175,7 @@ def _eval(args) -> int:
                                  "overrides or other options with it")
         try:
             run_evaluation(settings_from_run(args.resume), resume=True)
-        except (FileNotFoundError, NoValidCandidatesError, ValueError) as err:
+        except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, ValueError) as err:
             return _fail("eval", str(err))
         return 0
     if args.task is None:
@@ -196,7 +197,7 @@ def _eval(args) -> int:
     try:
         settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))
         run_evaluation(settings)
-    except (FileNotFoundError, FileExistsError, NoValidCandidatesError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, ValueError) as err:
         return _fail("eval", str(err))
     return 0
 
@@ -229,6 +230,7 @@ def _auto(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
+    from envcoder.runs.evaluation import OutOfGPUMemoryError
     from envcoder.search.loop import AutoSettings, load_settings, run_auto
     from envcoder.search.proposers import ProposerError
     from envcoder.search.sandbox import SandboxError
@@ -258,7 +260,8 @@ def _auto(args) -> int:
             request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
             temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
         run_auto(settings)
-    except (UnknownTaskError, ProposerError, SandboxError, FileNotFoundError, FileExistsError, ValueError) as err:
+    except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
+            ValueError) as err:
         return _fail("auto", str(err))
     return 0
 

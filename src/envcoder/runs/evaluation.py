@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import sys
 import time
@@ -27,6 +28,10 @@ from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candid
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
+
+
+class OutOfGPUMemoryError(RuntimeError):
+    """The grouped run does not fit in the device's memory; the message says which settings to change."""
 
 
 class NoValidCandidatesError(RuntimeError):
@@ -149,7 +154,31 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
 
     trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
                              fitness=fitness_name)
-    return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console, resume)
+    try:
+        return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
+                               resume)
+    except jax.errors.JaxRuntimeError as err:
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(trainer.groups), settings, run_dir)) from err
+
+
+def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory) -> str:
+    """What to do when the device runs out of memory: the sizes involved and the settings that matter."""
+    reason = str(err).split("\n")[0].removeprefix("RESOURCE_EXHAUSTED: ")
+    limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+    limit_text = f" of the {limit / 2**30:.1f} GiB JAX may use" if limit else ""
+    hints = ["train fewer environments at once: a smaller --envs-per-candidate, fewer --seeds, or the candidates "
+             "split over several runs",
+             "let JAX use more of the GPU: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (JAX's default is 0.75)"]
+    if os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
+        hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
+                     "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
+                     "way at 49 GiB of need on an 80 GB H100)")
+    return (f"out of GPU memory{limit_text} training {groups} policies × {settings.envs_per_candidate} envs "
+            f"({groups * settings.envs_per_candidate} environments): {reason}. To fix: " + "; or ".join(hints) +
+            f". {run_dir.path} keeps its records and last checkpoint; after changing only the XLA_PYTHON_CLIENT_* "
+            f"settings, continue it with `envcoder eval --resume {run_dir.path}`.")
 
 
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:

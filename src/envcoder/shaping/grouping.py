@@ -56,11 +56,16 @@ class FunctionClass:
         return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
 
     def take(self, x):
-        """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous)."""
+        """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous).
+
+        The row indices pass an optimization barrier: without it XLA constant-folds the gather of a constant
+        field (a task constant broadcast to `[G, E, ...]`, e.g. Anymal's `default_dof_pos`) into a literal
+        of `G_c × E` rows, which made compile time and the executable grow with the number of candidates.
+        """
         start, stop = int(self.indices[0]), int(self.indices[-1]) + 1
         if stop - start == len(self.indices):
             return x[start:stop]
-        return jnp.take(x, self.indices, axis=0)
+        return jnp.take(x, jax.lax.optimization_barrier(jnp.asarray(self.indices)), axis=0)
 
 
 class GroupPlan:
