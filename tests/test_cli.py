@@ -205,8 +205,8 @@ def test_shaper_types_underscore_spelling_and_tasks_listing(capsys):
     assert "root_states [E, 13]" in text and "def compute_reward(state)" in text and "forward" in text
 
 
-@pytest.mark.parametrize("preallocate", ["false", None])
-def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypatch, capsys, preallocate):
+@pytest.mark.parametrize("preallocate, fraction", [("false", None), (None, "0.95")])
+def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypatch, capsys, preallocate, fraction):
     import jax
 
     import envcoder.runs.evaluation as evaluation
@@ -218,16 +218,21 @@ def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypa
         monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     else:
         monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", preallocate)
+    if fraction is None:
+        monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    else:
+        monkeypatch.setenv("XLA_PYTHON_CLIENT_MEM_FRACTION", fraction)
     out = tmp_path / "o"
     assert main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--seeds", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     policies = 2 * len(list((BUNDLED / "cartpole").glob("*.py")))
-    assert err.startswith(f"envcoder eval: error: out of GPU memory") and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("envcoder eval: error: out of GPU memory") and len(err.strip().splitlines()) == 1, err
     for text in (f"training {policies} policies × 8 envs ({policies * 8} environments)",
                  "Out of memory while trying to allocate 42.69GiB", "--envs-per-candidate",
-                 "XLA_PYTHON_CLIENT_MEM_FRACTION=0.95", f"envcoder eval --resume {out}"):
+                 f"{out} keeps its records and last checkpoint", "--resume continues it"):
         assert text in err, text
     assert ("unset XLA_PYTHON_CLIENT_PREALLOCATE=false" in err) == (preallocate == "false")
+    assert ("XLA_PYTHON_CLIENT_MEM_FRACTION=0.95" in err) == (fraction is None)
     assert (out / "config.json").exists()  # the run directory stays readable
 
 

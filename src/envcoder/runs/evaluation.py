@@ -169,16 +169,21 @@ def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: Ru
     limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
     limit_text = f" of the {limit / 2**30:.1f} GiB JAX may use" if limit else ""
     hints = ["train fewer environments at once: a smaller --envs-per-candidate, fewer --seeds, or the candidates "
-             "split over several runs",
-             "let JAX use more of the GPU: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (JAX's default is 0.75)"]
+             "split over several runs"]
+    try:
+        fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+    except ValueError:
+        fraction = 0.0
+    if fraction < 0.95:
+        hints.append("let JAX use more of the GPU: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (JAX's default is 0.75)")
     if os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
         hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
                      "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
                      "way at 49 GiB of need on an 80 GB H100)")
     return (f"out of GPU memory{limit_text} training {groups} policies × {settings.envs_per_candidate} envs "
             f"({groups * settings.envs_per_candidate} environments): {reason}. To fix: " + "; or ".join(hints) +
-            f". {run_dir.path} keeps its records and last checkpoint; after changing only the XLA_PYTHON_CLIENT_* "
-            f"settings, continue it with `envcoder eval --resume {run_dir.path}`.")
+            f". {run_dir.path} keeps its records and last checkpoint: after changing only XLA_PYTHON_CLIENT_* "
+            f"settings, --resume continues it.")
 
 
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
