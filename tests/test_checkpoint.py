@@ -130,7 +130,8 @@ def test_best_checkpoint_holds_each_candidates_best_training_fitness(runs):
                    if r["candidate"] == name and r["seed"] == seed and r["task_fitness"] and int(r["iteration"]) >= 1]
         best_iteration, best = max(fitness, key=lambda f: (f[1], -f[0]))
         with np.load(runs / "whole" / "checkpoints" / label / "best.npz") as data:
-            assert data["task_fitness"] == pytest.approx(best) and int(data["iteration"]) == best_iteration + 1
+            # The policy that collected those episodes: before that iteration's update.
+            assert data["task_fitness"] == pytest.approx(best) and int(data["iteration"]) == best_iteration
         with np.load(runs / "whole" / "checkpoints" / label / "last.npz") as data:
             assert int(data["iteration"]) == ITERATIONS and int(data["obs_dim"]) == 4
 
@@ -240,3 +241,34 @@ def test_score_to_win_freezes_each_solved_candidate_and_stops_when_all_are(runs,
             assert row == by_key[(row["iteration"], *g)]
         else:  # solved: the policy that reached the threshold is kept, no update is applied
             assert row["solved"] == "1.0" and row["actor_loss"] == "" and row["kl"] == ""
+
+    # The driver had dispatched one more iteration before it read that every group was solved; that iteration
+    # changed nothing: the run equals one that was given exactly that many iterations.
+    exact = runs / "solved_exact"
+    stopped = results["timings"]["stopped_after_iteration"]
+    assert main(eval_args(functions, exact, f"ppo.score_to_win={threshold!r}")[:-4] + [
+        "--iterations", str(stopped), "--seeds", "2", "--out", str(exact)]) == 0
+    assert json.loads((exact / "results.json").read_text())["groups"] == results["groups"]
+    with np.load(out / "checkpoints" / "train_state.npz") as x, np.load(exact / "checkpoints" / "train_state.npz") as y:
+        assert all(np.array_equal(x[k], y[k]) for k in x.files)
+
+
+def test_background_writer_keeps_order_and_reports_the_first_failure():
+    from envcoder.runs.background import BackgroundWriter
+
+    done = []
+    writer = BackgroundWriter(max_pending=2)
+    for i in range(20):
+        writer.submit(lambda i=i: done.append(i))
+    writer.close()
+    assert done == list(range(20))
+
+    def fail():
+        raise OSError("disk full")
+    writer, done = BackgroundWriter(), []
+    writer.submit(lambda: done.append(1))
+    writer.submit(fail)
+    writer.submit(lambda: done.append(2))  # after a failure nothing more is written
+    with pytest.raises(OSError, match="disk full"):
+        writer.close()
+    assert done == [1]

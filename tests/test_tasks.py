@@ -49,7 +49,7 @@ def _rollout(name):
     @jax.jit
     def run(key):
         env = trainer._fresh_env(jax.random.split(key, 2))
-        pool = (env.data, env.commands)
+        pool = (env.data, env.commands, env.contact_forces)
 
         def step(env, k):
             actions = jax.random.uniform(k, (2, NUM_ENVS, trainer.action_dim_max), minval=-1, maxval=1)
@@ -182,5 +182,6 @@ def test_root_states_round_trip_through_physics():
     root = root.at[:, 7:13].set(jnp.array([1.0, 0.5, 0.0, 0.1, 0.2, 0.3]))
     qpos, qvel = task.physics_from_state({**state, "root_states": root})
     data = jax.vmap(sim.reset)(qpos, qvel)
-    back = jax.vmap(lambda d: task.build_state(sim, d, jnp.zeros(3), jnp.zeros(8), jnp.zeros(8), 0))(data)
+    back = jax.vmap(lambda d: task.build_state(sim, d, jnp.zeros((4, 3)), jnp.zeros(3), jnp.zeros(8), jnp.zeros(8),
+                                               0))(data)
     np.testing.assert_allclose(back["root_states"], root, atol=1e-5)

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
                          "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
     ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
+    ev.add_argument("--physics", choices=("jax", "warp"), default=None,
+                    help="physics engine: jax (MJX) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang); default: warp "
+                         "on a GPU where warp-lang is installed, else jax")
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
                     help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
                          "with the settings it was started with; the result equals an uninterrupted run's")
@@ -115,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--config", type=Path, default=None, metavar="FILE", help="YAML file of PPO settings")
     auto.add_argument("overrides", nargs="*", metavar="ppo.NAME=VALUE", help="PPO setting overrides")
     auto.add_argument("--fitness", default=None, help="the task fitness to optimise (default: the task's first)")
+    auto.add_argument("--physics", choices=("jax", "warp"), default=None,
+                      help="physics engine of the evaluations: jax or warp (default as for eval)")
     auto.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
     auto.add_argument("--final-seeds", dest="final_seeds", type=_positive_int, default=5,
@@ -190,7 +195,7 @@ def _eval(args) -> int:
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
         iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
-        wandb_project=args.wandb_project if args.wandb else None,
+        wandb_project=args.wandb_project if args.wandb else None, physics=args.physics,
         seeds=tuple(range(args.seed, args.seed + args.seeds)))
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
@@ -255,7 +260,7 @@ def _auto(args) -> int:
             iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
             train_iterations=args.train_iterations, seeds=args.seeds, final_seeds=args.final_seeds,
             final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
-            ppo=parse_overrides(args.overrides), fitness=args.fitness,
+            ppo=parse_overrides(args.overrides), fitness=args.fitness, physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
             request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
             temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
@@ -314,6 +319,9 @@ def _fail(command: str, message: str) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in ("eval", "auto", "play"):
+        from envcoder.compile_cache import enable_compilation_cache
+        enable_compilation_cache()
     return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks}[args.command](args)
 
 

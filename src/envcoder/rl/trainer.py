@@ -16,7 +16,9 @@ Usage:
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
+import threading
 from typing import NamedTuple, Sequence
 
 import jax
@@ -33,6 +35,7 @@ from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.grouping import GroupPlan, group_key
 from envcoder.shaping.validate import CandidateSpec, split_reward
 from envcoder.sim import Simulator
+from envcoder.sim.simulator import default_physics
 from envcoder.tasks.base import Task
 
 
@@ -46,6 +49,18 @@ class EnvState(NamedTuple):
     progress: jnp.ndarray  # [G, E] int32
     episode_return: jnp.ndarray  # [G, E] shaped return so far (unscaled)
     episode_fitness: jnp.ndarray  # [G, E] sum of the task's per-step fitness so far
+    contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3] of `data`, computed over the whole batch
+
+
+class BestPolicy(NamedTuple):
+    """Each group's best policy so far by the task fitness of the episodes that ended in one iteration (from
+    `save_best_after` on): the policy that collected them, kept on the device so that the driver never has to
+    read parameters between iterations."""
+
+    params: dict  # stacked over G
+    obs_rms: RunningMeanStd  # [G, D_max]
+    fitness: jnp.ndarray  # [G] NaN until a group has a best
+    iteration: jnp.ndarray  # [G] int32: updates the policy had had (-1 until a group has a best)
 
 
 class TrainState(NamedTuple):
@@ -59,6 +74,7 @@ class TrainState(NamedTuple):
     iteration: jnp.ndarray  # [] int32
     diverged_at: jnp.ndarray  # [G] int32: iteration at which the group went non-finite, -1 while healthy
     solved_at: jnp.ndarray  # [G] int32: iteration whose episodes reached `score_to_win`, -1 until then
+    best: BestPolicy
 
 
 class Transition(NamedTuple):
@@ -112,12 +128,18 @@ class GroupedTrainer:
 
     def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
                  config: PPOConfig, envs_per_candidate: int, seeds: Sequence[int] = (0,),
-                 simulator: Simulator | None = None, fitness: str | None = None):
+                 simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None):
+        """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
+        ("jax" or "warp"; None: the faster one where it runs, see `default_physics`) is built."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
-        self.sim = simulator or Simulator(task.model_file, task.substeps)
         self.plan = GroupPlan(task, candidates, seeds)
         self.groups = self.plan.groups
+        worlds = len(self.groups) * envs_per_candidate
+        self.sim = simulator or Simulator(task.model_file, task.substeps, physics or default_physics(), worlds)
+        if self.sim.physics == "warp" and self.sim.worlds != worlds:
+            raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
+        self.physics = self.sim.physics
         self.specs = [specs[g.candidate.name] for g in self.groups]
         self.obs_dims = np.array([s.obs_dim for s in self.specs])
         self.action_dims = np.array([s.action_dim for s in self.specs])
@@ -140,6 +162,7 @@ class GroupedTrainer:
         self.iteration = jax.jit(self._iteration, donate_argnums=donate)
         self.evaluate = jax.jit(self._evaluate)
         self.evaluate_recorded = jax.jit(functools.partial(self._evaluate, record=True))
+        self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
     @property
     def labels(self) -> list[str]:
@@ -149,7 +172,7 @@ class GroupedTrainer:
 
     def _state(self, env: EnvState):
         build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
-        return build(env.data, env.commands, env.actions, env.torques, env.progress)
+        return build(env.data, env.contact_forces, env.commands, env.actions, env.torques, env.progress)
 
     def _observe(self, state):
         def pad(outputs, classes):
@@ -176,12 +199,14 @@ class GroupedTrainer:
         return self.plan.dispatch("compute_reward", (state,), merge)
 
     def _reset_pool(self, keys):
-        """Fresh reset states for every environment: `(data, commands)` `[G, E, ...]`."""
+        """Fresh reset states for every environment: `(data, commands, contact_forces)` `[G, E, ...]`."""
         G, E, nu = len(self.groups), self.num_envs, self.sim.mj_model.nu
         reference = self.sim.reset(self.sim.qpos0, jnp.zeros(self.sim.mj_model.nv))  # one forward, broadcast
-        base_data = jax.tree.map(lambda x: jnp.broadcast_to(x, (G, E) + x.shape), reference)
-        base_env = EnvState(base_data, jnp.zeros((G, E, self.task.num_commands)), jnp.zeros((G, E, nu)),
-                            jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None)
+        forces = jnp.broadcast_to(self.sim.task_contact_forces(self.task, reference),
+                                  (G, E, len(self.task.contact_geoms), 3))
+        base_env = EnvState(self.sim.broadcast(reference, (G, E)), jnp.zeros((G, E, self.task.num_commands)),
+                            jnp.zeros((G, E, nu)), jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None,
+                            forces)
         base = self._state(base_env)
         k_init, k_goal = jnp.split(jax.vmap(jax.random.split)(keys), 2, axis=1)
         k_init, k_goal = k_init[:, 0], k_goal[:, 0]
@@ -192,14 +217,19 @@ class GroupedTrainer:
         qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
         data = jax.vmap(jax.vmap(self.sim.reset))(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
         commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
-        return data, commands
+        return data, commands, self.sim.task_contact_forces(self.task, data)
 
     def _fresh_env(self, keys) -> EnvState:
-        data, commands = self._reset_pool(keys)
+        data, commands, forces = self._reset_pool(keys)
         G, E = len(self.groups), self.num_envs
         zeros = jnp.zeros((G, E))
         return EnvState(data, commands, jnp.zeros((G, E, self.action_dim_max)),
-                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros)
+                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros, forces)
+
+    def _select(self, mask, a: EnvState, b: EnvState) -> EnvState:
+        """Per environment (`mask [G, E]`), `a` else `b`."""
+        return _where(mask, a._replace(data=None), b._replace(data=None))._replace(
+            data=self.sim.select(mask, a.data, b.data))
 
     # ---- acting ---------------------------------------------------------------------------------
 
@@ -214,7 +244,9 @@ class GroupedTrainer:
             # compute_torque runs at every physics step with the action held (a PD controller sees the
             # joints move), as legged_gym does within its decimation loop.
             data, ctrl = carry
-            ctrl = self.sim.clip_ctrl(self._torque(clipped_actions, self._state(env._replace(data=data, torques=ctrl))))
+            forces = self.sim.task_contact_forces(self.task, data)
+            now = env._replace(data=data, torques=ctrl, contact_forces=forces)
+            ctrl = self.sim.clip_ctrl(self._torque(clipped_actions, self._state(now)))
             return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl), ctrl
 
         data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
@@ -226,10 +258,13 @@ class GroupedTrainer:
         sane = _all_finite_per_env((data.qpos, data.qvel))
         sane = sane & (jnp.max(jnp.abs(data.qvel), axis=-1) <= self.task.max_qvel)
         physics_ok = sane | ~_all_finite_per_env(ctrl)
-        data = _where(physics_ok, data, env.data)
+        forces = jnp.where(physics_ok[..., None, None], self.sim.task_contact_forces(self.task, data),
+                           env.contact_forces)
+        data = self.sim.select(physics_ok, data, env.data)
         ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1
-        stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress)
+        stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress,
+                               contact_forces=forces)
         new_state = self._state(stepped)
         reward, components = self._reward(new_state)
         terminal = self.plan.dispatch("compute_terminal", (new_state,)) | ~physics_ok
@@ -249,8 +284,8 @@ class GroupedTrainer:
         zeros = jnp.zeros_like(reward)
         after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
         reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
-                         jnp.zeros_like(progress), zeros, zeros)
-        return _where(done, reset, after), info
+                         jnp.zeros_like(progress), zeros, zeros, pool[2])
+        return self._select(done, reset, after), info
 
     def _rollout(self, ts: TrainState, keys, pool):
         cfg = self.config
@@ -339,9 +374,25 @@ class GroupedTrainer:
             metrics[name] = jnp.where(updated, metrics[name], jnp.nan)
         metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
         metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
+        best = self._best(ts, metrics["task_fitness"], diverged_at)
         new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1,
-                            diverged_at, solved_at)
+                            diverged_at, solved_at, best)
+        if cfg.score_to_win is not None:
+            # Once every group is solved or diverged the run is over: an iteration dispatched after that (the
+            # driver dispatches one ahead of reading metrics) leaves the state as it is.
+            over = jnp.all((ts.diverged_at >= 0) | (ts.solved_at >= 0)) & jnp.any(ts.solved_at >= 0)
+            new_ts = jax.tree.map(lambda old, new: jnp.where(over, old, new), ts, new_ts)
         return new_ts, metrics
+
+    def _best(self, ts: TrainState, fitness, diverged_at) -> BestPolicy:
+        """`ts.best` with the groups whose episodes of this iteration beat their best so far replaced by the
+        policy that collected them (`ts.params`, before this iteration's update)."""
+        best = ts.best
+        beats = (fitness > best.fitness) if self.fitness.higher_is_better else (fitness < best.fitness)
+        improved = ((ts.iteration + 1 >= self.config.save_best_after) & ~jnp.isnan(fitness) & (diverged_at < 0)
+                    & (jnp.isnan(best.fitness) | beats))
+        return _where_group(improved, BestPolicy(ts.params, ts.obs_rms, fitness, jnp.broadcast_to(
+            ts.iteration, improved.shape)), best)
 
     def _reached(self, traj: Transition) -> jnp.ndarray:
         """`[G]` bool: the episodes that ended in this rollout reached `score_to_win` on average."""
@@ -405,8 +456,16 @@ class GroupedTrainer:
 
     def init(self) -> TrainState:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`."""
-        cfg = self.config
         keys = jnp.stack([group_key(g.candidate.name, g.seed) for g in self.groups])
+        state = jax.jit(self._init)(keys)
+        # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
+        # not be donated twice.
+        return state._replace(best=state.best._replace(
+            params=jax.tree.map(jnp.copy, state.best.params), obs_rms=jax.tree.map(jnp.copy, state.best.obs_rms)))
+
+    def _init(self, keys) -> TrainState:
+        """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`."""
+        cfg = self.config
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
 
@@ -414,9 +473,9 @@ class GroupedTrainer:
         pieces, order = [], []
         for dims in sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist()))):
             idx = np.flatnonzero((self.obs_dims == dims[0]) & (self.action_dims == dims[1]))
-            init = jax.jit(jax.vmap(lambda k, d=dims: pad_actor_critic(
-                init_actor_critic(k, d[0], d[1], cfg.units, cfg.sigma_init), self.obs_dim_max, self.action_dim_max)))
-            pieces.append(init(param_keys[idx]))
+            pieces.append(jax.vmap(lambda k, d=dims: pad_actor_critic(
+                init_actor_critic(k, d[0], d[1], cfg.units, cfg.sigma_init), self.obs_dim_max,
+                self.action_dim_max))(param_keys[idx]))
             order.append(idx)
         inverse = np.argsort(np.concatenate(order))
         params = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inverse], *pieces)
@@ -424,10 +483,35 @@ class GroupedTrainer:
         G = len(self.groups)
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
-        env = jax.jit(self._fresh_env)(env_keys)
+        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, env, next_keys, jnp.asarray(0, jnp.int32), jnp.full((G,), -1, jnp.int32),
-                          jnp.full((G,), -1, jnp.int32))
+                          obs_rms, value_rms, self._fresh_env(env_keys), next_keys, jnp.asarray(0, jnp.int32),
+                          jnp.full((G,), -1, jnp.int32), jnp.full((G,), -1, jnp.int32), best)
+
+    def snapshot(self, train_state: TrainState) -> TrainState | None:
+        """A copy of `train_state` on the device (it survives the next iteration, which donates its input), or
+        None where the device lacks the free memory for one (twice its size) or reports none (the CPU)."""
+        stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
+        size = sum(x.nbytes for x in jax.tree.leaves(train_state))
+        if not stats or stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0) < 2 * size:
+            return None
+        return self._copy(train_state)
+
+    def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
+        """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
+        it once the iteration is compiled: two compilations at once slow each other down); the future gives the
+        compiled function."""
+        shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), train_state)
+        future = concurrent.futures.Future()
+
+        def compile_():
+            try:
+                future.set_result(self.evaluate.lower(shapes).compile())
+            except BaseException as err:  # noqa: BLE001 - raised where the result is asked for
+                future.set_exception(err)
+        # A daemon thread: a run that fails before it evaluates exits without waiting for this compile.
+        threading.Thread(target=compile_, name="envcoder-compile-evaluation", daemon=True).start()
+        return future
 
     def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003, record: bool = False):
         """Task fitness of every group's deterministic policy over one full episode per env.
@@ -437,7 +521,7 @@ class GroupedTrainer:
         """
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
         env = self._fresh_env(keys)
-        pool = (env.data, env.commands)
+        pool = (env.data, env.commands, env.contact_forces)
         alive = jnp.ones((len(self.groups), self.num_envs), bool)
         totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
 

@@ -50,7 +50,7 @@ def load_train_state(directory: Path, template):
         if saved.shape != fresh.shape:
             raise ValueError(f"{directory}: a checkpoint array has shape {saved.shape}, this run's {fresh.shape}; "
                              "the candidates or settings changed since it was written")
-    return jax.tree.unflatten(treedef, leaves), progress
+    return jax.device_put(jax.tree.unflatten(treedef, leaves)), progress
 
 
 def save_policy(path: Path, params, obs_rms, obs_dim: int, action_dim: int, iteration: int, fitness: float) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import platform
 import sys
@@ -19,6 +20,7 @@ from rich.table import Table
 import envcoder
 from envcoder.rl.config import PPOConfig, load_config_file
 from envcoder.rl.trainer import GroupedTrainer
+from envcoder.runs.background import BackgroundWriter
 from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
@@ -27,6 +29,7 @@ from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
+from envcoder.sim.simulator import default_physics
 from envcoder.tasks import get_task
 
 
@@ -68,6 +71,9 @@ class EvalSettings:
     """Write TensorBoard event files per candidate and seed (`<out>/tensorboard/`)."""
     wandb_project: str | None = None
     """Log to Weights & Biases under this project, one W&B run per candidate and seed (None: off)."""
+    physics: str | None = None
+    """Physics engine for training and evaluation: "jax" or "warp" (None: the faster one where it runs, see
+    `envcoder.sim.simulator.default_physics`). Candidates are validated on the JAX engine either way."""
 
 
 def _versions() -> dict:
@@ -85,7 +91,7 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
         ppo=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
-        wandb_project=config.get("wandb_project"),
+        wandb_project=config.get("wandb_project"), physics=config.get("physics", "jax"),
         config_file=Path(config["config_file"]) if config["config_file"] else None)
 
 
@@ -152,8 +158,10 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     else:
         _write_run_records(run_dir, settings, task, fitness_name, config, valid)
 
-    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds, simulator,
-                             fitness=fitness_name)
+    physics = settings.physics or default_physics()
+    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
+                             simulator if physics == simulator.physics else None, fitness=fitness_name,
+                             physics=physics)
     try:
         return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
                                resume)
@@ -193,6 +201,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
         "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
+        "physics": settings.physics or default_physics(),
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
@@ -203,6 +212,12 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
 
 def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
                     resume) -> dict:
+    """Train, recording as it goes, then evaluate and rank.
+
+    The loop keeps the device busy: it dispatches iteration k+1 before it reads iteration k's metrics (JAX
+    runs them in order), and the records are written by a background thread. The train state is read back
+    only at checkpoints, before the next dispatch (the iteration donates its input state on the GPU).
+    """
     best_of = np.nanargmax if fitness.higher_is_better else np.nanargmin
     labels = trainer.labels
     # Reward components are reported only for the candidates that define them.
@@ -213,18 +228,16 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     count = len({g.candidate.name for g in trainer.groups})
     console.print(f"[bold]{task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
                   f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
-                  f"in one process on {jax.devices()[0].device_kind}", highlight=False)
+                  f"in one process on {jax.devices()[0].device_kind}, {trainer.physics} physics", highlight=False)
 
     start = time.perf_counter()
     train_state = trainer.init()
     last_fitness = np.full(len(labels), np.nan)
-    best_fitness = np.full(len(labels), np.nan)
     first = 0
     if resume and (run_dir.checkpoints / "progress.json").exists():
         train_state, progress = load_train_state(run_dir.checkpoints, train_state)
         first = progress["iteration"]
         last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
-        best_fitness = np.array(progress["best_fitness"], dtype=np.float64)
         reported_divergence = set(progress["reported_divergence"])
         console.print(f"resuming {settings.out} after iteration {first} of {settings.iterations}", highlight=False)
     if resume:
@@ -234,101 +247,132 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     if settings.wandb_project is not None:
         wandb = WandbLog(run_dir.path, labels, {k: v for k, v in run_dir.read_config().items() if k != "candidates"},
                          settings.wandb_project)
-    timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first}
-    improves = np.greater if fitness.higher_is_better else np.less
+    timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first, "physics": trainer.physics}
+    writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
+    best_written = np.full(len(labels), -2)  # the best policy's iteration last written per group
 
-    def checkpoint(done: int) -> None:
-        """The full training state, then every group's last policy."""
-        save_train_state(run_dir.checkpoints, train_state, {
-            "iteration": done, "last_fitness": [float(x) for x in last_fitness],
-            "best_fitness": [float(x) for x in best_fitness],
-            "reported_divergence": sorted(int(g) for g in reported_divergence)})
-        params, obs_rms = jax.device_get((train_state.params, train_state.obs_rms))
-        for g, label in enumerate(labels):
-            save_policy(run_dir.checkpoints / label / "last.npz", jax.tree.map(lambda x: x[g], params),
-                        jax.tree.map(lambda x: x[g], obs_rms), int(trainer.obs_dims[g]),
-                        int(trainer.action_dims[g]), done, float(last_fitness[g]))
+    def checkpoint(done: int, state) -> None:
+        """Write the train state, every group's last policy and the best policies that changed, in the
+        background. The next dispatch donates `state`: it is copied on the device first where the memory
+        allows (the device runs on while the copy is read back), else read back now."""
+        snapshot = trainer.snapshot(state)
+        progress = {"iteration": done, "last_fitness": [float(x) for x in last_fitness],
+                    "reported_divergence": sorted(int(g) for g in reported_divergence)}
+        if snapshot is None:
+            state = jax.device_get(state)
+
+        def write():
+            nonlocal state
+            if snapshot is not None:
+                state = jax.device_get(snapshot)
+            best = state.best
+            changed = np.flatnonzero((best.iteration >= 0) & (best.iteration != best_written))
+            best_written[changed] = best.iteration[changed]
+            changed = set(changed.tolist())
+            save_train_state(run_dir.checkpoints, state, progress)
+            for g, label in enumerate(labels):
+                group = functools.partial(_row, g)
+                save_policy(run_dir.checkpoints / label / "last.npz", group(state.params), group(state.obs_rms),
+                            int(trainer.obs_dims[g]), int(trainer.action_dims[g]), done, float(progress[
+                                "last_fitness"][g]))
+                if g in changed:
+                    save_policy(run_dir.checkpoints / label / "best.npz", group(best.params), group(best.obs_rms),
+                                int(trainer.obs_dims[g]), int(trainer.action_dims[g]), int(best.iteration[g]),
+                                float(best.fitness[g]))
+        writer.submit(write)
+
+    def record(iteration: int, metrics, elapsed: float) -> bool:
+        """Bookkeeping and records of one iteration's metrics; True when every group is solved or diverged."""
+        for key, mask in own_components.items():
+            metrics[key] = np.where(mask, metrics[key], np.nan)
+        for g in np.flatnonzero(metrics["diverged"] > 0):
+            if g not in reported_divergence:
+                reported_divergence.add(g)
+                progress.console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite "
+                                       "rewards, observations, actions or parameters; it stops updating",
+                                       highlight=False)
+        for g in np.flatnonzero(metrics["solved"] > 0):
+            if g not in reported_solved:
+                reported_solved.add(g)
+                progress.console.print(
+                    f"[green]solved[/green] {labels[g]} at iteration {iteration}: task fitness "
+                    f"{metrics['task_fitness'][g]:.3f} reached score_to_win {config.score_to_win}; "
+                    "it keeps that policy and stops updating", highlight=False)
+        finished = ~np.isnan(metrics["task_fitness"])
+        last_fitness[finished] = metrics["task_fitness"][finished]
+        extra = {"env_steps_per_s": steps_per_iteration / elapsed}
+        writer.submit(functools.partial(run_dir.append_metrics, iteration, labels, metrics, extra))
+        for log in (tensorboard, wandb):
+            if log is not None:
+                writer.submit(functools.partial(log.write, iteration, metrics, extra))
+        best = "" if np.all(np.isnan(last_fitness)) else (
+            f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
+        failures_so_far[0] += int(np.sum(metrics["physics_failures"]))
+        if reported_solved:
+            best += f" | {len(reported_solved)}/{len(labels)} solved"
+        if reported_divergence or failures_so_far[0]:
+            best += f" | {len(reported_divergence)} diverged, {failures_so_far[0]} physics resets"
+        progress.update(bar, advance=1, rate=f"{extra['env_steps_per_s'] / 1e3:,.0f}k steps/s", best=best)
+        return _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
+
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[best]}"))
-    with Progress(*columns, console=console, transient=False) as progress:
-        bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…", best="")
-        steady_start = None
-        physics_failures = 0
-        reported_solved = set(np.flatnonzero(jax.device_get(train_state.solved_at) >= 0).tolist())
-        done = first
-        already_stopped = _all_done(train_state.diverged_at >= 0, train_state.solved_at >= 0)  # resumed, stopped
-        if already_stopped:
-            timings["stopped_after_iteration"] = first
-        for iteration in range(first, first if already_stopped else settings.iterations):
-            tick = time.perf_counter()
-            train_state, metrics = trainer.iteration(train_state)
-            metrics = jax.device_get(metrics)
-            elapsed = time.perf_counter() - tick
-            for key, mask in own_components.items():
-                metrics[key] = np.where(mask, metrics[key], np.nan)
-            for g in np.flatnonzero(metrics["diverged"] > 0):
-                if g not in reported_divergence:
-                    reported_divergence.add(g)
-                    progress.console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite "
-                                           "rewards, observations, actions or parameters; it stops updating",
-                                           highlight=False)
-            for g in np.flatnonzero(metrics["solved"] > 0):
-                if g not in reported_solved:
-                    reported_solved.add(g)
-                    progress.console.print(
-                        f"[green]solved[/green] {labels[g]} at iteration {iteration}: task fitness "
-                        f"{metrics['task_fitness'][g]:.3f} reached score_to_win {config.score_to_win}; "
-                        "it keeps that policy and stops updating", highlight=False)
-            if iteration == first:
-                timings["first_iteration_s"] = elapsed  # includes compilation
-                steady_start = time.perf_counter()
-            finished = ~np.isnan(metrics["task_fitness"])
-            last_fitness[finished] = metrics["task_fitness"][finished]
-            # Best policy by task fitness (of the episodes that ended this iteration), after save_best_after.
-            improved = finished & (metrics["diverged"] == 0) & (
-                np.isnan(best_fitness) | improves(np.nan_to_num(metrics["task_fitness"]), best_fitness))
-            if iteration + 1 >= config.save_best_after and improved.any():
-                best_fitness[improved] = metrics["task_fitness"][improved]
-                params, obs_rms = jax.device_get((train_state.params, train_state.obs_rms))
-                for g in np.flatnonzero(improved):
-                    save_policy(run_dir.checkpoints / labels[g] / "best.npz", jax.tree.map(lambda x: x[g], params),
-                                jax.tree.map(lambda x: x[g], obs_rms), int(trainer.obs_dims[g]),
-                                int(trainer.action_dims[g]), iteration + 1, float(best_fitness[g]))
-            rate = steps_per_iteration / elapsed
-            run_dir.append_metrics(iteration, labels, metrics, {"env_steps_per_s": rate})
-            for log in (tensorboard, wandb):
-                if log is not None:
-                    log.write(iteration, metrics, {"env_steps_per_s": rate})
-            best = "" if np.all(np.isnan(last_fitness)) else (
-                f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
-            physics_failures += int(np.sum(metrics["physics_failures"]))
-            if reported_solved:
-                best += f" | {len(reported_solved)}/{len(labels)} solved"
-            if reported_divergence or physics_failures:
-                best += f" | {len(reported_divergence)} diverged, {physics_failures} physics resets"
-            progress.update(bar, advance=1, rate=f"{rate / 1e3:,.0f}k steps/s", best=best)
-            done = iteration + 1
-            stopped = _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
-            if stopped or done == settings.iterations or (
-                    config.save_frequency and done % config.save_frequency == 0):
-                checkpoint(done)
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…",
+                                    best="")
+            failures_so_far = [0]
+            reported_solved = set(np.flatnonzero(jax.device_get(train_state.solved_at) >= 0).tolist())
+            done = first
+            stopped = _all_done(train_state.diverged_at >= 0, train_state.solved_at >= 0)  # resumed, stopped
             if stopped:
-                progress.update(bar, total=done)
-                progress.console.print(f"every candidate is solved or diverged: stopping after iteration {iteration}",
-                                       highlight=False)
-                timings["stopped_after_iteration"] = done
-                break
-        if done - first > 1:
-            timings["steady_env_steps_per_s"] = steps_per_iteration * (done - first - 1) / (
-                time.perf_counter() - steady_start)
-    run_dir.close()
-    if tensorboard is not None:
-        tensorboard.close()
+                timings["stopped_after_iteration"] = first
+            pending = None  # (iteration, metrics on the device) dispatched and not yet read
+            evaluation_compiled = None
+            arrived = tick = time.perf_counter()
+            for iteration in ([] if stopped else range(first, settings.iterations)):
+                train_state, metrics = trainer.iteration(train_state)
+                if evaluation_compiled is None:  # the iteration is compiled now: the evaluation compiles meanwhile
+                    evaluation_compiled = trainer.compile_evaluation(train_state)
+                for leaf in metrics.values():
+                    leaf.copy_to_host_async()
+                due = [pending, (iteration, metrics)] if _checkpoint_due(iteration + 1, settings, config) else [pending]
+                for item in due:
+                    if item is None:
+                        continue
+                    host_metrics = jax.device_get(item[1])
+                    now = time.perf_counter()
+                    if item[0] == first:
+                        timings["first_iteration_s"] = now - tick  # includes compilation
+                        steady_start = now
+                    stopped = record(item[0], host_metrics, now - arrived)
+                    arrived, done, pending = now, item[0] + 1, None
+                    if stopped:
+                        break  # an iteration dispatched after this one changed nothing (see GroupedTrainer)
+                if stopped or done == iteration + 1:
+                    checkpoint(done, train_state)
+                if stopped:
+                    progress.update(bar, total=done)
+                    progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
+                                           f"{done - 1}", highlight=False)
+                    timings["stopped_after_iteration"] = done
+                    break
+                if done != iteration + 1:
+                    pending = (iteration, metrics)
+            if done - first > 1:
+                timings["steady_env_steps_per_s"] = steps_per_iteration * (done - first - 1) / (
+                    time.perf_counter() - steady_start)
+    finally:
+        writer.close()
+        run_dir.close()
+        if tensorboard is not None:
+            tensorboard.close()
 
     console.print("evaluating each policy deterministically over one full episode per environment…")
     tick = time.perf_counter()
-    evaluation = jax.device_get(trainer.evaluate(train_state))
+    evaluate = trainer.evaluate if evaluation_compiled is None else evaluation_compiled.result()
+    evaluation = jax.device_get(evaluate(train_state))
     timings["evaluation_s"] = time.perf_counter() - tick
     timings["total_s"] = time.perf_counter() - start
 
@@ -363,6 +407,16 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     report = write_report(settings.out)
     console.print(f"run directory: {settings.out} (report: {report})", highlight=False)
     return results
+
+
+def _row(g: int, tree):
+    """Group `g`'s slice of a pytree stacked over groups."""
+    return jax.tree.map(lambda x: x[g], tree)
+
+
+def _checkpoint_due(done: int, settings: EvalSettings, config: PPOConfig) -> bool:
+    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last."""
+    return done == settings.iterations or bool(config.save_frequency and done % config.save_frequency == 0)
 
 
 def _all_done(diverged, solved) -> bool:

@@ -84,6 +84,8 @@ class AutoSettings:
     config_file: Path | None = None
     ppo: dict = dataclasses.field(default_factory=dict)
     fitness: str | None = None
+    physics: str | None = None
+    """Physics engine of the evaluations ("jax" or "warp"; None: the faster one where it runs)."""
     validation_timeout_s: float = 120.0
     validation_memory_gib: float = 4.0
     validation_workers: int = 2
@@ -268,7 +270,7 @@ class AutoRun:
             task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
             envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
             seeds=tuple(range(self.s.seed, self.s.seed + seeds)), ppo=dict(self.s.ppo),
-            config_file=self.s.config_file, fitness=self.fitness_name)
+            config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics)
         try:
             return run_evaluation(settings, self.console)
         except NoValidCandidatesError as err:

@@ -324,17 +324,22 @@ def call_with_params(fn: Callable, params: Mapping, *args):
     """Call a candidate function with its swept constants set to `params` (numbers or traced arrays).
 
     The constants are globals of the candidate's own namespace; they are swapped in for the call
-    only. Under `jax.vmap` this traces the function once for all variants of a file.
+    only. Under `jax.vmap` this traces the function once for all variants of a file. The swap holds a lock:
+    the trainer traces its evaluation in a background thread while the main thread traces the iteration.
     """
     if not params:
         return fn(*args)
     namespace = fn.__globals__
-    saved = {name: namespace[name] for name in params}
-    namespace.update(params)
-    try:
-        return fn(*args)
-    finally:
-        namespace.update(saved)
+    with _SWAP_LOCK:
+        saved = {name: namespace[name] for name in params}
+        namespace.update(params)
+        try:
+            return fn(*args)
+        finally:
+            namespace.update(saved)
+
+
+_SWAP_LOCK = threading.RLock()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,12 +36,20 @@ def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
     data = jax.jit(jax.vmap(lambda _: simulator.reset(simulator.qpos0, jnp.zeros(simulator.mj_model.nv))))(
         jnp.arange(num_envs))
     nu = simulator.mj_model.nu
-    build = jax.vmap(lambda *args: task.build_state(simulator, *args))
+    build = _builder(task, simulator)
     state = build(data, jnp.zeros((num_envs, task.num_commands)), jnp.zeros((num_envs, nu)),
                   jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))
     commands = task.defaults["sample_goal"](jax.random.PRNGKey(0), state)  # a goal as training will see
     return {**state, **build(data, commands, jnp.zeros((num_envs, nu)), jnp.zeros((num_envs, nu)),
                              jnp.zeros((num_envs,), jnp.int32))}
+
+
+def _builder(task, simulator):
+    """`(data, commands, actions, torques, progress_buf) -> state` over a leading environment axis."""
+    def build(data, *buffers):
+        forces = simulator.task_contact_forces(task, data)
+        return jax.vmap(lambda *args: task.build_state(simulator, *args))(data, forces, *buffers)
+    return build
 
 
 def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = ROLLOUT_STEPS, seed: int = 0):
@@ -54,7 +62,7 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
     start = sample_state(task, simulator, num_envs)
     nu = simulator.mj_model.nu
     k_init, k_goal, k_act = jax.random.split(jax.random.PRNGKey(seed), 3)
-    build = jax.vmap(lambda *args: task.build_state(simulator, *args))
+    build = _builder(task, simulator)
     torque = task.defaults["compute_torque"]
 
     @jax.jit

@@ -1,13 +1,21 @@
 """MJCF loading and physics stepping with substeps, on MuJoCo MJX.
 
 The functions here act on one environment; the trainer vmaps them over all environments of all
-candidates at once (`[G * E]`), so physics is one batched computation whatever the candidates are.
+candidates at once (`[G, E]`), so physics is one batched computation whatever the candidates are.
+
+Two physics engines run the same model: MJX's JAX implementation (`physics="jax"`, every platform) and
+MuJoCo Warp (`physics="warp"`, CUDA GPUs, needs `pip install warp-lang`), which MJX calls from inside the
+jitted function. Warp keeps some arrays for all environments together (its contact list), so a Warp
+simulator is built for a fixed number of environments (`worlds`), and contact forces are computed over the
+whole batch (`contact_forces`) rather than per environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
+import math
 from pathlib import Path
 from typing import Sequence
 
@@ -16,21 +24,56 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-# MJX tries to import its optional Warp backend and prints an error when it is absent; envcoder uses
-# the JAX backend only, so that message is noise for our users.
+# MJX tries to import its optional Warp backend and prints an error when it is absent; that message is
+# noise for users of the JAX engine (the Warp engine checks for it with a clear error).
 with contextlib.redirect_stdout(io.StringIO()):
     from mujoco import mjx
+    from mujoco.mjx import warp as mjx_warp
+
+PHYSICS_ENGINES = ("jax", "warp")
+
+CONTACTS_PER_PAIR = 4
+"""Contacts one geom pair may produce (a box on a plane makes 4; a sphere 1): sizes Warp's contact list."""
+
+
+def default_physics() -> str:
+    """The faster engine where it runs: Warp on a CUDA GPU when warp-lang is installed, else JAX
+    (docs/benchmarks/throughput.md compares them)."""
+    return "warp" if jax.default_backend() == "gpu" and mjx_warp.WARP_INSTALLED else "jax"
 
 
 class Simulator:
     """One MJCF model on the accelerator, stepped `substeps` physics steps per control step."""
 
-    def __init__(self, model_file: str | Path, substeps: int):
+    def __init__(self, model_file: str | Path, substeps: int, physics: str = "jax", worlds: int | None = None):
+        """`physics`: "jax" or "warp"; `worlds`: the number of environments stepped together (Warp only)."""
+        if physics not in PHYSICS_ENGINES:
+            raise ValueError(f"unknown physics engine {physics!r}; choose from {', '.join(PHYSICS_ENGINES)}")
         self.model_file = Path(model_file)
+        self.physics = physics
         self.mj_model = mujoco.MjModel.from_xml_path(str(self.model_file))
-        self.model = mjx.put_model(self.mj_model)
         self.substeps = substeps
-        self._data0 = mjx.make_data(self.model)
+        if physics == "jax":
+            self.model = mjx.put_model(self.mj_model)
+            self._data0 = mjx.make_data(self.model)
+        else:
+            if not mjx_warp.WARP_INSTALLED:
+                raise ValueError("--physics warp needs MuJoCo Warp's warp-lang package: pip install "
+                                 "warp-lang==1.18.0 (the version mujoco-mjx 3.17 is built for), or use --physics jax")
+            if worlds is None:
+                raise ValueError("a Warp simulator steps a fixed number of environments: pass worlds=")
+            # Only explicit contact pairs collide in envcoder's models; each pair makes a few contacts at most.
+            per_world = CONTACTS_PER_PAIR * max(self.mj_model.npair, 1)
+            constraints = 4 * per_world + int(self.mj_model.jnt_limited.sum()) + self.mj_model.neq * 6
+            self.model = mjx.put_model(self.mj_model, impl="warp")
+            # envcoder's models use few solver iterations on purpose (MJX speed); Warp would print a warning at
+            # every step that reaches the limit. Its warnings about overflowing buffers stay on.
+            quiet = self.model.opt._impl.replace(warn_overflow=self.model.opt._impl.warn_overflow & ~(
+                mjx_warp.mjwp_types.OverflowType.ITERATIONS | mjx_warp.mjwp_types.OverflowType.LS_ITERATIONS))
+            self.model = self.model.replace(opt=self.model.opt.replace(_impl=quiet))
+            self._data0 = mjx.make_data(self.mj_model, impl="warp", naconmax=worlds * per_world,
+                                        njmax=constraints)
+        self.worlds = worlds
         ctrl_limited = self.mj_model.actuator_ctrllimited.astype(bool)
         ranges = self.mj_model.actuator_ctrlrange
         self._ctrl_low = jnp.asarray(np.where(ctrl_limited, ranges[:, 0], -np.inf), jnp.float32)
@@ -52,23 +95,91 @@ class Simulator:
         """`ctrl [..., nu]` clipped to the actuators' control ranges (what the physics applies)."""
         return jnp.clip(ctrl, self._ctrl_low, self._ctrl_high)
 
+    def geom_ids(self, names: Sequence[str]) -> tuple[int, ...]:
+        """The ids of the geoms named `names`; an unknown name is an error that names the model file."""
+        ids = tuple(mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in names)
+        missing = [name for name, i in zip(names, ids) if i < 0]
+        if missing:
+            raise ValueError(f"{self.model_file}: no geom named {', '.join(missing)}")
+        return ids
+
+    def task_contact_forces(self, task, data: mjx.Data) -> jnp.ndarray:
+        """`[..., len(task.contact_geoms), 3]`: what `task.build_state` receives as `contact_forces`."""
+        return self.contact_forces(data, self.geom_ids(task.contact_geoms))
+
     def contact_forces(self, data: mjx.Data, geom_ids: Sequence[int]) -> jnp.ndarray:
-        """`[len(geom_ids), 3]`: the net contact force on each geom, world frame, in N (from the last step's
-        constraint solve). Supports the pyramidal friction cone with condim 3, which envcoder's models use."""
+        """`[..., len(geom_ids), 3]`: the net contact force on each geom, world frame, in N (from the last step's
+        constraint solve), for data with any leading batch axes (all of the simulator's worlds, for Warp).
+        Supports the pyramidal friction cone with condim 3, which envcoder's models use."""
         if self.mj_model.opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL or np.any(self.mj_model.pair_dim != 3):
             raise NotImplementedError(f"{self.model_file.name}: contact forces need cone='pyramidal' and condim 3")
+        lead = data.qpos.shape[:-1]
+        if not geom_ids:
+            return jnp.zeros(lead + (0, 3))
+        if self.physics == "jax":
+            per_env = functools.partial(self._contact_forces_one, geom_ids=tuple(geom_ids))
+            for _ in lead:
+                per_env = jax.vmap(per_env)
+            return per_env(data)
+        impl = data._impl
+        worlds = math.prod(lead)
+        # Warp's contact list holds the contacts of all worlds; a condim-3 pyramid has 4 rows per contact.
+        index = jnp.arange(impl.contact__geom.shape[0])
+        world = jnp.clip(impl.contact__worldid, 0, worlds - 1)
+        rows = impl.contact__efc_address[:, :4]
+        valid = (index < impl.nacon[0]) & (rows[:, 0] >= 0)
+        efc_force = impl.efc__force.reshape(worlds, -1)
+        pyramid = jnp.where(valid[:, None], efc_force[world[:, None], jnp.maximum(rows, 0)], 0.0)
+        world_force = self._pyramid_to_world(pyramid, impl.contact__friction, impl.contact__frame)
+        per_geom = self._per_geom(world_force, impl.contact__geom, geom_ids)  # [contacts, n, 3]
+        forces = jax.ops.segment_sum(per_geom, world, num_segments=worlds)
+        return forces.reshape(lead + (len(geom_ids), 3))
+
+    def _contact_forces_one(self, data: mjx.Data, geom_ids: tuple[int, ...]) -> jnp.ndarray:
+        """`[len(geom_ids), 3]` for one environment of the JAX engine (its own contact list)."""
         contact = data._impl.contact
-        rows = contact.efc_address[:, None] + jnp.arange(4)  # a condim-3 pyramid has 4 rows per contact
+        rows = contact.efc_address[:, None] + jnp.arange(4)
         pyramid = jnp.where(contact.efc_address[:, None] >= 0, data._impl.efc_force[jnp.maximum(rows, 0)], 0.0)
+        world_force = self._pyramid_to_world(pyramid, contact.friction, contact.frame)
+        return self._per_geom(world_force, contact.geom, geom_ids).sum(axis=0)
+
+    @staticmethod
+    def _pyramid_to_world(pyramid, friction, frame):
+        """`[contacts, 3]` world-frame force on each contact's geom2 from its 4 pyramid-row forces."""
         normal = pyramid.sum(axis=1)
-        tangent1 = contact.friction[:, 0] * (pyramid[:, 0] - pyramid[:, 1])
-        tangent2 = contact.friction[:, 1] * (pyramid[:, 2] - pyramid[:, 3])
-        local = jnp.stack([normal, tangent1, tangent2], axis=1)  # force on geom2, contact frame
-        world = jnp.einsum("ci,cij->cj", local, contact.frame)
-        # Each contact pushes geom2 by `world` and geom1 by its opposite.
-        per_geom = [(jnp.where(contact.geom[:, 1:2] == g, 1.0, 0.0) * world
-                     - jnp.where(contact.geom[:, 0:1] == g, 1.0, 0.0) * world).sum(axis=0) for g in geom_ids]
-        return jnp.stack(per_geom)
+        tangent1 = friction[:, 0] * (pyramid[:, 0] - pyramid[:, 1])
+        tangent2 = friction[:, 1] * (pyramid[:, 2] - pyramid[:, 3])
+        return jnp.einsum("ci,cij->cj", jnp.stack([normal, tangent1, tangent2], axis=1), frame.reshape(-1, 3, 3))
+
+    @staticmethod
+    def _per_geom(world_force, geoms, geom_ids):
+        """`[contacts, len(geom_ids), 3]`: each contact pushes geom2 by its force and geom1 by the opposite."""
+        ids = jnp.asarray(geom_ids)
+        sign = (geoms[:, 1:2] == ids).astype(world_force.dtype) - (geoms[:, 0:1] == ids).astype(world_force.dtype)
+        return sign[:, :, None] * world_force[:, None, :]
+
+    def select(self, mask: jnp.ndarray, a: mjx.Data, b: mjx.Data) -> mjx.Data:
+        """Per environment, `a` where `mask` (the data's leading axes) else `b`. Warp's arrays that hold all
+        worlds together (its contact list, recomputed at every step) are taken from `a`."""
+        def where(x, y, per_world):
+            if not per_world:
+                return x
+            return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
+        return jax.tree.map(where, a, b, self._per_world)
+
+    def broadcast(self, data: mjx.Data, shape: tuple[int, ...]) -> mjx.Data:
+        """One environment's data repeated over leading axes `shape` (Warp's all-world arrays as they are)."""
+        return jax.tree.map(lambda x, per_world: jnp.broadcast_to(x, shape + x.shape) if per_world else x, data,
+                            self._per_world)
+
+    @functools.cached_property
+    def _per_world(self):
+        """A pytree like the data: True for the arrays each environment has its own of."""
+        if self.physics == "jax":
+            return jax.tree.map(lambda _: True, self._data0)
+        batch = mjx_warp.types._BATCH_DIM["Data"]  # which Warp arrays have a world axis
+        return jax.tree_util.tree_map_with_path(
+            lambda path, _: batch.get(str(getattr(path[-1], "name", "")), True), self._data0)
 
     def reset(self, qpos: jnp.ndarray, qvel: jnp.ndarray) -> mjx.Data:
         """Physics data at `qpos [nq]`, `qvel [nv]`, with derived quantities (positions, contacts) computed."""

@@ -6,7 +6,6 @@ termination when the torso drops below 0.31 m. Rewards are the per-step values o
 (its potential difference is written as the torso's velocity towards the target, which it equals).
 """
 
-import functools
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -89,7 +88,8 @@ TASK = Task(
         "torques": StateField("[E, 8]", "N·m", "last motor torques (after the limits), joint order"),
         "progress_buf": StateField("[E]", "steps", "control steps since the episode began"),
     },
-    build_state=functools.partial(locomotion.walker_state, feet=FEET),
+    build_state=locomotion.walker_state,
+    contact_geoms=FEET,
     physics_from_state=locomotion.physics_from_state,
     defaults={
         "compute_reward": compute_reward,

@@ -25,7 +25,7 @@ SCALES = {"lin_vel_scale": 2.0, "ang_vel_scale": 0.25, "dof_pos_scale": 1.0, "do
 """IsaacGymEnvs' observation normalization scales, given to shaping functions as state fields."""
 
 
-def build_state(sim, data, commands, actions, torques, progress_buf):
+def build_state(sim, data, contact_forces, commands, actions, torques, progress_buf):
     state = {
         "root_states": locomotion.root_states(data),
         "dof_pos": data.qpos[7:],
@@ -33,7 +33,7 @@ def build_state(sim, data, commands, actions, torques, progress_buf):
         "default_dof_pos": jnp.asarray(DEFAULT_DOF_POS, jnp.float32),
         "gravity_vec": jnp.array([0.0, 0.0, -1.0]),
         "commands": commands,
-        "contact_forces": sim.contact_forces(data, locomotion.geom_ids(sim, FEET)),
+        "contact_forces": contact_forces,
         "actions": actions,
         "torques": torques,
         "progress_buf": progress_buf,
@@ -141,6 +141,7 @@ TASK = Task(
            for name, value in SCALES.items()},
     },
     build_state=build_state,
+    contact_geoms=FEET,
     physics_from_state=locomotion.physics_from_state,
     defaults={
         "compute_reward": compute_reward,

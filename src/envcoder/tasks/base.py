@@ -68,14 +68,18 @@ class Task:
     state_fields: Mapping[str, StateField]
     """Every field of the `state` mapping that shaping functions receive."""
     build_state: Callable[..., dict]
-    """`(sim, data, commands, actions, torques, progress_buf) -> state` for one environment, from the
-    `Simulator`, its MJX data and the framework's buffers (`commands` is what `sample_goal` returned)."""
+    """`(sim, data, contact_forces, commands, actions, torques, progress_buf) -> state` for one environment,
+    from the `Simulator`, its MJX data, the contact forces on `contact_geoms` (`[len(contact_geoms), 3]`) and
+    the framework's buffers (`commands` is what `sample_goal` returned)."""
     physics_from_state: Callable[[State], tuple]
     """`state -> (qpos, qvel)`: where a reset sampler's state puts the physics."""
     defaults: Mapping[str, Callable]
     """The default shaping functions, by API name; a candidate overrides any subset."""
     fitness: Mapping[str, Fitness]
     """The task's fitness definitions by name (`--fitness`); the first is the default."""
+    contact_geoms: tuple[str, ...] = ()
+    """Geoms whose net contact force (world frame, N) `build_state` receives, in this order. The simulator
+    computes them over all environments at once (MuJoCo Warp keeps one contact list for all of them)."""
     max_qvel: float = 100.0
     """The fastest any generalized velocity (m/s or rad/s, every entry of `qvel`) of a sane physics state
     is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its

@@ -16,7 +16,7 @@ UPRIGHT_ANGLE = 0.2
 """Radians: the pole counts as upright for the task fitness while |angle| is below this."""
 
 
-def build_state(sim, data, commands, actions, torques, progress_buf):
+def build_state(sim, data, contact_forces, commands, actions, torques, progress_buf):
     return {
         "dof_pos": data.qpos,
         "dof_vel": data.qvel,

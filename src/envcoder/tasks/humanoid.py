@@ -8,7 +8,6 @@ below 0.8 m; torques are the action times the motor efforts. Control at 60 Hz (2
 the torso's velocity towards the target, which it equals).
 """
 
-import functools
 from pathlib import Path
 
 import jax.numpy as jnp
@@ -100,7 +99,8 @@ TASK = Task(
         "torques": StateField("[E, 21]", "N·m", "last motor torques (after the limits), joint order"),
         "progress_buf": StateField("[E]", "steps", "control steps (1/60 s) since the episode began"),
     },
-    build_state=functools.partial(locomotion.walker_state, feet=FEET),
+    build_state=locomotion.walker_state,
+    contact_geoms=FEET,
     physics_from_state=locomotion.physics_from_state,
     defaults={
         "compute_reward": compute_reward,

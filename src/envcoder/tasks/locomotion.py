@@ -6,7 +6,6 @@ frame, with the quaternion in MuJoCo order (w, x, y, z).
 
 import jax
 import jax.numpy as jnp
-import mujoco
 
 from envcoder.shaping.helpers import quat_rotate, quat_rotate_inverse
 
@@ -31,10 +30,6 @@ def physics_from_state(state):
     return qpos, qvel
 
 
-def geom_ids(sim, names):
-    return [mujoco.mj_name2id(sim.mj_model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in names]
-
-
 def dof_limits(sim):
     """`(lower, upper)` `[num_dof]` of the hinge joints after the free base joint, in qpos order."""
     ranges = jnp.asarray(sim.mj_model.jnt_range[1:], jnp.float32)
@@ -46,9 +41,9 @@ def motor_efforts(sim):
     return jnp.asarray(sim.mj_model.actuator_ctrlrange[:, 1], jnp.float32)
 
 
-def walker_state(sim, data, commands, actions, torques, progress_buf, *, feet):
-    """The state of Isaac Gym-style walkers (Ant, Humanoid): `commands` is the walk target, `feet` the
-    names of the geoms whose floor contact forces are reported."""
+def walker_state(sim, data, contact_forces, commands, actions, torques, progress_buf):
+    """The state of Isaac Gym-style walkers (Ant, Humanoid): `commands` is the walk target, `contact_forces`
+    those of the feet (the task's `contact_geoms`)."""
     lower, upper = dof_limits(sim)
     return {
         "root_states": root_states(data),
@@ -58,7 +53,7 @@ def walker_state(sim, data, commands, actions, torques, progress_buf, *, feet):
         "dof_limits_upper": upper,
         "motor_efforts": motor_efforts(sim),
         "targets": commands,
-        "contact_forces": sim.contact_forces(data, geom_ids(sim, feet)),
+        "contact_forces": contact_forces,
         "actions": actions,
         "torques": torques,
         "progress_buf": progress_buf,

@@ -1,0 +1,368 @@
+"""End-to-end throughput (issue: host overhead, compile time, Warp physics).
+
+    # a real `eval` run's wall-clock rate against the device rate of the same iteration (no host work)
+    python benchmarks/throughput.py wall --task Anymal --seeds 6 --iterations 200 --out wall60.json
+    python benchmarks/throughput.py wall --task Anymal --groups 1024 --iterations 40 --out wall1024.json
+    # where compile time goes: tracing, XLA, autotuning; a second identical run through the persistent cache
+    python benchmarks/throughput.py compile --task Anymal --seeds 6 --out compile.json
+    # MuJoCo Warp against MJX's JAX engine: the same states and controls, trajectories compared
+    python benchmarks/throughput.py agree --task Anymal --envs 1024 --steps 100 --out agree_anymal.json
+    # physics-only and training env-steps/s per physics engine and env count (groups of 256 envs)
+    python benchmarks/throughput.py engines --task Ant --envs 4096 16384 65536 262144 --physics jax warp --out e.json
+
+Every point that compiles from scratch runs in its own subprocess (`worker`) with its own empty compilation
+cache, so points do not share compiled code or GPU memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _functions(task_name: str, groups: int | None) -> Path:
+    """The bundled candidates of the task; with `groups`, that many copies of them, cycled and named apart."""
+    folder = ROOT / "user_functions" / task_name.lower()
+    if groups is None:
+        return folder
+    files = sorted(folder.glob("*.py"))
+    out = Path(tempfile.mkdtemp(prefix="envcoder-functions-"))
+    for i in range(groups):
+        shutil.copy(files[i % len(files)], out / f"{files[i % len(files)].stem}_{i:04d}.py")
+    return out
+
+
+def wall(args) -> dict:
+    """Run `envcoder eval` (its `run_evaluation`, TensorBoard and checkpoints on), then time the same
+    iteration back to back without host work: the device rate."""
+    import jax
+    from rich.console import Console
+
+    from core import stamp
+    from envcoder.compile_cache import enable_compilation_cache
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.runs.evaluation import EvalSettings, build_candidates, run_evaluation
+    from envcoder.shaping.candidate import SHAPER_TYPES
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    enable_compilation_cache()
+    out = Path(tempfile.mkdtemp(prefix="envcoder-wall-")) / "run"
+    settings = EvalSettings(task=args.task, functions=_functions(args.task, args.groups), out=out,
+                            shaper_types=SHAPER_TYPES, envs_per_candidate=args.envs, iterations=args.iterations,
+                            seeds=tuple(range(args.seeds)), physics=args.physics)
+    log = open(Path(args.out).with_suffix(".log"), "w") if args.out else sys.stderr
+    tick = time.perf_counter()
+    results = run_evaluation(settings, Console(file=log, width=120))
+    run_s = time.perf_counter() - tick
+    with open(out / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    rates = [float(r["env_steps_per_s"]) for r in rows if r["candidate"] == rows[0]["candidate"]
+             and r["seed"] == rows[0]["seed"]]
+
+    # The device rate: the same iteration, dispatched back to back, one block at the end.
+    task = get_task(args.task)
+    config = PPOConfig.for_task(task.ppo_overrides)
+    candidates, _ = build_candidates(settings)
+    validation_sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, validation_sim)
+    specs = {c.name: validate_candidate(task, validation_sim, c, state) for c in candidates}
+    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    ts = trainer.init()
+    for _ in range(2):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    tick = time.perf_counter()
+    for _ in range(args.device_iterations):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready((ts, metrics))
+    device_s = time.perf_counter() - tick
+    steps = len(trainer.groups) * args.envs * config.horizon_length
+    device_rate = steps * args.device_iterations / device_s
+    timings = results["timings"]
+    checkpoint_bytes = (out / "checkpoints" / "train_state.npz").stat().st_size
+    return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
+            "physics": trainer.physics, "iterations": args.iterations, "run_wall_s": round(run_s, 2),
+            "timings": timings, "wall_steady_env_steps_per_s": round(timings["steady_env_steps_per_s"]),
+            "metrics_csv_median_env_steps_per_s": round(sorted(rates[1:])[len(rates[1:]) // 2]),
+            "device_env_steps_per_s": round(device_rate), "device_iterations": args.device_iterations,
+            "wall_over_device": round(timings["steady_env_steps_per_s"] / device_rate, 4),
+            "train_state_checkpoint_mib": round(checkpoint_bytes / 2**20, 1),
+            "save_frequency": config.save_frequency}
+
+
+def worker(args) -> dict:
+    """One compile measurement (`compile` runs it in a subprocess): tracing and lowering, XLA compilation and
+    the first run of the iteration, the same for the evaluation, and `trainer.init`."""
+    import jax
+
+    from core import stamp
+    from envcoder.compile_cache import enable_compilation_cache
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.runs.evaluation import EvalSettings, build_candidates
+    from envcoder.shaping.candidate import SHAPER_TYPES
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    enable_compilation_cache()
+    times = {}
+    tick = time.perf_counter()
+    task = get_task(args.task)
+    settings = EvalSettings(task=args.task, functions=_functions(args.task, args.groups), out=Path("unused"),
+                            shaper_types=SHAPER_TYPES, envs_per_candidate=args.envs, seeds=tuple(range(args.seeds)))
+    candidates, _ = build_candidates(settings)
+    sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, sim)
+    specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+    config = PPOConfig.for_task(task.ppo_overrides)
+    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    times["setup_s"] = time.perf_counter() - tick
+
+    def timed(name, fn):
+        tick = time.perf_counter()
+        result = fn()
+        jax.block_until_ready(result)
+        times[name] = time.perf_counter() - tick
+        return result
+    ts = timed("init_s", trainer.init)
+    lowered = timed("iteration_trace_and_lower_s", lambda: trainer.iteration.lower(ts))
+    compiled = timed("iteration_xla_compile_s", lowered.compile)
+    ts2, _ = timed("iteration_first_run_s", lambda: compiled(ts))
+    lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
+    timed("evaluation_xla_compile_s", lowered.compile)
+    times["compile_and_first_iteration_s"] = sum(times[k] for k in (
+        "iteration_trace_and_lower_s", "iteration_xla_compile_s", "iteration_first_run_s"))
+    return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
+            "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), **{k: round(v, 2) for k, v in times.items()}}
+
+
+def _run_worker(argv: list[str], env: dict, timeout: float) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "worker", *argv], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode or not lines:
+        return {"error": proc.stderr[-2000:]}
+    return json.loads(lines[-1])
+
+
+COMPILE_VARIANTS = ("", "--xla_gpu_autotune_level=0",
+                    "--xla_gpu_enable_llvm_module_compilation_parallelism=true "
+                    "--xla_gpu_force_compilation_parallelism=16",
+                    "--xla_llvm_disable_expensive_passes=true", "--xla_gpu_enable_command_buffer=")
+"""XLA_FLAGS tried from a cold cache: none, no autotuning, parallel LLVM compilation, cheaper LLVM passes, no
+CUDA graphs."""
+
+
+def compile_time(args) -> dict:
+    """Cold compiles under each of `args.variants` (XLA_FLAGS), then two more identical runs through the
+    persistent cache the first cold run filled."""
+    base = ["--task", args.task, "--envs", str(args.envs), "--seeds", str(args.seeds), "--physics", args.physics]
+    if args.groups:
+        base += ["--groups", str(args.groups)]
+    points, shared = [], tempfile.mkdtemp(prefix="envcoder-cache-")
+    runs = [(f"cold, XLA_FLAGS={flags!r}", flags, shared if i == 0 else tempfile.mkdtemp(prefix="envcoder-cache-"))
+            for i, flags in enumerate(args.variants)]
+    runs += [("second run, warm persistent cache", args.variants[0], shared), ("third run, warm", args.variants[0],
+                                                                              shared)]
+    for name, flags, cache_dir in runs:
+        env = {**os.environ, "ENVCODER_CACHE_DIR": cache_dir, "XLA_FLAGS": flags}
+        points.append({"case": name, **_run_worker(base, env, args.timeout)})
+        print(json.dumps(points[-1]), flush=True)
+    return {"points": points}
+
+
+def engines(args) -> dict:
+    """Physics-only stepping and training, per engine and env count, each point in its own subprocess."""
+    points = []
+    for envs in args.envs:
+        for physics in args.physics:
+            argv = ["--task", args.task, "--physics", physics, "--total-envs", str(envs), "--iterations",
+                    str(args.iterations)]
+            proc = subprocess.run([sys.executable, __file__, "engine-point", *argv], capture_output=True, text=True,
+                                  timeout=args.timeout)
+            lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+            point = json.loads(lines[-1]) if lines and not proc.returncode else {
+                "task": args.task, "physics": physics, "total_envs": envs, "error": proc.stderr[-1500:]}
+            points.append(point)
+            print(json.dumps(point), flush=True)
+    return {"points": points}
+
+
+def engine_point(args) -> dict:
+    """Physics-only env-steps/s (random controls held for the control step) and training env-steps/s (the
+    task's default shaping, groups of 256 envs) for `total_envs` environments on one engine."""
+    import jax
+    import jax.numpy as jnp
+
+    from core import peak_memory_gb, stamp
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.shaping.candidate import Candidate
+    from envcoder.sim import Simulator
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.tasks import get_task
+
+    task = get_task(args.task)
+    envs_per_group = min(256, args.total_envs)
+    groups = args.total_envs // envs_per_group
+    sim = Simulator(task.model_file, task.substeps, physics=args.physics, worlds=groups * envs_per_group)
+    horizon = 24
+    low, high = (jnp.asarray(sim.mj_model.actuator_ctrlrange[:, i], jnp.float32) for i in (0, 1))
+
+    @jax.jit
+    def rollout(key):
+        data = jax.vmap(jax.vmap(lambda _: sim.reset(sim.qpos0, jnp.zeros(sim.mj_model.nv))))(
+            jnp.zeros((groups, envs_per_group)))
+
+        def step(data, k):
+            ctrl = jax.random.uniform(k, (groups, envs_per_group, sim.mj_model.nu), minval=low, maxval=high)
+            return jax.vmap(jax.vmap(sim.step))(data, ctrl), None
+        data, _ = jax.lax.scan(step, data, jax.random.split(key, horizon))
+        return data.qpos
+    tick = time.perf_counter()
+    jax.block_until_ready(rollout(jax.random.PRNGKey(0)))
+    physics_compile_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    for i in range(args.iterations):
+        qpos = rollout(jax.random.PRNGKey(i + 1))
+    jax.block_until_ready(qpos)
+    physics_rate = args.total_envs * horizon * args.iterations / (time.perf_counter() - tick)
+
+    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=horizon)
+    validation_sim = Simulator(task.model_file, task.substeps)
+    default = Candidate("default", None, "", {}, "default")
+    spec = validate_candidate(task, validation_sim, default, sample_state(task, validation_sim))
+    candidates = [Candidate(f"default_{i}", None, "", {}, "default")
+                  for i in range(groups)]
+    trainer = GroupedTrainer(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
+                             simulator=sim)
+    tick = time.perf_counter()
+    ts = trainer.init()
+    ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    train_compile_s = time.perf_counter() - tick
+    tick = time.perf_counter()
+    for _ in range(args.iterations):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready((ts, metrics))
+    train_rate = args.total_envs * horizon * args.iterations / (time.perf_counter() - tick)
+    return {**stamp(), "task": args.task, "physics": args.physics, "total_envs": args.total_envs,
+            "groups": groups, "envs_per_group": envs_per_group,
+            "physics_env_steps_per_s": round(physics_rate), "physics_compile_s": round(physics_compile_s, 2),
+            "train_env_steps_per_s": round(train_rate), "train_compile_and_first_iteration_s": round(train_compile_s, 2),
+            "physics_failures_last_iteration": float(jnp.sum(metrics["physics_failures"])),
+            "peak_memory_gib": round(peak_memory_gb(), 2)}
+
+
+def agree(args) -> dict:
+    """Both engines from the same start states under the same controls: how far apart their joint positions
+    and foot contact forces are after 1, 5, 25, ... control steps. Two cases: no torque (the robot drops
+    5 cm onto its feet and settles) and random torques of 10% of the motors' range from perturbed joints."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from core import stamp
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    task = get_task(args.task)
+    key_pos, key_ctrl = jax.random.split(jax.random.PRNGKey(0))
+    cases = {}
+    for case, scale in (("no torque, dropped 5 cm", 0.0), ("random torques (10% of range)", 0.1)):
+        trajectories = {}
+        for physics in ("jax", "warp"):
+            sim = Simulator(task.model_file, task.substeps, physics=physics, worlds=args.envs)
+            nq, nv, nu = sim.mj_model.nq, sim.mj_model.nv, sim.mj_model.nu
+            qpos = jnp.broadcast_to(sim.qpos0, (1, args.envs, nq)).at[..., 2].add(0.05)
+            perturbation = jax.random.uniform(key_pos, (1, args.envs, nq - 7), minval=-0.2, maxval=0.2)
+            qpos = qpos.at[..., 7:].add(perturbation * (scale > 0))
+            high = jnp.asarray(sim.mj_model.actuator_ctrlrange[:, 1], jnp.float32)
+            ctrl = scale * high * jax.random.uniform(key_ctrl, (args.steps, 1, args.envs, nu), minval=-1, maxval=1)
+
+            @jax.jit
+            def rollout(qpos, ctrl):
+                data = jax.vmap(jax.vmap(sim.reset))(qpos, jnp.zeros(qpos.shape[:2] + (nv,)))
+
+                def step(data, ctrl):
+                    data = jax.vmap(jax.vmap(sim.step))(data, ctrl)
+                    return data, (data.qpos, sim.task_contact_forces(task, data))
+                return jax.lax.scan(step, data, ctrl)[1]
+            tick = time.perf_counter()
+            trajectories[physics] = jax.device_get(rollout(qpos, ctrl))
+            print(case, physics, "compile + run", round(time.perf_counter() - tick, 1), "s", flush=True)
+        (q_jax, f_jax), (q_warp, f_warp) = trajectories["jax"], trajectories["warp"]
+        weight = float(sim.mj_model.body_subtreemass[0] * -sim.mj_model.opt.gravity[2])
+        rows = []
+        for step in sorted({1, 5, 25, 100, args.steps} & set(range(1, args.steps + 1))):
+            dq = np.abs(q_jax[step - 1] - q_warp[step - 1]).max(axis=-1).ravel()  # per env, worst coordinate
+            df = np.abs(f_jax[step - 1] - f_warp[step - 1]).max(axis=(-1, -2)).ravel() / weight
+            rows.append({"control_step": step, "qpos_max_abs_diff_median": float(np.median(dq)),
+                         "qpos_max_abs_diff_p95": float(np.percentile(dq, 95)),
+                         "contact_force_diff_over_weight_median": float(np.median(df)),
+                         "contact_force_diff_over_weight_p95": float(np.percentile(df, 95)),
+                         "base_height_jax_mean": float(q_jax[step - 1][..., 2].mean()),
+                         "base_height_warp_mean": float(q_warp[step - 1][..., 2].mean())})
+            print(case, json.dumps(rows[-1]), flush=True)
+        cases[case] = rows
+    return {**stamp(), "task": args.task, "envs": args.envs, "steps": args.steps, "cases": cases}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("wall", "compile", "worker"):
+        p = sub.add_parser(name)
+        p.add_argument("--task", default="Anymal")
+        p.add_argument("--groups", type=int, default=None,
+                       help="this many copies of the bundled candidates (default: each bundled candidate once)")
+        p.add_argument("--seeds", type=int, default=1)
+        p.add_argument("--envs", type=int, default=256)
+        p.add_argument("--physics", default="jax")
+    sub.choices["wall"].add_argument("--iterations", type=int, default=200)
+    sub.choices["wall"].add_argument("--device-iterations", type=int, default=20)
+    sub.choices["compile"].add_argument("--timeout", type=int, default=600)
+    sub.choices["compile"].add_argument("--variants", nargs="+", default=list(COMPILE_VARIANTS),
+                                        help="XLA_FLAGS values to compile under, from a cold cache each")
+    e = sub.add_parser("engines")
+    e.add_argument("--envs", type=int, nargs="+", default=[4096, 16384, 65536, 262144])
+    e.add_argument("--physics", nargs="+", default=["jax", "warp"])
+    e.add_argument("--timeout", type=int, default=600)
+    a = sub.add_parser("agree")
+    a.add_argument("--task", default="Anymal")
+    a.add_argument("--envs", type=int, default=1024)
+    a.add_argument("--steps", type=int, default=100)
+    p = sub.add_parser("engine-point")
+    p.add_argument("--total-envs", type=int, required=True)
+    p.add_argument("--physics", default="jax")
+    for q in (e, p):
+        q.add_argument("--task", default="Ant")
+        q.add_argument("--iterations", type=int, default=10)
+    for q in sub.choices.values():
+        q.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    result = {"wall": wall, "compile": compile_time, "worker": worker, "engines": engines,
+              "engine-point": engine_point, "agree": agree}[args.command](args)
+    print(json.dumps(result), flush=True)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

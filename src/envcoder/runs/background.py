@@ -1,0 +1,57 @@
+"""Writing a run's records (metrics rows, TensorBoard and W&B events, checkpoint files) on a background thread,
+so that the training loop only dispatches iterations and reads their metrics, and the device never waits for
+the disk.
+
+Jobs run one at a time in the order they were submitted, so the files are written exactly as a synchronous
+loop would write them: a checkpoint's `progress.json` never lands before the metrics rows of the iterations
+it covers. The first job that fails stops the thread (later jobs are dropped, as if the process had ended
+there) and its exception is raised in the submitting thread by the next `submit` or by `close`.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable
+
+_STOP = object()
+
+
+class BackgroundWriter:
+    """A FIFO of record-writing jobs served by one thread; `submit` blocks once `max_pending` jobs wait, so a
+    loop that produces records faster than the disk takes them slows down instead of filling the memory."""
+
+    def __init__(self, max_pending: int = 8):
+        self._jobs: queue.Queue = queue.Queue(max_pending)
+        self._error: BaseException | None = None
+        self._failed = False
+        self._thread = threading.Thread(target=self._serve, name="envcoder-records", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            if not self._failed:
+                try:
+                    job()
+                except BaseException as err:  # noqa: BLE001 - handed to the submitting thread
+                    self._error, self._failed = err, True
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def submit(self, job: Callable[[], object]) -> None:
+        """Queue `job` (a callable without arguments); raises the error of an earlier job, if one failed."""
+        self._raise_error()
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        """Wait until every submitted job has run; raises the first error among them."""
+        if self._thread.is_alive():
+            self._jobs.put(_STOP)
+            self._thread.join()
+        self._raise_error()

@@ -1,0 +1,73 @@
+"""The physics engines against MuJoCo C: MJX's JAX engine follows MuJoCo's own `mj_step` on the task models,
+and the contact forces the tasks report equal MuJoCo's `mj_contactForce`. (MuJoCo Warp is checked against the
+JAX engine on the GPU: `benchmarks/throughput.py agree`.)
+
+With contacts, float32 MJX and float64 MuJoCo agree only approximately: the models run one solver iteration
+(for MJX speed), and a contact that starts a step earlier in one of them sends flailing legs apart. So the
+check is exact (to float32) in free flight under small random torques (large ones drive the joints into
+the limits, constraints again), and approximate when the robot lands and
+stands."""
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+STEPS = 25
+"""Control steps compared (100 physics steps)."""
+
+
+def mujoco_c(sim, task, qpos0, ctrl):
+    """`(qpos [T, nq], contact forces on the task's contact geoms [T, n, 3])` of MuJoCo C."""
+    model = sim.mj_model
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos0
+    feet = sim.geom_ids(task.contact_geoms)
+    qpos, forces = [], []
+    for step_ctrl in ctrl:
+        data.ctrl[:] = step_ctrl
+        for _ in range(task.substeps):
+            mujoco.mj_step(model, data)
+        qpos.append(data.qpos.copy())
+        force = np.zeros((len(feet), 3))
+        for i, contact in enumerate(data.contact[:data.ncon]):
+            local = np.zeros(6)
+            mujoco.mj_contactForce(model, data, i, local)
+            world = contact.frame.reshape(3, 3).T @ local[:3]  # on geom2, world frame
+            for j, geom in enumerate(feet):
+                force[j] += world * ((contact.geom2 == geom) - (contact.geom1 == geom))
+        forces.append(force)
+    return np.array(qpos), np.array(forces)
+
+
+@pytest.mark.parametrize("task_name", ["Anymal", "Ant"])
+def test_jax_engine_follows_mujoco_c(task_name):
+    task = get_task(task_name)
+    sim = Simulator(task.model_file, task.substeps)
+    model = sim.mj_model
+
+    @jax.jit
+    def rollout(qpos0, ctrl):
+        def step(data, ctrl):
+            data = sim.step(data, ctrl)
+            return data, (data.qpos, sim.task_contact_forces(task, data))
+        return jax.lax.scan(step, sim.reset(qpos0, jnp.zeros(model.nv)), ctrl)[1]
+
+    rng = np.random.default_rng(0)
+    flying, standing = np.asarray(sim.qpos0, np.float64), np.asarray(sim.qpos0, np.float64)
+    flying[2] += 20.0  # 20 m up: no contact during the compared steps
+    standing[2] += 0.05  # dropped from 5 cm: it lands on its feet
+    random = rng.uniform(-0.1, 0.1, (STEPS, model.nu)) * model.actuator_ctrlrange[:, 1]
+    for qpos0, ctrl, tolerance in ((flying, random, 1e-4), (standing, np.zeros_like(random), 2e-2)):
+        expected_qpos, expected_forces = mujoco_c(sim, task, qpos0, ctrl)
+        qpos, forces = rollout(jnp.asarray(qpos0, jnp.float32), jnp.asarray(ctrl, jnp.float32))
+        np.testing.assert_allclose(qpos, expected_qpos, atol=tolerance)
+    weight = float(model.body_subtreemass[0] * -model.opt.gravity[2])
+    assert expected_forces[..., 2].sum(axis=-1).mean() > 0.3 * weight  # it landed: the floor pushes up
+    # Forces agree once the landing impulse (a step or two, split differently by the one-iteration solvers) is
+    # over: the last 10 control steps.
+    np.testing.assert_allclose(forces[-10:], expected_forces[-10:], atol=0.03 * weight)
