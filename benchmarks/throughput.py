@@ -210,7 +210,7 @@ def engine_point(args) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from core import peak_memory_gb, stamp
+    from core import peak_memory_gb, stamp, time_training
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.trainer import GroupedTrainer
     from envcoder.shaping.candidate import Candidate
@@ -252,16 +252,8 @@ def engine_point(args) -> dict:
                   for i in range(groups)]
     trainer = GroupedTrainer(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
                              simulator=sim)
-    tick = time.perf_counter()
-    ts = trainer.init()
-    ts, metrics = trainer.iteration(ts)
-    jax.block_until_ready(metrics)
-    train_compile_s = time.perf_counter() - tick
-    tick = time.perf_counter()
-    for _ in range(args.iterations):
-        ts, metrics = trainer.iteration(ts)
-    jax.block_until_ready((ts, metrics))
-    train_rate = args.total_envs * horizon * args.iterations / (time.perf_counter() - tick)
+    metrics, train_compile_s, train_s = time_training(trainer, args.iterations)
+    train_rate = args.total_envs * horizon * args.iterations / train_s
     return {**stamp(), "task": args.task, "physics": args.physics, "total_envs": args.total_envs,
             "groups": groups, "envs_per_group": envs_per_group,
             "physics_env_steps_per_s": round(physics_rate), "physics_compile_s": round(physics_compile_s, 2),
