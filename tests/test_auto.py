@@ -242,3 +242,20 @@ def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose
     assert states["dof_pos"].shape == (4 * 17, 2) and set(states["progress_buf"].tolist()) == set(range(17))
     with pytest.raises(CandidateError, match="NaN or inf"):
         validate_candidate(task, sim, late, states)
+
+
+def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_result(tmp_path):
+    from fault_harness import run_killed
+
+    args = ["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+            "--candidates-per-iteration", "2", "--iterations", "2", "--envs-per-candidate", "16",
+            "--train-iterations", "3", "--final-seeds", "2", "--final-top", "1"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert main([*args, "--out", str(whole)]) == 0
+    run_killed("second-evaluation", [*args, "--out", str(killed)])  # in iteration 2's evaluation
+    assert (killed / "iter_00" / "iteration.json").exists() and not (killed / "iter_01" / "iteration.json").exists()
+    assert main(["auto", "--resume", str(killed)]) == 0
+    for name in ("summary.json", "iter_00/iteration.json", "iter_01/iteration.json", "best.py"):
+        assert (killed / name).read_text() == (whole / name).read_text(), name
+    rankings = [json.loads((run / "final" / "eval" / "results.json").read_text())["ranking"] for run in (whole, killed)]
+    assert rankings[0] == rankings[1]

@@ -5,15 +5,18 @@ import csv
 import importlib.machinery
 import json
 import os
+import random
 import shutil
 import sys
 import types
+from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
 from conftest import BUNDLED
+from fault_harness import run_killed
 from envcoder.cli import main
 from envcoder.runs import checkpoint as ckpt
 from envcoder.runs.directory import RunDirectory
@@ -66,8 +69,7 @@ def runs(tmp_path_factory):
         mp.setitem(sys.modules, "wandb", WANDB)
         with pytest.MonkeyPatch.context() as killing:
             killing.setattr(RunDirectory, "append_metrics", killed_at_iteration_3)
-            with pytest.raises(KeyboardInterrupt):
-                main(eval_args(functions, root / "killed", "--wandb", "--wandb-project", "cartpole-tests"))
+            assert main(eval_args(functions, root / "killed", "--wandb", "--wandb-project", "cartpole-tests")) == 130
         assert json.loads((root / "killed" / "checkpoints" / "progress.json").read_text())["iteration"] == 2
         assert not (root / "killed" / "results.json").exists()
         assert main(["eval", "--resume", str(root / "killed")]) == 0
@@ -171,6 +173,37 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     assert "has no candidate 'nope'" in capsys.readouterr().err
 
 
+def test_play_without_an_opengl_backend_ends_with_one_line(runs, tmp_path, monkeypatch, capsys):
+    import mujoco
+
+    def no_gl(*args, **kwargs):  # what PyOpenGL does when MUJOCO_GL names a library that is not installed
+        raise AttributeError("'NoneType' object has no attribute 'glGetError'")
+
+    monkeypatch.setattr(mujoco, "Renderer", no_gl)
+    status = main(["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--video",
+                   str(tmp_path / "x.gif"), "--width", "80", "--height", "60"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "cannot render the video: MuJoCo's OpenGL backend" in err and "libosmesa6" in err
+    assert not (tmp_path / "x.gif").exists()
+
+
+def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(runs, monkeypatch, capsys):
+    from envcoder.runs import evaluation
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("something nobody foresaw\nwith a second line")
+
+    monkeypatch.setattr(evaluation, "run_evaluation", broken)
+    args = ["eval", "--task", "Cartpole", "--out", str(runs / "never")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err == ("envcoder eval: error: RuntimeError: something nobody foresaw (run again with --debug for the "
+                   "traceback)\n")
+    with pytest.raises(RuntimeError, match="nobody foresaw"):
+        main([*args, "--debug"])
+
+
 def test_policy_and_train_state_round_trip(tmp_path):
     params = {"actor": {"w": np.arange(6.0).reshape(2, 3), "b": np.ones(3)}, "log_std": np.zeros(3)}
     obs_rms = (np.ones(4), np.full(4, 2.0), np.asarray(7.0))
@@ -272,3 +305,52 @@ def test_background_writer_keeps_order_and_reports_the_first_failure():
     with pytest.raises(OSError, match="disk full"):
         writer.close()
     assert done == [1]
+
+
+def assert_same_run(whole: Path, other: Path, context: str = "") -> None:
+    a, b = json.loads((whole / "results.json").read_text()), json.loads((other / "results.json").read_text())
+    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"], context
+    assert metrics(whole) == metrics(other), context
+    with np.load(whole / "checkpoints" / "train_state.npz") as x, np.load(other / "checkpoints" / "train_state.npz") as y:
+        assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files), context
+
+
+def test_kill_9_at_each_point_then_resume_equals_the_uninterrupted_run(runs, tmp_path):
+    out = tmp_path / "faults"
+    resume = ["eval", "--resume", str(out)]
+    checkpoints = out / "checkpoints"
+
+    def progress():
+        with np.load(checkpoints / "train_state.npz") as data:
+            return json.loads(str(data["progress"]))["iteration"]
+
+    run_killed("first-metrics", eval_args(runs / "functions", out))  # before the first checkpoint
+    assert (out / "config.json").exists() and not ckpt.has_train_state(checkpoints)
+    run_killed("half-checkpoint", resume)  # the second checkpoint half written
+    assert progress() == 2 and (checkpoints / "train_state.tmp").exists()
+    run_killed("state-before-progress", resume)  # the state of iteration 4 written, progress.json still at 2
+    assert progress() == 4 and json.loads((checkpoints / "progress.json").read_text())["iteration"] == 2
+    run_killed("evaluation", resume)  # training done, the evaluation's results not written
+    assert progress() == ITERATIONS and not (out / "results.json").exists()
+    assert main(resume) == 0
+    assert_same_run(runs / "whole", out)
+
+
+def test_kill_9_at_a_random_point_then_resume_equals_the_uninterrupted_run(runs, tmp_path):
+    seed = random.randrange(2**31)
+    out = tmp_path / "random"
+    if run_killed(f"random:{seed}", eval_args(runs / "functions", out), may_finish=True):
+        assert main(["eval", "--resume", str(out)]) == 0
+    assert_same_run(runs / "whole", out, f"fault_harness.py random:{seed}")
+
+
+def test_a_damaged_checkpoint_is_a_clear_error_not_a_wrong_result(runs, tmp_path, capsys):
+    run = tmp_path / "damaged"
+    shutil.copytree(runs / "whole", run)
+    (run / "results.json").unlink()
+    state = run / "checkpoints" / "train_state.npz"
+    state.write_bytes(state.read_bytes()[:state.stat().st_size // 2])
+    assert main(["eval", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{state} is damaged and cannot be resumed from" in err and "Traceback" not in err
+    assert not (run / "results.json").exists()

@@ -46,11 +46,32 @@ def _initial_path(text: str) -> Path:
     return Path(text)
 
 
+def _limits(parser, what: str) -> None:
+    """The sandbox's and the watchdog's limits (`eval` and `auto`)."""
+    parser.add_argument("--validation-timeout", dest="validation_timeout_s", type=float, default=120.0, metavar="S",
+                        help="wall-clock seconds each step of a candidate's sandboxed validation (loading the file; "
+                             "tracing, compiling or running one function) may take (default 120)")
+    parser.add_argument("--validation-memory", dest="validation_memory_gib", type=float, default=4.0, metavar="GIB",
+                        help="memory limit of a validation process in GiB (default 4)")
+    parser.add_argument("--compile-timeout", dest="compile_timeout_s", type=float, default=1800.0, metavar="S",
+                        help=f"seconds {what} compile may take before the run is ended, naming the candidates "
+                             "whose code hung it (default 1800)")
+    parser.add_argument("--iteration-timeout", dest="iteration_timeout_s", type=float, default=600.0, metavar="S",
+                        help="seconds one training iteration may run on the device before the run is ended "
+                             "(default 600)")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true",
+                        help="on an error, show Python's traceback instead of the one-line message")
     parser = _Parser(prog="envcoder", description="Evaluate many RL environment-shaping candidates in one process.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    ev = sub.add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
+    def add_parser(name, **kwargs):
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
     ev.add_argument("--task", default=None, help="task name (see `envcoder tasks`); required unless --resume")
     ev.add_argument("--functions", type=Path, default=None,
                     help="directory of candidate .py files (default: the bundled user_functions/<task>)")
@@ -84,11 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--physics", choices=("jax", "warp"), default=None,
                     help="physics engine: jax (MJX) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang); default: warp "
                          "on a GPU where warp-lang is installed, else jax")
+    _limits(ev, "the training iteration's")
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
                     help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
                          "with the settings it was started with; the result equals an uninterrupted run's")
 
-    auto = sub.add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
+    auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
                                         "envcoder evaluates them all at once, feeds statistics back and iterates")
     auto.add_argument("--task", default=None, help="task name (see `envcoder tasks`)")
     auto.add_argument("--task-description", "--task_description", dest="task_description", default=None,
@@ -126,10 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="seeds of the final re-evaluation of the best candidates (default 5)")
     auto.add_argument("--final-top", dest="final_top", type=_positive_int, default=3,
                       help="how many of the best candidates the final evaluation re-trains (default 3)")
-    auto.add_argument("--validation-timeout", dest="validation_timeout_s", type=float, default=120.0, metavar="S",
-                      help="wall-clock seconds a candidate's sandboxed validation may take (default 120)")
-    auto.add_argument("--validation-memory", dest="validation_memory_gib", type=float, default=4.0, metavar="GIB",
-                      help="memory limit of a validation process in GiB (default 4)")
+    _limits(auto, "an evaluation's")
     auto.add_argument("--request-timeout", dest="request_timeout_s", type=float, default=120.0, metavar="S",
                       help="seconds before an LLM request is retried (default 120)")
     auto.add_argument("--api-retries", dest="api_retries", type=int, default=4,
@@ -144,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
                       help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
 
-    pl = sub.add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
+    pl = add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
     pl.add_argument("--run", type=Path, required=True, help="an `envcoder eval` run directory")
     pl.add_argument("--candidate", required=True, help="candidate name, as in the ranking")
     pl.add_argument("--seed", type=int, default=None, help="which seed's policy (default: the run's first)")
@@ -156,10 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--width", type=_positive_int, default=480)
     pl.add_argument("--height", type=_positive_int, default=360)
 
-    report = sub.add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
+    report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
     report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
 
-    tasks = sub.add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
+    tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
     return parser
 
@@ -172,6 +191,7 @@ def _eval(args) -> int:
     from envcoder.rl.config import parse_overrides
     from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation,
                                          settings_from_run)
+    from envcoder.search.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
 
     if args.resume is not None:
@@ -180,7 +200,7 @@ def _eval(args) -> int:
                                  "overrides or other options with it")
         try:
             run_evaluation(settings_from_run(args.resume), resume=True)
-        except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, ValueError) as err:
+        except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
             return _fail("eval", str(err))
         return 0
     if args.task is None:
@@ -196,13 +216,16 @@ def _eval(args) -> int:
         cross=args.cross, envs_per_candidate=args.envs_per_candidate,
         iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
         wandb_project=args.wandb_project if args.wandb else None, physics=args.physics,
-        seeds=tuple(range(args.seed, args.seed + args.seeds)))
+        seeds=tuple(range(args.seed, args.seed + args.seeds)), validation_timeout_s=args.validation_timeout_s,
+        validation_memory_gib=args.validation_memory_gib, compile_timeout_s=args.compile_timeout_s,
+        iteration_timeout_s=args.iteration_timeout_s)
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
         settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))
         run_evaluation(settings)
-    except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, ValueError) as err:
+    except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
+            ValueError) as err:
         return _fail("eval", str(err))
     return 0
 
@@ -262,6 +285,7 @@ def _auto(args) -> int:
             final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
             ppo=parse_overrides(args.overrides), fitness=args.fitness, physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
+            compile_timeout_s=args.compile_timeout_s, iteration_timeout_s=args.iteration_timeout_s,
             request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
             temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
         run_auto(settings)
@@ -318,11 +342,27 @@ def _fail(command: str, message: str) -> int:
 
 
 def main(argv=None) -> int:
+    """Every command ends with one clear line on an error (`--debug` shows the traceback instead)."""
     args = build_parser().parse_args(argv)
-    if args.command in ("eval", "auto", "play"):
-        from envcoder.compile_cache import enable_compilation_cache
-        enable_compilation_cache()
-    return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks}[args.command](args)
+    try:
+        if args.command in ("eval", "auto", "play"):
+            from envcoder.compile_cache import enable_compilation_cache
+            enable_compilation_cache()
+        return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks}[args.command](args)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        hint = (f"; `envcoder {args.command} --resume RUN` continues the run from its last checkpoint"
+                if args.command in ("eval", "auto") else "")
+        print(f"envcoder {args.command}: interrupted{hint}", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - anything not foreseen: one line, not a traceback
+        if args.debug:
+            raise
+        text = str(err).strip().split("\n")[0] or "(no message)"
+        print(f"envcoder {args.command}: error: {type(err).__name__}: {text} (run again with --debug for the "
+              "traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import jax
@@ -28,20 +29,34 @@ def _write_npz(path: Path, arrays: dict) -> None:
 
 
 def save_train_state(directory: Path, train_state, progress: dict) -> None:
-    """The whole training state and the host-side progress (`progress.json`: the iterations done and what the
-    driver keeps between iterations). The state is written first: a progress file never points past it."""
+    """The whole training state and the host-side progress (the iterations done and what the driver keeps
+    between iterations), in one file written atomically: a process killed at any moment leaves either the
+    previous checkpoint or this one, never a state with another checkpoint's progress. `progress.json` beside
+    it is a copy for people and scripts."""
     leaves = jax.tree.leaves(jax.device_get(train_state))
-    _write_npz(directory / "train_state.npz", {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(leaves)})
+    arrays = {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(leaves)}
+    _write_npz(directory / "train_state.npz", {**arrays, "progress": np.asarray(json.dumps(progress))})
     tmp = directory / "progress.json.tmp"
     tmp.write_text(json.dumps(progress))
     os.replace(tmp, directory / "progress.json")
 
 
+def has_train_state(directory: Path) -> bool:
+    return (directory / "train_state.npz").exists()
+
+
 def load_train_state(directory: Path, template):
-    """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (a fresh `trainer.init()`)."""
-    progress = json.loads((directory / "progress.json").read_text())
-    with np.load(directory / "train_state.npz") as data:
-        leaves = [data[f"leaf_{i:05d}"] for i in range(len(data.files))]
+    """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (a fresh `trainer.init()`).
+    A damaged file (truncated, or not written by envcoder) is a `ValueError` that says so."""
+    path = directory / "train_state.npz"
+    try:
+        with np.load(path) as data:
+            progress = json.loads(str(data["progress"]) if "progress" in data.files  # older runs: beside it
+                                  else (directory / "progress.json").read_text())
+            leaves = [data[f"leaf_{i:05d}"] for i in range(sum(f.startswith("leaf_") for f in data.files))]
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is damaged and cannot be resumed from ({type(err).__name__}: {err}); start the run "
+                         "again, or restore the file from a backup") from None
     treedef = jax.tree.structure(template)
     if treedef.num_leaves != len(leaves):
         raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state {treedef.num_leaves}; "
@@ -69,6 +84,13 @@ def load_policy(path: Path, params_template, obs_rms_template) -> tuple:
 
     A saved policy is zero-padded to its run's largest observation and action sizes (padding goes at the
     end of each axis); a smaller template takes the leading part, i.e. the candidate's own network."""
+    try:
+        return _load_policy(path, params_template, obs_rms_template)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{path} is damaged and cannot be read ({type(err).__name__}: {err})") from None
+
+
+def _load_policy(path: Path, params_template, obs_rms_template) -> tuple:
     with np.load(path) as data:
         def take(key, like):
             array = data[key]

@@ -21,13 +21,16 @@ import envcoder
 from envcoder.rl.config import PPOConfig, load_config_file
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.background import BackgroundWriter
-from envcoder.runs.checkpoint import load_train_state, save_policy, save_train_state
+from envcoder.runs.checkpoint import has_train_state, load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.runs.report import write_report
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
-from envcoder.shaping.candidate import CandidateError, LoadFailure, cross_candidates, expand_sweeps, load_candidates
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.runs.watchdog import describe_compile, describe_run, guard
+from envcoder.search.sandbox import SandboxValidator
+from envcoder.shaping.candidate import (CandidateError, LoadFailure, candidate_files, check_name, check_statically,
+                                        cross_candidates, expand_sweeps, load_candidate, load_candidates, read_source)
+from envcoder.shaping.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.sim.simulator import default_physics
 from envcoder.tasks import get_task
@@ -74,6 +77,17 @@ class EvalSettings:
     physics: str | None = None
     """Physics engine for training and evaluation: "jax" or "warp" (None: the faster one where it runs, see
     `envcoder.sim.simulator.default_physics`). Candidates are validated on the JAX engine either way."""
+    validation_timeout_s: float = 120.0
+    """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
+    running one function) may take."""
+    validation_memory_gib: float = 4.0
+    """Memory limit of a validation process."""
+    compile_timeout_s: float = 1800.0
+    """Seconds that tracing and compiling the training iteration (or the initialization, or the evaluation) may
+    take before the watchdog ends the run, naming the candidates it suspects."""
+    iteration_timeout_s: float = 600.0
+    """Seconds one training iteration (and the final evaluation) may run on the device before the watchdog ends
+    the run."""
 
 
 def _versions() -> dict:
@@ -92,16 +106,82 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
         ppo=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
         wandb_project=config.get("wandb_project"), physics=config.get("physics", "jax"),
-        config_file=Path(config["config_file"]) if config["config_file"] else None)
+        config_file=Path(config["config_file"]) if config["config_file"] else None,
+        **{k: config[k] for k in _LIMITS if k in config})
+
+
+_LIMITS = ("validation_timeout_s", "validation_memory_gib", "compile_timeout_s", "iteration_timeout_s")
+"""The time and memory limits of `EvalSettings`, recorded in config.json and kept by --resume."""
 
 
 def build_candidates(settings: EvalSettings):
-    """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked."""
+    """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked,
+    loaded in this process without the sandbox (for trusted files, e.g. the benchmarks' bundled ones)."""
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
     candidates = expand_sweeps(candidates)
     if settings.cross:
         candidates = cross_candidates(candidates, settings.shaper_types)
     return candidates, failures
+
+
+def sandboxed_candidates(settings: EvalSettings, task, validator: SandboxValidator | None = None,
+                         only: set[str] | None = None, console: Console | None = None):
+    """`(candidates, specs, failures)` of `settings.functions`, each file validated in the sandbox's worker
+    processes before any of its code runs here; sweeps expanded, crossed if asked. `only`: the file stems to
+    take (default all). `validator`: one to reuse (its workers stay up; default a new one for this call).
+
+    Files that fail, and sweep variants that fail, are returned as failures with their reasons.
+    """
+    failures, drafts = [], []
+    for path in candidate_files(settings.functions):
+        if only is not None and path.stem not in only:
+            continue
+        try:
+            check_name(path.stem, str(path))
+            source = read_source(path)
+            check_statically(source, str(path), settings.shaper_types)
+            drafts.append((path.stem, source, str(path)))
+        except CandidateError as err:
+            failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
+    if drafts:
+        if console is not None:
+            console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
+        own = validator is None
+        workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
+        validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
+                                                  settings.validation_memory_gib, workers=workers)
+        try:
+            verdicts = validator.validate(drafts)
+        finally:
+            if own:
+                validator.close()
+    else:
+        verdicts = []
+    specs: dict[str, CandidateSpec] = {}
+    loaded = []
+    for (name, source, file), verdict in zip(drafts, verdicts):
+        failures += [LoadFailure(file=file, name=variant, error=error) for variant, error in verdict.errors.items()]
+        if verdict.specs:
+            try:  # the sandbox ran this code already: loading it here is safe
+                loaded.append(load_candidate(Path(file), settings.shaper_types, source=source))
+            except CandidateError as err:
+                failures.append(LoadFailure(file=file, name=name, error=str(err)))
+                continue
+            specs.update(verdict.specs)
+    candidates = [c for c in expand_sweeps(loaded) if c.name in specs]
+    if settings.cross and candidates:
+        candidates = cross_candidates(candidates, settings.shaper_types)
+        specs = {c.name: _crossed_spec(c, specs) for c in candidates}
+    return candidates, {c.name: specs[c.name] for c in candidates}, failures
+
+
+def _crossed_spec(candidate, specs: dict[str, CandidateSpec]) -> CandidateSpec:
+    """A crossed candidate's sizes, from the files that provide its functions (each validated on its own: the
+    shaping functions depend on the task's state only, never on each other)."""
+    def of(api):
+        return specs[candidate.providers.get(api, next(iter(candidate.providers.values())))]
+    return CandidateSpec(obs_dim=of("compute_observation").obs_dim, action_dim=of("compute_torque").action_dim,
+                         reward_components=of("compute_reward").reward_components)
 
 
 def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
@@ -117,9 +197,11 @@ def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
                              f"(the run's copy is {saved})")
 
 
-def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False) -> dict:
+def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False,
+                   validator: SandboxValidator | None = None) -> dict:
     """Run the whole job and return what `results.json` holds. With `resume`, continue the run in
-    `settings.out` from its last checkpoint (see `settings_from_run`)."""
+    `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate the
+    candidates with (default: a new one for this run)."""
     console = console or Console()
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
@@ -131,21 +213,12 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
         layers.append(("--iterations", {"max_epochs": settings.iterations}))
     config = PPOConfig.resolve(layers)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
-    candidates, failures = build_candidates(settings)
+    candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume)  # fails now, before any compiling, if --out is taken
-
+    tick = time.perf_counter()
+    valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
+    validation_s = time.perf_counter() - tick
     simulator = Simulator(task.model_file, task.substeps)
-    state = sample_state(task, simulator)
-    valid, specs = [], {}
-    for candidate in candidates:
-        try:
-            specs[candidate.name] = validate_candidate(task, simulator, candidate, state)
-            valid.append(candidate)
-        except CandidateError as err:
-            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=str(err)))
-        except Exception as err:  # noqa: BLE001 - whatever else a candidate does, it must not stop the others
-            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name,
-                                        error=f"{candidate.path}: validation failed: {type(err).__name__}: {err}"))
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)
@@ -164,7 +237,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
                              physics=physics)
     try:
         return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
-                               resume)
+                               resume, validation_s)
     except jax.errors.JaxRuntimeError as err:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
@@ -201,7 +274,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
         "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
-        "physics": settings.physics or default_physics(),
+        "physics": settings.physics or default_physics(), **{k: getattr(settings, k) for k in _LIMITS},
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
@@ -211,7 +284,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
 
 
 def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
-                    resume) -> dict:
+                    resume, validation_s: float) -> dict:
     """Train, recording as it goes, then evaluate and rank.
 
     The loop keeps the device busy: it dispatches iteration k+1 before it reads iteration k's metrics (JAX
@@ -231,10 +304,21 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                   f"in one process on {jax.devices()[0].device_kind}, {trainer.physics} physics", highlight=False)
 
     start = time.perf_counter()
-    train_state = trainer.init()
+    candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
+
+    def compiling(what: str):  # the watchdog ends the process with a clear message when a compile hangs
+        return guard(settings.compile_timeout_s, describe_compile(what, settings.compile_timeout_s, candidates,
+                                                                  "--compile-timeout"))
+
+    def running(what: str):  # ... or an iteration
+        return guard(settings.iteration_timeout_s, describe_run(what, settings.iteration_timeout_s, candidates,
+                                                                "--iteration-timeout"))
+
+    with compiling("compiling the initialization"):
+        train_state = trainer.init()
     last_fitness = np.full(len(labels), np.nan)
     first = 0
-    if resume and (run_dir.checkpoints / "progress.json").exists():
+    if resume and has_train_state(run_dir.checkpoints):
         train_state, progress = load_train_state(run_dir.checkpoints, train_state)
         first = progress["iteration"]
         last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
@@ -247,7 +331,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     if settings.wandb_project is not None:
         wandb = WandbLog(run_dir.path, labels, {k: v for k, v in run_dir.read_config().items() if k != "candidates"},
                          settings.wandb_project)
-    timings = {"init_s": time.perf_counter() - start, "resumed_after_iteration": first, "physics": trainer.physics}
+    timings = {"validation_s": validation_s, "init_s": time.perf_counter() - start, "resumed_after_iteration": first,
+               "physics": trainer.physics}
     writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
     best_written = np.full(len(labels), -2)  # the best policy's iteration last written per group
 
@@ -332,7 +417,9 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
             evaluation_compiled = None
             arrived = tick = time.perf_counter()
             for iteration in ([] if stopped else range(first, settings.iterations)):
-                train_state, metrics = trainer.iteration(train_state)
+                with compiling("compiling the training iteration") if iteration == first else running(
+                        f"dispatching training iteration {iteration}"):
+                    train_state, metrics = trainer.iteration(train_state)
                 if evaluation_compiled is None:  # the iteration is compiled now: the evaluation compiles meanwhile
                     evaluation_compiled = trainer.compile_evaluation(train_state)
                 for leaf in metrics.values():
@@ -341,7 +428,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                 for item in due:
                     if item is None:
                         continue
-                    host_metrics = jax.device_get(item[1])
+                    with running(f"training iteration {item[0]}"):
+                        host_metrics = jax.device_get(item[1])
                     now = time.perf_counter()
                     if item[0] == first:
                         timings["first_iteration_s"] = now - tick  # includes compilation
@@ -371,8 +459,11 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
 
     console.print("evaluating each policy deterministically over one full episode per environment…")
     tick = time.perf_counter()
-    evaluate = trainer.evaluate if evaluation_compiled is None else evaluation_compiled.result()
-    evaluation = jax.device_get(evaluate(train_state))
+    with compiling("compiling the evaluation"):
+        evaluate = trainer.evaluate if evaluation_compiled is None else evaluation_compiled.result()
+        evaluate = evaluate.lower(train_state).compile() if evaluate is trainer.evaluate else evaluate
+    with running("the final evaluation"):
+        evaluation = jax.device_get(evaluate(train_state))
     timings["evaluation_s"] = time.perf_counter() - tick
     timings["total_s"] = time.perf_counter() - start
 

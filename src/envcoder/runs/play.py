@@ -16,8 +16,7 @@ from envcoder.rl.config import PPOConfig, load_config_file
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.evaluation import build_candidates, settings_from_run
-from envcoder.shaping.validate import validate_candidate
+from envcoder.runs.evaluation import sandboxed_candidates, settings_from_run
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -43,13 +42,9 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
-    candidates = {c.name: c for c in build_candidates(settings)[0]}
-    if candidate not in candidates:
-        raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(candidates)}")
-    chosen = candidates[candidate]
-    saved = RunDirectory(run, resume=True).path / "candidates" / f"{candidate}.py"
-    if saved.exists() and saved.read_text() != chosen.source:
-        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
+    trained = RunDirectory(run, resume=True).read_config()["candidates"]
+    if candidate not in trained:
+        raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
     folder = run / "checkpoints" / f"{candidate}#{seed}"
     path = folder / f"{which}.npz"
     if which == "best" and not path.exists() and (folder / "last.npz").exists():
@@ -57,10 +52,20 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         path = folder / "last.npz"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: the run saved no checkpoint for {candidate}#{seed} yet")
+    # Only the files this candidate is made of are validated (in the sandbox) and loaded.
+    stems = {part.split("[")[0] for part in candidate.split("+")}
+    candidates, specs, failures = sandboxed_candidates(settings, task, only=stems)
+    if candidate not in specs:
+        reasons = "; ".join(f.error for f in failures) or "it is not among the files' candidates"
+        raise ValueError(f"{candidate} cannot be played: {reasons}")
+    chosen = next(c for c in candidates if c.name == candidate)
+    saved = run / "candidates" / f"{candidate}.py"
+    if saved.exists() and saved.read_text() != chosen.source:
+        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
 
     sim = Simulator(task.model_file, task.substeps)
-    spec = validate_candidate(task, sim, chosen)
-    trainer = GroupedTrainer(task, [chosen], {candidate: spec}, config, episodes, (seed,), sim, fitness=fitness_name)
+    trainer = GroupedTrainer(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,), sim,
+                             fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),
                                         jax.tree.map(lambda x: x[0], ts.obs_rms))
@@ -108,7 +113,15 @@ def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -
     model.vis.headlight.diffuse[:] = 0.7
     camera.elevation, camera.azimuth = -20.0, 135.0
     frames = []
-    with mujoco.Renderer(model, height, width) as renderer:
+    try:
+        renderer = mujoco.Renderer(model, height, width)
+    except Exception as err:  # noqa: BLE001 - e.g. PyOpenGL without its library: AttributeError on glGetError
+        backend = os.environ.get("MUJOCO_GL", "glfw")
+        raise RuntimeError(f"cannot render the video: MuJoCo's OpenGL backend MUJOCO_GL={backend} does not work on "
+                           f"this machine ({type(err).__name__}: {err}). Install it (Debian: libosmesa6 for osmesa, "
+                           "libegl1 for egl) or set MUJOCO_GL to one that is installed; the episode statistics above "
+                           "need no rendering") from None
+    with renderer:
         for e, length in enumerate(lengths):
             for t in range(int(length)):
                 data.qpos[:] = qpos[t, e]

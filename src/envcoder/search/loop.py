@@ -89,6 +89,9 @@ class AutoSettings:
     validation_timeout_s: float = 120.0
     validation_memory_gib: float = 4.0
     validation_workers: int = 2
+    compile_timeout_s: float = 1800.0
+    iteration_timeout_s: float = 600.0
+    """The evaluations' watchdog limits (see `EvalSettings`)."""
     request_timeout_s: float = 120.0
     api_retries: int = 4
     concurrency: int = 4
@@ -270,9 +273,11 @@ class AutoRun:
             task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
             envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
             seeds=tuple(range(self.s.seed, self.s.seed + seeds)), ppo=dict(self.s.ppo),
-            config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics)
+            config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics,
+            validation_timeout_s=self.s.validation_timeout_s, validation_memory_gib=self.s.validation_memory_gib,
+            compile_timeout_s=self.s.compile_timeout_s, iteration_timeout_s=self.s.iteration_timeout_s)
         try:
-            return run_evaluation(settings, self.console)
+            return run_evaluation(settings, self.console, validator=self.validator)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
             return None
@@ -359,7 +364,7 @@ class AutoRun:
                 if best:
                     self.console.print(f"best so far: {best[0]['name']} ({self.fitness_name} "
                                        f"{best[0]['fitness']:.4g})", highlight=False)
-        return self._finish()
+            return self._finish()
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}

@@ -48,7 +48,8 @@ Rules:
 - Use jax.numpy (`jnp`). Functions are jit-compiled and vmapped: no Python `if`/`while`/`for` on array values
   (use `jnp.where`), no in-place updates, no printing. Every array has a leading environment axis [E, ...].
 - `jax`, `jnp`, `math` and the helpers listed below are already in the namespace. Imports are limited to
-  {', '.join(sorted(ALLOWED_IMPORTS))}. No file, OS or network access, no `eval`/`exec`, no dunder names.
+  {', '.join(sorted(ALLOWED_IMPORTS))}. No file, OS or network access, no `eval`/`exec`/`getattr`, no
+  dunder names, no `str.format` (use f-strings), never change `state` in place (build a new dict).
 - Module-level constants (e.g. `FORWARD_WEIGHT = 1.0`) make weights easy to tune.
 - Functions you do not define keep the task's defaults, shown below.
 - Answer with the complete module in one ```python code block.

@@ -1,16 +1,19 @@
 """Validating untrusted candidate code in separate processes, with a wall-clock timeout and memory/CPU limits.
 
-The parent (`SandboxValidator`) starts worker processes (`python -m envcoder.search.sandbox`) that load the
-task on the CPU, roll it out briefly under the default shaping (`rollout_states`), and then, one candidate
-at a time, load the code in the restricted namespace and trace, compile and run every shaping function on
-those states, checking shapes, dtypes and finiteness (`validate_candidate`). A candidate that hangs (a Python
-`while True`, or a `lax.while_loop` that never ends inside XLA, which no signal reaches) is killed with its
-worker at the timeout; one that allocates past the memory limit kills only its worker. Either way the
-verdict names the reason, and a fresh worker takes the remaining candidates.
+Every path that runs candidate code (`envcoder eval`, `auto`, `--resume`, `play`) validates it here first:
+the parent (`SandboxValidator`) starts worker processes (`python -m envcoder.search.sandbox`: CPU-only JAX,
+none of the parent's credentials) that load the task, roll it out briefly under the default shaping
+(`rollout_states`), and then, one file at a time, load the code in the restricted namespace and trace,
+compile and run every shaping function of every sweep variant on those states, checking shapes, dtypes and
+finiteness (`validate_candidate`). A candidate that hangs (a Python loop that never ends or unrolls too far,
+or a `lax.while_loop` that never ends inside XLA, which no signal reaches) is killed with its worker at the
+timeout; one that allocates past the memory limit kills only its worker. Either way the verdict names the
+function and the step (tracing, compiling, running) and a fresh worker takes the remaining candidates.
 
 Protocol: the parent writes one JSON line `{"task", "shaper_types"}`, the worker answers `{"ready": true}`;
-then each `{"name", "source", "cpu_seconds"}` line gets one `{"name", "ok", "error", "obs_dim", "action_dim",
-"reward_components"}` line. A candidate's own `print` goes to stderr, never into the protocol.
+then each `{"name", "path", "source", "cpu_seconds"}` line gets `{"phase": [variant, function, step]}` lines
+as validation goes and one `{"name", "specs": {variant: spec}, "errors": {variant: reason}}` line at the
+end. A candidate's own `print` goes to stderr, never into the protocol.
 """
 
 from __future__ import annotations
@@ -28,19 +31,28 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
+
+from envcoder.shaping.validate import CandidateSpec
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """What the sandbox found for one candidate."""
+    """What the sandbox found for one candidate file (and each of its sweep variants)."""
 
     name: str
-    ok: bool
-    error: str | None = None
-    obs_dim: int | None = None
-    action_dim: int | None = None
-    reward_components: tuple[str, ...] = ()
+    specs: Mapping[str, CandidateSpec] = dataclasses.field(default_factory=dict)
+    """What validation learned, per variant that passed (the file's name when it sweeps nothing)."""
+    errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Why, per variant that failed (or for the file, when it could not be loaded)."""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.specs) and not self.errors
+
+    @property
+    def error(self) -> str | None:
+        return next(iter(self.errors.values()), None)
 
 
 class SandboxError(RuntimeError):
@@ -51,9 +63,13 @@ _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 def _worker_env() -> dict:
-    """The worker's environment: CPU-only JAX, and none of the parent's credentials."""
+    """The worker's environment: CPU-only JAX (with the parent's compilation cache), and none of the parent's
+    credentials."""
+    import jax
+
     env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
     env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2")
+    env["ENVCODER_CACHE_DIR"] = jax.config.jax_compilation_cache_dir or ""
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
     return env
@@ -71,6 +87,8 @@ class _Worker:
                                       str(cpu_seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=_worker_env(), start_new_session=True)
         self._buffer = b""
+        self.phase: list | None = None
+        """The last `[variant, function, step]` the worker reported for the candidate it is checking."""
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._send({"task": task, "shaper_types": list(shaper_types)})
@@ -85,25 +103,39 @@ class _Worker:
         self.proc.stdin.flush()
 
     def _receive(self, timeout_s: float) -> dict | None:
-        """The next protocol line, or None when the worker died or `timeout_s` passed."""
+        """The next protocol line other than a phase report, or None when the worker died or `timeout_s` passed
+        without one (the clock restarts with each step the worker reports)."""
         deadline = time.monotonic() + timeout_s
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._selector.select(remaining):
-                return None
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
-            if not chunk:
-                return None  # the worker exited
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        return json.loads(line)
+        while True:
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._selector.select(remaining):
+                    return None
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    return None  # the worker exited
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "phase" not in message:
+                return message
+            deadline = time.monotonic() + timeout_s
+            self.phase = message["phase"]
 
-    def check(self, name: str, source: str, timeout_s: float, cpu_seconds: int) -> dict | None:
+    def check(self, name: str, path: str, source: str, timeout_s: float, cpu_seconds: int) -> dict | None:
+        self.phase = None
         try:
-            self._send({"name": name, "source": source, "cpu_seconds": cpu_seconds})
+            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds})
         except (BrokenPipeError, OSError):
             return None
         return self._receive(timeout_s)
+
+    def where(self) -> str:
+        """Where the candidate being checked was when it hung or died, e.g. ' in compute_reward() while running it'."""
+        if self.phase is None:
+            return " while its module-level code ran"
+        variant, function, step = self.phase
+        return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
 
     def stderr_tail(self, lines: int = 3) -> str:
         self.stderr.seek(0)
@@ -132,6 +164,12 @@ class _Worker:
             reason += " (over the memory limit?)"
         return reason
 
+    def hung_because(self, timeout_s: float) -> str:
+        step = self.phase[2] if self.phase else None
+        cause = {"tracing": "a Python loop that never ends, or one unrolled too far?",
+                 "running": "a lax.while_loop that never ends?"}.get(step, "an endless loop?")
+        return f"took longer than {timeout_s:g} s ({cause})"
+
 
 class SandboxValidator:
     """Validate candidate sources in worker processes; the verdicts keep the candidates' order.
@@ -146,6 +184,7 @@ class SandboxValidator:
         self.timeout_s, self.memory_bytes = timeout_s, int(memory_gib * 2**30)
         self.workers, self.startup_timeout_s = max(1, workers), startup_timeout_s
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        self._passed: dict[tuple[str, str], Verdict] = {}
 
     @property
     def cpu_seconds(self) -> int:
@@ -159,12 +198,16 @@ class SandboxValidator:
             return _Worker(self.task, self.shaper_types, self.memory_bytes,
                            int(self.startup_timeout_s * (os.cpu_count() or 1)), self.startup_timeout_s)
 
-    def validate(self, drafts: Sequence[tuple[str, str]]) -> list[Verdict]:
-        """`drafts`: `(name, source)` pairs. Raises `SandboxError` only when no worker can start."""
+    def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
+        """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`).
+        Raises `SandboxError` only when no worker can start. A verdict that passed is remembered: the same
+        name and source are not checked again (`envcoder auto` evaluates the drafts it validated)."""
         todo: queue.Queue = queue.Queue()
-        for i, draft in enumerate(drafts):
-            todo.put((i, *draft))
-        verdicts: list[Verdict | None] = [None] * len(drafts)
+        for i, (name, source, *path) in enumerate(drafts):
+            if (name, source) in self._passed:
+                continue
+            todo.put((i, name, source, path[0] if path else f"{name}.py"))
+        verdicts: list[Verdict | None] = [self._passed.get((d[0], d[1])) for d in drafts]
         errors: list[BaseException] = []
 
         def serve():
@@ -172,28 +215,31 @@ class SandboxValidator:
             try:
                 while True:
                     try:
-                        i, name, source = todo.get_nowait()
+                        i, name, source, path = todo.get_nowait()
                     except queue.Empty:
                         return
                     worker = worker or self._worker()
-                    reply = worker.check(name, source, self.timeout_s, self.cpu_seconds)
+                    reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds)
                     if reply is None:  # hung or died: this candidate's fault; the next one gets a new worker
-                        reason = (f"validation took longer than {self.timeout_s:g} s (an endless loop, or a "
-                                  "lax.while_loop that never ends?)" if worker.proc.poll() is None
+                        reason = (worker.hung_because(self.timeout_s) if worker.proc.poll() is None
                                   else worker.died_because())
+                        variant = worker.phase[0] if worker.phase else name
+                        verdicts[i] = Verdict(name, errors={variant: f"{path}{worker.where()}: {reason}"})
                         worker.kill()
                         worker = None
-                        verdicts[i] = Verdict(name, False, f"{name}.py: {reason}")
                     else:
-                        verdicts[i] = Verdict(reply["name"], reply["ok"], reply.get("error"), reply.get("obs_dim"),
-                                              reply.get("action_dim"), tuple(reply.get("reward_components", ())))
+                        verdicts[i] = Verdict(reply["name"], {v: CandidateSpec(s["obs_dim"], s["action_dim"],
+                                                                               tuple(s["reward_components"]))
+                                                              for v, s in reply["specs"].items()}, reply["errors"])
+                        if verdicts[i].ok:
+                            self._passed[(name, source)] = verdicts[i]
             except BaseException as err:  # noqa: BLE001 - reported to the caller below
                 errors.append(err)
             finally:
                 if worker is not None:
                     self._idle.put(worker)
 
-        threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(self.workers, len(drafts)))]
+        threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(self.workers, todo.qsize()))]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -232,11 +278,13 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
 
     header = json.loads(sys.stdin.readline())
     try:
-        from envcoder.shaping.candidate import CandidateError, load_candidate
+        from envcoder.compile_cache import enable_compilation_cache
+        from envcoder.shaping.candidate import CandidateError, expand_sweeps, load_candidate
         from envcoder.shaping.validate import rollout_states, validate_candidate
         from envcoder.sim import Simulator
         from envcoder.tasks import get_task
 
+        enable_compilation_cache()
         task = get_task(header["task"])
         simulator = Simulator(task.model_file, task.substeps)
         states = rollout_states(task, simulator)
@@ -247,19 +295,28 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
     shaper_types = tuple(header["shaper_types"])
     for line in sys.stdin:
         request = json.loads(line)
-        name = request["name"]
+        name, path = request["name"], request["path"]
         used = resource.getrusage(resource.RUSAGE_SELF)
         used = int(used.ru_utime + used.ru_stime)
         resource.setrlimit(resource.RLIMIT_CPU, (used + request["cpu_seconds"], resource.RLIM_INFINITY))
+        specs, errors = {}, {}
         try:
-            candidate = load_candidate(Path(f"{name}.py"), shaper_types, name=name, source=request["source"])
-            spec = validate_candidate(task, simulator, candidate, states)
-            reply({"name": name, "ok": True, "obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-                   "reward_components": list(spec.reward_components)})
-        except CandidateError as err:
-            reply({"name": name, "ok": False, "error": str(err)})
-        except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
-            reply({"name": name, "ok": False, "error": f"{name}.py: {type(err).__name__}: {err}"})
+            variants = expand_sweeps([load_candidate(Path(path), shaper_types, name=name, source=request["source"])])
+        except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
+            errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
+            variants = []
+        for candidate in variants:
+            def on_phase(function, step, variant=candidate.name):
+                reply({"phase": [variant, function, step]})
+            try:
+                spec = validate_candidate(task, simulator, candidate, states, on_phase)
+                specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+                                         "reward_components": list(spec.reward_components)}
+            except CandidateError as err:
+                errors[candidate.name] = str(err)
+            except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
+                errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
+        reply({"name": name, "specs": specs, "errors": errors})
 
 
 if __name__ == "__main__":

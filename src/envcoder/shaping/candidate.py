@@ -3,7 +3,9 @@
 A candidate is one Python file that defines any subset of the shaping API (`SHAPER_TYPES`). Candidate
 code is untrusted (it is often written by an LLM), so a file is checked statically before it runs:
 only allow-listed imports, no file/OS/network access, no `eval`/`exec`, no dunder access. It then runs
-in a namespace with a restricted set of builtins, under a time limit.
+in a namespace with a restricted set of builtins and views of the allowed modules (`ModuleView`), under a
+time limit. Validation in a worker process (`envcoder.search.sandbox`) comes before any of it runs in a
+training process.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import functools
 import hashlib
 import itertools
 import math
+import re
 import signal
 import threading
+import types
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -60,8 +64,28 @@ FORBIDDEN_ATTRIBUTES = {
     "save", "savez", "savez_compressed", "load", "loadtxt", "savetxt", "genfromtxt", "fromfile", "tofile",
     "memmap", "DataSource", "config", "experimental", "distributed", "profiler", "pure_callback", "io_callback",
     "callback", "ffi", "extend", "dlpack", "lib", "tools", "monitoring", "clear_caches", "live_arrays",
+    "format", "format_map", "set_printoptions", "printoptions", "breakpoint",
 }
-"""Attributes of jax/jnp/math that reach files, the host or the runtime; shaping needs none of them."""
+"""Attributes that reach files, the host or the runtime, or read attributes by name (`str.format`'s
+`{0.attr}` fields); shaping needs none of them."""
+
+ALLOWED_MODULES = ("jax.numpy", "jax.lax", "jax.random", "jax.nn", "jax.scipy", "jax.tree", "jax.tree_util",
+                   "jax.dtypes", "jax.image", "jax.ops", "math", "envcoder.shaping.helpers")
+"""Modules (and their submodules) that candidate code may reach by attribute, e.g. `jax.numpy.linalg`."""
+
+JAX_ATTRIBUTES = {
+    "numpy", "lax", "random", "nn", "scipy", "tree", "tree_util", "dtypes", "image", "ops", "Array", "vmap", "jit",
+    "grad", "value_and_grad", "jacobian", "jacfwd", "jacrev", "hessian", "jvp", "vjp", "linearize", "checkpoint",
+    "remat", "eval_shape", "custom_jvp", "custom_vjp", "named_call", "ShapeDtypeStruct", "float0",
+}
+"""What candidate code may use of the top-level `jax` module (its transformations and the allowed modules)."""
+
+MUTATING_METHODS = {"update", "pop", "popitem", "clear", "setdefault", "append", "extend", "insert", "remove",
+                    "sort", "reverse", "add", "discard"}
+"""Methods that change a dict, list or set in place."""
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+"""A candidate file's name (without `.py`): it becomes a directory name and a label in every record."""
 
 SAFE_BUILTINS = {
     name: getattr(__builtins__, name) if not isinstance(__builtins__, dict) else __builtins__[name]
@@ -111,6 +135,8 @@ class Candidate:
     """This variant's values of the swept constants (empty when the file sweeps nothing)."""
     function_params: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     """The swept constants each function sees, by API name (a crossed candidate mixes files)."""
+    providers: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Of a crossed candidate: which file's candidate (variant) provides each function, by API name."""
 
 
 @contextlib.contextmanager
@@ -133,7 +159,9 @@ def time_limit(seconds: float, what: str):
 
 
 def check_source(tree: ast.AST, file: str) -> None:
-    """Static checks: allow-listed imports only, no forbidden builtins, no dunder names or attributes."""
+    """Static checks: allow-listed imports only, no forbidden builtins, no dunder names or attributes, no
+    assignment to attributes (a module's or a helper's: shared with the other candidates), and no shaping
+    function that changes its arguments in place."""
     for node in ast.walk(tree):
         line = getattr(node, "lineno", None)
         if isinstance(node, ast.Import):
@@ -141,6 +169,9 @@ def check_source(tree: ast.AST, file: str) -> None:
                 if alias.name not in ALLOWED_IMPORTS:
                     raise CandidateError(file, f"import of {alias.name!r} is not allowed; allowed modules: "
                                                f"{', '.join(sorted(ALLOWED_IMPORTS))}", line=line)
+                if alias.name.startswith("envcoder.") and alias.asname is None:
+                    raise CandidateError(file, f"`import {alias.name}` would bind the whole envcoder package; "
+                                               f"write `from {alias.name} import NAME`", line=line)
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             for alias in node.names:
@@ -148,28 +179,106 @@ def check_source(tree: ast.AST, file: str) -> None:
                 if module not in ALLOWED_IMPORTS and full not in ALLOWED_IMPORTS or node.level:
                     raise CandidateError(file, f"import from {module!r} is not allowed; allowed modules: "
                                                f"{', '.join(sorted(ALLOWED_IMPORTS))}", line=line)
+                if alias.name == "*" or alias.name.startswith("_") or alias.name in FORBIDDEN_ATTRIBUTES or (
+                        module == "jax" and alias.name not in JAX_ATTRIBUTES):
+                    raise CandidateError(file, f"`from {module} import {alias.name}` is not allowed in candidate "
+                                               "code (file, host or runtime access)", line=line)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            raise CandidateError(file, f"assigning to the attribute .{node.attr} is not allowed: it would change a "
+                                       "module or object shared with the other candidates", line=line)
         elif isinstance(node, ast.Name) and (node.id in FORBIDDEN_NAMES or node.id.startswith("__")):
             raise CandidateError(file, f"use of {node.id!r} is not allowed in candidate code", line=line)
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise CandidateError(file, f"access to the private attribute {node.attr!r} is not allowed", line=line)
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
-            raise CandidateError(file, f"use of .{node.attr} is not allowed in candidate code (file, host or "
-                                       "runtime access)", line=line)
+            why = ("str.format reads attributes by name: use an f-string" if node.attr.startswith("format")
+                   else "file, host or runtime access")
+            raise CandidateError(file, f"use of .{node.attr} is not allowed in candidate code ({why})", line=line)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             raise CandidateError(file, "global/nonlocal statements are not allowed: shaping functions must be pure",
                                  line=line)
+    module_names = {t.id for node in getattr(tree, "body", ()) if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.Lambda)):
+            _check_no_mutation(fn, module_names, file)
+
+
+def _check_no_mutation(fn: ast.FunctionDef | ast.Lambda, module_names: set[str], file: str) -> None:
+    """A function may not change its arguments (the state mapping above all) or module-level values in place:
+    the state it is given is the one the other shaping functions read."""
+    args = fn.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    local = {t.id for node in ast.walk(fn) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For))
+             for t in ast.walk(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+             if isinstance(t, ast.Name)} - params
+    shared = params | (module_names - local)
+    name = getattr(fn, "name", "lambda")
+    for node in ast.walk(fn):
+        target, how = None, None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            target, how = node.value, "item assignment" if isinstance(node.ctx, ast.Store) else "del"
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in MUTATING_METHODS):
+            target, how = node.func.value, f".{node.func.attr}()"
+        if isinstance(target, ast.Name) and target.id in shared:
+            what = "its argument" if target.id in params else "the module-level value"
+            raise CandidateError(file, f"changes {what} {target.id!r} in place ({how}); shaping functions must not "
+                                       "change what they are given: build a new value, e.g. {**state, 'key': value}",
+                                 function=name, line=node.lineno)
+
+
+class ModuleView:
+    """What candidate code sees of an allowed module: its attributes, except the forbidden ones (and of `jax`
+    only `JAX_ATTRIBUTES`); a submodule only as another view, and only one of `ALLOWED_MODULES`. Nothing can
+    be assigned to it. The static checks refuse most escapes with a line number; this refuses the rest
+    (an alias of a module, a chain of attributes) when the code runs."""
+
+    __slots__ = ("_module",)
+
+    def __init__(self, module: types.ModuleType):
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str):
+        module = object.__getattribute__(self, "_module")
+        where = f"{module.__name__}.{name}"
+        if name.startswith("_") or name in FORBIDDEN_ATTRIBUTES or (module.__name__ == "jax"
+                                                                   and name not in JAX_ATTRIBUTES):
+            raise AttributeError(f"{where} is not available to candidate code")
+        value = getattr(module, name)
+        if isinstance(value, types.ModuleType):
+            if not _allowed_module(value.__name__):
+                raise AttributeError(f"{where} is not available to candidate code")
+            return ModuleView(value)
+        return value
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"candidate code may not change the module {object.__getattribute__(self, '_module').__name__}")
+
+    __delattr__ = __setattr__
+
+    def __repr__(self) -> str:
+        return f"<module {object.__getattribute__(self, '_module').__name__!r} (candidate view)>"
+
+
+def _allowed_module(name: str) -> bool:
+    return name == "jax" or any(name == m or name.startswith(m + ".") for m in ALLOWED_MODULES)
 
 
 def _restricted_import(name, globals=None, locals=None, fromlist=(), level=0):
     if level or name not in ALLOWED_IMPORTS and not any(f"{name}.{item}" in ALLOWED_IMPORTS for item in fromlist or ()):
         raise ImportError(f"import of {name!r} is not allowed in candidate code")
-    return __import__(name, globals, locals, fromlist, level)
+    if name.startswith("envcoder.") and not fromlist:
+        raise ImportError(f"write `from {name} import NAME`")
+    return ModuleView(__import__(name, globals, locals, fromlist, level))
 
 
 def candidate_namespace() -> dict:
-    """The globals a candidate's code runs in: restricted builtins, jax, jnp, math and the helpers."""
+    """The globals a candidate's code runs in: restricted builtins, views of jax, jnp and math, and the helpers."""
     builtins = dict(SAFE_BUILTINS, __import__=_restricted_import)
-    return {"__builtins__": builtins, "__name__": "candidate", "jax": jax, "jnp": jnp, "math": math, **HELPERS}
+    return {"__builtins__": builtins, "__name__": "candidate", "jax": ModuleView(jax), "jnp": ModuleView(jnp),
+            "math": ModuleView(math), **HELPERS}
 
 
 def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
@@ -181,6 +290,30 @@ def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
         raise CandidateError(file, f"wrong signature: takes ({', '.join(positional)}), "
                                    f"the API calls it as {api_name}({', '.join(expected)})",
                              function=fn.name, line=fn.lineno)
+
+
+def check_name(name: str, file: str) -> None:
+    """A candidate's name becomes a directory name and a label: letters, digits, `_`, `-` and `.` only."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise CandidateError(file, f"the file name {name + '.py'!r} has characters other than letters, digits, '_', "
+                                   "'-' and '.' (candidate names become directory names and labels): rename the file")
+
+
+def read_source(path: Path) -> str:
+    """A candidate file's text (UTF-8), or a `CandidateError` that says why it cannot be used."""
+    file = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise CandidateError(file, f"cannot read the file: {err.strerror or err}") from None
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CandidateError(file, f"is not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}): save "
+                                   "it as UTF-8") from None
+    if not source.strip():
+        raise CandidateError(file, "the file is empty: write at least one shaping function")
+    return source
 
 
 def check_statically(source: str, file: str, shaper_types: Sequence[str]) -> tuple[ast.Module, dict[str, str]]:
@@ -217,11 +350,8 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     """
     path = Path(path)
     file = str(path)
-    if source is None:
-        try:
-            source = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise CandidateError(file, f"cannot read the file: {err}") from None
+    check_name(name or path.stem, file)
+    source = read_source(path) if source is None else source
     tree, wanted = check_statically(source, file, shaper_types)
 
     namespace = candidate_namespace()
@@ -316,7 +446,8 @@ def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str
         combined.append(Candidate(name="+".join(parts), path=choice[0].path, source=sources, functions=functions,
                                   code_key=hashlib.sha256(key_source.encode()).hexdigest()[:16],
                                   function_keys=function_keys, action_dim=torque.action_dim if torque else None,
-                                  params=params, function_params=function_params))
+                                  params=params, function_params=function_params,
+                                  providers={api: c.name for (api, _), c in zip(per_type, choice)}))
     return combined
 
 
@@ -351,16 +482,22 @@ class LoadFailure:
     error: str
 
 
-def load_candidates(directory: str | Path, shaper_types: Sequence[str]) -> tuple[list[Candidate], list[LoadFailure]]:
-    """Load every `*.py` file of `directory` (sorted by name); failures are returned, not raised."""
+def candidate_files(directory: str | Path) -> list[Path]:
+    """The candidate files of `directory`: its `*.py` files not starting with `_`, sorted by name."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"candidate directory {str(directory)!r} does not exist")
     files = sorted(p for p in directory.glob("*.py") if not p.name.startswith("_"))
     if not files:
         raise FileNotFoundError(f"candidate directory {str(directory)!r} has no .py candidate files")
+    return files
+
+
+def load_candidates(directory: str | Path, shaper_types: Sequence[str]) -> tuple[list[Candidate], list[LoadFailure]]:
+    """Load every candidate file of `directory` in this process (no sandbox: for trusted files); failures are
+    returned, not raised."""
     candidates, failures = [], []
-    for file in files:
+    for file in candidate_files(directory):
         try:
             candidates.append(load_candidate(file, shaper_types))
         except CandidateError as err:

@@ -47,13 +47,23 @@ class FunctionClass:
     """Positions in the plan's group order (sorted)."""
     params: dict = dataclasses.field(default_factory=dict)
     """Swept constants: name -> `[G_c]` values, one per group of the class (empty when none)."""
+    api: str = ""
+    """The shaping function's API name."""
+    names: tuple[str, ...] = ()
+    """The candidates of the class (for messages about it)."""
 
     def apply(self, *args):
-        """The function vmapped over the class's groups; `args` are already the class's rows."""
-        if not self.params:
-            return jax.vmap(self.function)(*args)
-        params = {name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
-        return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
+        """The function vmapped over the class's groups; `args` are already the class's rows. While it is
+        traced, `now_tracing()` names the class (the watchdog reports it when a trace hangs)."""
+        previous = _TRACING.value
+        _TRACING.value = (self.api, self.names)
+        try:
+            if not self.params:
+                return jax.vmap(self.function)(*args)
+            params = {name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
+            return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
+        finally:
+            _TRACING.value = previous
 
     def take(self, x):
         """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous).
@@ -66,6 +76,18 @@ class FunctionClass:
         if stop - start == len(self.indices):
             return x[start:stop]
         return jnp.take(x, jax.lax.optimization_barrier(jnp.asarray(self.indices)), axis=0)
+
+
+class _Tracing:
+    value: tuple[str, tuple[str, ...]] | None = None
+
+
+_TRACING = _Tracing()
+
+
+def now_tracing() -> tuple[str, tuple[str, ...]] | None:
+    """`(api, candidate names)` of the shaping function being traced right now, or None."""
+    return _TRACING.value
 
 
 class GroupPlan:
@@ -91,7 +113,8 @@ class GroupPlan:
             for key, indices in members.items():
                 names = list(groups[indices[0]].candidate.function_params.get(api, {}))
                 params = {n: np.array([groups[i].candidate.function_params[api][n] for i in indices]) for n in names}
-                self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params))
+                names = tuple(dict.fromkeys(groups[i].candidate.name for i in indices))
+                self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params, api, names))
 
     @property
     def num_groups(self) -> int:

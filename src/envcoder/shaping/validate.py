@@ -4,6 +4,7 @@ shapes, dtypes and finiteness, so a bad candidate is reported and left out befor
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -118,10 +119,15 @@ def _check(file, function, value, shape, kind):
         raise CandidateError(file, "returned NaN or inf on the sample state", function=function)
 
 
-def _run(file, function, fn, *args):
-    """Compile `fn` on `args`, refuse it if it needs too much memory, then run it."""
+def _run(file, function, fn, *args, on_phase=None):
+    """Trace and compile `fn` on `args`, refuse it if it needs too much memory, then run it; `on_phase(function,
+    what)` is told before each step ("tracing", "compiling", "running")."""
+    on_phase = on_phase or (lambda *_: None)
     num_envs = jax.tree.leaves(args[-1])[0].shape[0]
-    compiled = jax.jit(fn).lower(*args).compile()
+    on_phase(function, "tracing")
+    lowered = jax.jit(fn).lower(*args)
+    on_phase(function, "compiling")
+    compiled = lowered.compile()
     stats = compiled.memory_analysis()
     if stats is not None:
         needed = stats.temp_size_in_bytes + stats.output_size_in_bytes
@@ -129,7 +135,8 @@ def _run(file, function, fn, *args):
             raise CandidateError(file, f"needs {needed / 2**20:,.0f} MiB of working memory for {num_envs} "
                                        f"environments (limit {MEMORY_LIMIT_BYTES / 2**20:.0f} MiB): a huge "
                                        "allocation?", function=function)
-    return compiled(*args)
+    on_phase(function, "running")
+    return jax.block_until_ready(compiled(*args))
 
 
 def infer_action_dim(file, compute_torque, state, nu: int) -> int:
@@ -155,11 +162,13 @@ def infer_action_dim(file, compute_torque, state, nu: int) -> int:
     return int(used.max()) + 1
 
 
-def validate_candidate(task, simulator, candidate: Candidate, state=None) -> CandidateSpec:
+def validate_candidate(task, simulator, candidate: Candidate, state=None, on_phase=None) -> CandidateSpec:
     """Run every function of `candidate` (its own and the defaults it keeps) on a sample state.
 
-    Raises `CandidateError` with the file, function and reason; returns the inferred sizes.
+    Raises `CandidateError` with the file, function and reason; returns the inferred sizes. `on_phase(function,
+    what)` is told before each function is traced, compiled and run (the sandbox reports it when a step hangs).
     """
+    run = functools.partial(_run, on_phase=on_phase)
     state = sample_state(task, simulator) if state is None else state
     file = str(candidate.path) if candidate.path else f"<{task.name} defaults>"
     fns = resolve_functions(candidate, task.defaults)
@@ -171,40 +180,48 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None) -> Can
     try:
         with time_limit(TRACE_TIME_LIMIT_S, "evaluating the candidate on a sample state"):
             current = "compute_observation"
-            obs = jnp.asarray(_run(file, current, fns[current], state))
+            obs = jnp.asarray(run(file, current, fns[current], state))
             if obs.ndim != 2 or obs.shape[0] != num_envs:
                 raise CandidateError(file, f"returned shape {tuple(obs.shape)}, expected [E, D]", function=current)
             _check(file, current, obs, obs.shape, "float")
             current = "compute_torque"
+            if on_phase is not None:
+                on_phase(current, "tracing")
             action_dim = candidate.action_dim or (
                 infer_action_dim(file, fns[current], state, nu) if current in candidate.functions else nu)
             action = jnp.full((num_envs, action_dim), 0.5)
-            _check(file, current, _run(file, current, fns[current], action, state), (num_envs, nu), "float")
+            _check(file, current, run(file, current, fns[current], action, state), (num_envs, nu), "float")
             current = "compute_reward"
-            reward, components = split_reward(_run(file, current, fns[current], state), file)
+            reward, components = split_reward(run(file, current, fns[current], state), file)
             _check(file, current, reward, (num_envs,), "float")
             for name, value in components.items():
                 _check(file, f"{current} (component {name!r})", value, (num_envs,), "float")
             current = "compute_terminal"
-            _check(file, current, _run(file, current, fns[current], state), (num_envs,), "bool")
+            _check(file, current, run(file, current, fns[current], state), (num_envs,), "bool")
             current = "sample_initial_state"
-            reset = _run(file, current, fns[current], key, state)
+            reset = run(file, current, fns[current], key, state)
             if not isinstance(reset, dict) or not set(reset) <= set(state):
                 raise CandidateError(file, "must return a dict of state fields to change, e.g. {'dof_pos': ...}",
                                      function=current)
             for name, value in reset.items():
                 _check(file, f"{current} (field {name!r})", value, tuple(state[name].shape), "float")
             current = "sample_goal"
-            _check(file, current, _run(file, current, fns[current], key, state), (num_envs, task.num_commands),
+            _check(file, current, run(file, current, fns[current], key, state), (num_envs, task.num_commands),
                    "float")
     except CandidateError:
         raise
     except Exception as err:  # anything the candidate's code raised while running
-        raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {err}",
+        raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {_first_line(err)}",
                              function=current) from None
     return CandidateSpec(obs_dim=int(obs.shape[1]), action_dim=int(action_dim),
                          reward_components=tuple(sorted(components)))
 
+
+
+def _first_line(err: BaseException) -> str:
+    """An exception's message without JAX's long explanations and tracebacks-in-text."""
+    text = str(err).strip().split("\n")[0]
+    return text if len(text) <= 300 else text[:300] + "…"
 
 
 __all__ = ["CandidateSpec", "validate_candidate", "sample_state", "rollout_states", "split_reward", "infer_action_dim"]

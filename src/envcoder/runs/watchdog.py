@@ -1,0 +1,74 @@
+"""A watchdog for the training process: a step that runs past its limit (a compile that never finishes, an
+iteration that never returns) ends the process with one clear line naming the candidates it suspects (`guard`).
+
+Nothing can interrupt XLA from inside the process (a `lax.while_loop` that never ends keeps the device busy
+for ever, and a trace stuck in a candidate's Python loop holds the main thread), so the watchdog thread
+writes the message and exits the process. The run directory keeps its records and last checkpoint (each file
+is written atomically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from typing import Callable, Sequence
+
+from envcoder.shaping import grouping
+
+EXIT_STATUS = 3
+"""The exit status of a run the watchdog ended."""
+
+
+@contextlib.contextmanager
+def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder"):
+    """Run the block under a watchdog: when it is still running after `limit_s`, `describe()` gives the message,
+    it is written to stderr as `<prefix>: error: <message>` and the process exits with `EXIT_STATUS`."""
+    done = threading.Event()
+
+    def watch():
+        if done.wait(limit_s):
+            return
+        try:
+            message = describe()
+        except Exception as err:  # noqa: BLE001 - the exit must happen whatever the description does
+            message = f"a step ran past its time limit of {limit_s:g} s ({type(err).__name__} while describing it)"
+        sys.stderr.write(f"{prefix}: error: {message}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_STATUS)
+
+    threading.Thread(target=watch, name="envcoder-watchdog", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+def describe_compile(what: str, limit_s: float, candidates: Sequence, setting: str) -> Callable[[], str]:
+    """The message for a compile (trace + XLA) that ran past `limit_s`: the candidates whose code was being
+    traced, or, when the trace was done, the candidates whose code the compiled program holds."""
+    def describe() -> str:
+        tracing = grouping.now_tracing()
+        if tracing is not None:
+            api, names = tracing
+            return (f"{what} took longer than {limit_s:g} s while tracing {api}() of {', '.join(names)} (a Python loop "
+                    f"that never ends, or one unrolled too far?); leave it out and run again, or raise {setting}")
+        own = [c.name for c in candidates if c.functions]
+        return (f"{what} took longer than {limit_s:g} s in XLA's compiler, after tracing; the program holds the "
+                f"code of {', '.join(own) or 'no candidate (only task defaults)'}; raise {setting} for a very large "
+                "run, or leave candidates out to find the one")
+    return describe
+
+
+def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) -> Callable[[], str]:
+    """The message for a device step (an iteration, the evaluation) that ran past `limit_s`."""
+    def describe() -> str:
+        loops = [c.name for c in candidates if "while_loop" in c.source]
+        suspects = (f"the candidates with a lax.while_loop, which can run for ever on the device: {', '.join(loops)}"
+                    if loops else "no candidate uses lax.while_loop (a device or driver fault?)")
+        return f"{what} did not finish in {limit_s:g} s; {suspects}; leave them out and run again, or raise {setting}"
+    return describe
+
+
+__all__ = ["guard", "describe_compile", "describe_run", "EXIT_STATUS"]
