@@ -230,6 +230,22 @@ def test_cross_forms_the_product(tmp_path, cartpole):
         cross_candidates(loaded, types + ("compute_torque",))
 
 
+def test_sandboxed_cross_takes_each_size_from_the_file_that_provides_it(tmp_path):
+    from envcoder.runs.evaluation import EvalSettings, sandboxed_candidates
+    from envcoder.tasks import get_task
+
+    (tmp_path / "reward.py").write_text("def compute_reward(state):\n    r = state['dof_pos'][:, 1]\n"
+                                        "    return r, {'upright': r}\n")
+    (tmp_path / "wide.py").write_text("import jax.numpy as jnp\ndef compute_observation(state):\n"
+                                      "    return jnp.concatenate([state['dof_pos'], state['dof_vel'], state['dof_pos']], -1)\n")
+    settings = EvalSettings(task="Cartpole", functions=tmp_path, out=tmp_path / "out", cross=True,
+                            shaper_types=("compute_reward", "compute_observation"))
+    candidates, specs, failures = sandboxed_candidates(settings, get_task("Cartpole"))
+    assert not failures and [c.name for c in candidates] == ["reward+wide"]
+    spec = specs["reward+wide"]  # 6 observations from wide.py, the reward's component from reward.py
+    assert (spec.obs_dim, spec.action_dim, spec.reward_components) == (6, 1, ("upright",))
+
+
 def test_action_size_is_inferred_from_compute_torque(cartpole):
     from envcoder.shaping.validate import infer_action_dim
     _, _, state = cartpole
