@@ -61,6 +61,46 @@ def _limits(parser, what: str) -> None:
                              "(default 600)")
 
 
+def _devices(parser, hosts: bool = True) -> None:
+    """Where the groups train: devices of this machine (`eval` and `auto`), and with `hosts` the processes of a
+    multi-host run (`eval`). None of these is a setting of the run: --resume may continue it on other devices."""
+    parser.add_argument("--devices", type=_positive_int, default=None, metavar="N",
+                        help="shard the candidates' groups over N devices (default: all that JAX sees, over all "
+                             "processes of a multi-host run); more than one needs --physics jax")
+    if not hosts:
+        return
+    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                        help="a multi-host run: process 0's address, or 'auto' to read it from the cluster's "
+                             "environment (SLURM, Open MPI); every process runs the same command and process 0 writes "
+                             "the run directory (README: Many GPUs)")
+    parser.add_argument("--num-processes", dest="num_processes", type=_positive_int, default=None, metavar="N",
+                        help="processes of a multi-host run (with --coordinator HOST:PORT)")
+    parser.add_argument("--process-id", dest="process_id", type=int, default=None, metavar="I",
+                        help="this process's index, 0 to N-1 (with --coordinator HOST:PORT)")
+
+
+def _start_processes(args) -> None:
+    """Join a multi-host run (`jax.distributed.initialize`) when --coordinator is given."""
+    if args.coordinator is None:
+        if args.num_processes is not None or args.process_id is not None:
+            raise ValueError("--num-processes and --process-id belong to a multi-host run: give --coordinator too")
+        return
+    import jax
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes (tests) talk through gloo
+    if args.coordinator == "auto":
+        jax.distributed.initialize()
+    else:
+        if args.num_processes is None or args.process_id is None:
+            raise ValueError("--coordinator HOST:PORT needs --num-processes and --process-id (or --coordinator auto "
+                             "under SLURM or Open MPI)")
+        if not 0 <= args.process_id < args.num_processes:
+            raise ValueError(f"--process-id {args.process_id} is not between 0 and --num-processes - 1 "
+                             f"({args.num_processes - 1})")
+        jax.distributed.initialize(args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
+    # What is not sharded over the run's mesh (the model, validation samples) stays on this process's devices.
+    jax.config.update("jax_default_device", jax.local_devices()[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true",
@@ -106,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="physics engine: jax (MJX) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang); default: warp "
                          "on a GPU where warp-lang is installed, else jax")
     _limits(ev, "the training iteration's")
+    _devices(ev)
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
                     help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
                          "with the settings it was started with; the result equals an uninterrupted run's")
@@ -149,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--final-top", dest="final_top", type=_positive_int, default=3,
                       help="how many of the best candidates the final evaluation re-trains (default 3)")
     _limits(auto, "an evaluation's")
+    _devices(auto, hosts=False)
     auto.add_argument("--request-timeout", dest="request_timeout_s", type=float, default=120.0, metavar="S",
                       help="seconds before an LLM request is retried (default 120)")
     auto.add_argument("--api-retries", dest="api_retries", type=int, default=4,
@@ -188,6 +230,11 @@ def _eval(args) -> int:
     import importlib.util
     import time
 
+    try:
+        _start_processes(args)  # before anything that may start JAX's backend
+    except ValueError as err:
+        return _fail("eval", str(err))
+
     from envcoder.rl.config import parse_overrides
     from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation,
                                          settings_from_run)
@@ -197,9 +244,9 @@ def _eval(args) -> int:
     if args.resume is not None:
         if args.task is not None or args.overrides:
             return _fail("eval", "--resume continues a run with the settings in RUN/config.json; give no --task, "
-                                 "overrides or other options with it")
+                                 "overrides or other options with it (but --devices and the multi-host options)")
         try:
-            run_evaluation(settings_from_run(args.resume), resume=True)
+            run_evaluation(dataclasses.replace(settings_from_run(args.resume), devices=args.devices), resume=True)
         except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
             return _fail("eval", str(err))
         return 0
@@ -218,7 +265,7 @@ def _eval(args) -> int:
         wandb_project=args.wandb_project if args.wandb else None, physics=args.physics,
         seeds=tuple(range(args.seed, args.seed + args.seeds)), validation_timeout_s=args.validation_timeout_s,
         validation_memory_gib=args.validation_memory_gib, compile_timeout_s=args.compile_timeout_s,
-        iteration_timeout_s=args.iteration_timeout_s)
+        iteration_timeout_s=args.iteration_timeout_s, devices=args.devices)
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
@@ -255,6 +302,7 @@ def _candidate_files(paths, task, shaper_types) -> tuple[Path, ...]:
 
 
 def _auto(args) -> int:
+    import dataclasses
     import time
 
     from envcoder.rl.config import parse_overrides
@@ -269,7 +317,7 @@ def _auto(args) -> int:
             if args.task is not None:
                 return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
                                      "or other options with it")
-            run_auto(load_settings(args.resume), resume=True)
+            run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True)
             return 0
         if args.task is None:
             return _fail("auto", "--task is required (or --resume RUN)")
@@ -286,7 +334,7 @@ def _auto(args) -> int:
             ppo=parse_overrides(args.overrides), fitness=args.fitness, physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
             compile_timeout_s=args.compile_timeout_s, iteration_timeout_s=args.iteration_timeout_s,
-            request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
+            devices=args.devices, request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
             temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
         run_auto(settings)
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,

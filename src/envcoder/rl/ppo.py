@@ -5,6 +5,7 @@ The grouped trainer vmaps these over the candidate axis; nothing here knows abou
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -14,7 +15,7 @@ from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
 
-LOG_2PI = float(jnp.log(2.0 * jnp.pi))
+LOG_2PI = math.log(2.0 * math.pi)
 BOUNDS_SOFT = 1.1
 """Action means beyond ± this are penalized by the bounds loss."""
 

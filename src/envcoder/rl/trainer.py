@@ -6,6 +6,11 @@ networks, normalizers, GAE, losses and optimizer steps are the single-policy fun
 `envcoder.rl.ppo` vmapped over the group axis. Nothing mixes across groups, so a group's result depends
 only on its candidate, its seed and the config.
 
+Over several devices the group axis is sharded (`jax.shard_map` over a one-axis mesh): every device steps and
+trains its own block of groups (see `GroupPlan.layout`), and only metrics and evaluation results cross devices.
+The train state is then held in the layout's row order, padded with inert groups; `to_host` and `to_device`
+convert it from and to the plan's order (the same for any device count: checkpoints move between them).
+
 Usage:
     trainer = GroupedTrainer(task, candidates, specs, config, envs_per_candidate=256, seeds=(0,))
     state = trainer.init()
@@ -17,6 +22,7 @@ Usage:
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import functools
 import threading
 from typing import NamedTuple, Sequence
@@ -25,6 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+
+from jax.sharding import NamedSharding, PartitionSpec
 
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor_critic, init_actor_critic, pad_actor_critic
@@ -94,6 +102,9 @@ class Transition(NamedTuple):
     physics_failures: jnp.ndarray  # 1.0 where the env's physics blew up (non-finite or > max_qvel), reset
 
 
+GROUP_AXIS = "groups"
+"""The mesh axis the group axis is sharded over."""
+
 UPDATE_METRICS = ("actor_loss", "critic_loss", "entropy", "bounds_loss", "kl")
 """Metrics of the PPO update; NaN for a group that was not updated (diverged or solved)."""
 
@@ -128,14 +139,33 @@ class GroupedTrainer:
 
     def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
                  config: PPOConfig, envs_per_candidate: int, seeds: Sequence[int] = (0,),
-                 simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None):
+                 simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None,
+                 devices: int | None = None):
         """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
-        ("jax" or "warp"; None: the faster one where it runs, see `default_physics`) is built."""
+        ("jax" or "warp"; None: the faster one where it runs, see `default_physics`) is built. `devices`: how
+        many of the visible devices to shard the groups over (None: all)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.plan = GroupPlan(task, candidates, seeds)
         self.groups = self.plan.groups
+        visible = jax.devices()
+        devices = len(visible) if devices is None else devices
+        if not 1 <= devices <= len(visible):
+            raise ValueError(f"--devices {devices}: JAX sees {len(visible)} device(s) here ({visible[0].device_kind}); "
+                             f"pass a number from 1 to {len(visible)}")
+        if jax.process_count() > 1 and devices != len(visible):
+            raise ValueError(f"--devices {devices}: a multi-host run uses every device of every process "
+                             f"({len(visible)}); leave --devices out")
+        if devices > 1 and (physics == "warp" or (simulator is not None and simulator.physics == "warp")):
+            raise ValueError(f"--physics warp runs on one device: pass --devices 1, or --physics jax to shard the "
+                             f"groups over {devices} devices")
+        self.devices = visible[:devices]
+        self.layout = self.plan.layout(devices) if devices > 1 else None
+        self.mesh = jax.sharding.Mesh(np.array(self.devices), (GROUP_AXIS,))
+        self.rows = self.layout.per_device if self.layout else len(self.groups)  # groups a traced function sees
         worlds = len(self.groups) * envs_per_candidate
+        if physics is None and devices > 1:
+            physics = "jax"
         self.sim = simulator or Simulator(task.model_file, task.substeps, physics or default_physics(), worlds)
         if self.sim.physics == "warp" and self.sim.worlds != worlds:
             raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
@@ -144,8 +174,21 @@ class GroupedTrainer:
         self.obs_dims = np.array([s.obs_dim for s in self.specs])
         self.action_dims = np.array([s.action_dim for s in self.specs])
         self.obs_dim_max, self.action_dim_max = int(self.obs_dims.max()), int(self.action_dims.max())
-        self.action_mask = jnp.asarray(np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None],
-                                       jnp.float32)
+        # Per-group constants of the traced functions (each device's rows of them in a sharded run).
+        self._dims = sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist())))
+        constants = {"action_mask": (np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None]).astype(
+            np.float32), "dims_class": np.array([self._dims.index(d) for d in zip(self.obs_dims.tolist(),
+                                                                                   self.action_dims.tolist())]),
+                     "inert": np.zeros(len(self.groups), bool)}
+        if self.layout is None:
+            self.action_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in constants)
+            self._local = None
+        else:
+            rows = np.maximum(self.layout.order, 0)
+            constants = {k: v[rows] for k, v in constants.items()}
+            constants["inert"] = self.layout.inert
+            self._local = {"plan": self.layout.local, **{
+                k: v.reshape((devices, self.rows) + v.shape[1:]) for k, v in constants.items()}}
         self.component_names = sorted({n for s in self.specs for n in s.reward_components})
         batch = envs_per_candidate * config.horizon_length
         self.minibatch_size = config.minibatch_size or max(batch // config.num_minibatches, 1)
@@ -159,10 +202,98 @@ class GroupedTrainer:
         self.optimizer = optax.chain(*tx)
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
-        self.iteration = jax.jit(self._iteration, donate_argnums=donate)
-        self.evaluate = jax.jit(self._evaluate)
-        self.evaluate_recorded = jax.jit(functools.partial(self._evaluate, record=True))
+        if self.layout is None:
+            self.iteration = jax.jit(self._iteration, donate_argnums=donate)
+            self.evaluate = jax.jit(self._evaluate)
+            self.evaluate_recorded = jax.jit(functools.partial(self._evaluate, record=True))
+        else:
+            self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate)
+            self.evaluate = jax.jit(self._sharded_evaluate)
+            self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+
+    # ---- sharding over devices -------------------------------------------------------------------
+
+    def _on_device(self, local: dict) -> "GroupedTrainer":
+        """The trainer as one device of a sharded run sees it: its rows of the per-group constants and its
+        plan (`local`: its slice of `self._local`)."""
+        view = copy.copy(self)
+        view.plan = self.plan.localized(local["plan"])
+        view.action_mask, view.dims_class, view.inert = local["action_mask"], local["dims_class"], local["inert"]
+        return view
+
+    def _sharded(self, method, in_specs, out_specs):
+        """`method(trainer_on_device, *args)` run by every device on its block of the group axis."""
+        def body(*args):
+            device = jax.lax.axis_index(GROUP_AXIS)
+            local = jax.tree.map(lambda table: jnp.asarray(table)[device], self._local)
+            return method(self._on_device(local), *args)
+        return jax.shard_map(body, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+
+    def _canonical(self, x, axis: int = 0):
+        """Rows of a layout-ordered array in the plan's group order (inert rows dropped), on every device (so
+        that every process of a multi-host run can read them)."""
+        return jax.lax.with_sharding_constraint(jnp.take(x, self.layout.position, axis=axis),
+                                                NamedSharding(self.mesh, PartitionSpec()))
+
+    def _sharded_iteration(self, ts: TrainState):
+        specs = _state_specs()
+        ts, metrics = self._sharded(GroupedTrainer._iteration, (specs,), (specs, PartitionSpec(GROUP_AXIS)))(ts)
+        return ts, jax.tree.map(self._canonical, metrics)
+
+    def _sharded_evaluate(self, ts: TrainState, record: bool = False):
+        def evaluate(trainer, ts):
+            out = trainer._evaluate(ts, record=record)
+            if record:
+                out["qpos"] = out["qpos"].swapaxes(0, 1)  # group axis first inside
+            return out
+        out = self._sharded(evaluate, (_state_specs(),), PartitionSpec(GROUP_AXIS))(ts)
+        out = jax.tree.map(self._canonical, out)
+        if record:
+            out["qpos"] = out["qpos"].swapaxes(0, 1)
+        return out
+
+    def _reduce_groups(self, x, op: str):
+        """`all`/`any` of a `[groups]` bool over every group of the run, on every device."""
+        local = jnp.all(x) if op == "all" else jnp.any(x)
+        if self.layout is None:
+            return local
+        reduce = jax.lax.pmin if op == "all" else jax.lax.pmax
+        return reduce(local.astype(jnp.int32), GROUP_AXIS) > 0
+
+    def _put(self, x) -> jax.Array:
+        """A host array of this process (every process holds all of it) laid out over the mesh: sharded on its
+        leading (group) axis, or held by every device where it is a scalar."""
+        sharding = NamedSharding(self.mesh, PartitionSpec() if np.ndim(x) == 0 else PartitionSpec(GROUP_AXIS))
+        return jax.make_array_from_callback(np.shape(x), sharding, lambda index: np.asarray(x)[index])
+
+    def to_host(self, train_state: TrainState) -> TrainState:
+        """`train_state` as numpy arrays in the plan's group order (the same for every device count)."""
+        host = _read(train_state)
+        if self.layout is None:
+            return host
+        return jax.tree.map(lambda x: x if np.ndim(x) == 0 else np.take(x, self.layout.position, axis=0), host)
+
+    def to_device(self, host_state: TrainState) -> TrainState:
+        """A state from `to_host` (of a run over any number of devices), laid out over this trainer's devices."""
+        if self.layout is None:
+            return jax.device_put(host_state)
+        rows = np.maximum(self.layout.order, 0)
+        state = jax.tree.map(lambda x: x if np.ndim(x) == 0 else np.take(x, rows, axis=0), host_state)
+        state = state._replace(diverged_at=np.where(self.layout.inert, 0, state.diverged_at))  # inert rows stay out
+        return jax.tree.map(self._put, state)
+
+    def host_shapes(self, train_state: TrainState):
+        """The shapes of `to_host(train_state)`, without reading it."""
+        G = len(self.groups)
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct((G,) + x.shape[1:] if x.ndim else (), x.dtype), train_state)
+
+    def group_status(self, train_state: TrainState) -> tuple[np.ndarray, np.ndarray]:
+        """`(diverged_at, solved_at)` `[G]` in the plan's order."""
+        diverged_at, solved_at = _read((train_state.diverged_at, train_state.solved_at))
+        if self.layout is not None:
+            diverged_at, solved_at = diverged_at[self.layout.position], solved_at[self.layout.position]
+        return diverged_at, solved_at
 
     @property
     def labels(self) -> list[str]:
@@ -200,7 +331,7 @@ class GroupedTrainer:
 
     def _reset_pool(self, keys):
         """Fresh reset states for every environment: `(data, commands, contact_forces)` `[G, E, ...]`."""
-        G, E, nu = len(self.groups), self.num_envs, self.sim.mj_model.nu
+        G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
         reference = self.sim.reset(self.sim.qpos0, jnp.zeros(self.sim.mj_model.nv))  # one forward, broadcast
         forces = jnp.broadcast_to(self.sim.task_contact_forces(self.task, reference),
                                   (G, E, len(self.task.contact_geoms), 3))
@@ -221,7 +352,7 @@ class GroupedTrainer:
 
     def _fresh_env(self, keys) -> EnvState:
         data, commands, forces = self._reset_pool(keys)
-        G, E = len(self.groups), self.num_envs
+        G, E = self.rows, self.num_envs
         zeros = jnp.zeros((G, E))
         return EnvState(data, commands, jnp.zeros((G, E, self.action_dim_max)),
                         jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros, forces)
@@ -380,7 +511,8 @@ class GroupedTrainer:
         if cfg.score_to_win is not None:
             # Once every group is solved or diverged the run is over: an iteration dispatched after that (the
             # driver dispatches one ahead of reading metrics) leaves the state as it is.
-            over = jnp.all((ts.diverged_at >= 0) | (ts.solved_at >= 0)) & jnp.any(ts.solved_at >= 0)
+            over = (self._reduce_groups((ts.diverged_at >= 0) | (ts.solved_at >= 0), "all")
+                    & self._reduce_groups(ts.solved_at >= 0, "any"))
             new_ts = jax.tree.map(lambda old, new: jnp.where(over, old, new), ts, new_ts)
         return new_ts, metrics
 
@@ -456,8 +588,13 @@ class GroupedTrainer:
 
     def init(self) -> TrainState:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`."""
-        keys = jnp.stack([group_key(g.candidate.name, g.seed) for g in self.groups])
-        state = jax.jit(self._init)(keys)
+        keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
+        if self.layout is None:
+            state = jax.jit(self._init)(keys)
+        else:
+            keys = keys[np.maximum(self.layout.order, 0)]
+            keys = self._put(keys)
+            state = jax.jit(self._sharded(GroupedTrainer._init, (PartitionSpec(GROUP_AXIS),), _state_specs()))(keys)
         # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
         # not be donated twice.
         return state._replace(best=state.best._replace(
@@ -469,30 +606,31 @@ class GroupedTrainer:
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
 
-        # Initialize each (obs size, action size) class at its own sizes, then pad and restore group order.
-        pieces, order = [], []
-        for dims in sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist()))):
-            idx = np.flatnonzero((self.obs_dims == dims[0]) & (self.action_dims == dims[1]))
-            pieces.append(jax.vmap(lambda k, d=dims: pad_actor_critic(
-                init_actor_critic(k, d[0], d[1], cfg.units, cfg.sigma_init), self.obs_dim_max,
-                self.action_dim_max))(param_keys[idx]))
-            order.append(idx)
-        inverse = np.argsort(np.concatenate(order))
-        params = jax.tree.map(lambda *xs: jnp.concatenate(xs)[inverse], *pieces)
+        # Every group is initialized at its own (obs size, action size), then padded: each size class is
+        # initialized for all groups and each group keeps its own class's (a handful of classes, once per run).
+        params = None
+        for index, (obs_dim, action_dim) in enumerate(self._dims):
+            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: pad_actor_critic(
+                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init), self.obs_dim_max,
+                self.action_dim_max))(param_keys)
+            params = sized if params is None else _where_group(self.dims_class == index, sized, params)
 
-        G = len(self.groups)
+        G = self.rows
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
                           obs_rms, value_rms, self._fresh_env(env_keys), next_keys, jnp.asarray(0, jnp.int32),
-                          jnp.full((G,), -1, jnp.int32), jnp.full((G,), -1, jnp.int32), best)
+                          jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)
 
     def snapshot(self, train_state: TrainState) -> TrainState | None:
         """A copy of `train_state` on the device (it survives the next iteration, which donates its input), or
-        None where the device lacks the free memory for one (twice its size) or reports none (the CPU)."""
-        stats = jax.devices()[0].memory_stats() if jax.default_backend() != "cpu" else None
-        size = sum(x.nbytes for x in jax.tree.leaves(train_state))
+        None where the device lacks the free memory for one (twice its size) or reports none (the CPU), and in a
+        multi-host run (reading it back is a collective of all processes, which the caller's thread must make)."""
+        if jax.process_count() > 1:
+            return None
+        stats = self.devices[0].memory_stats() if jax.default_backend() != "cpu" else None
+        size = sum(x.nbytes for x in jax.tree.leaves(train_state)) / len(self.devices)  # per device
         if not stats or stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0) < 2 * size:
             return None
         return self._copy(train_state)
@@ -522,7 +660,7 @@ class GroupedTrainer:
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
         env = self._fresh_env(keys)
         pool = (env.data, env.commands, env.contact_forces)
-        alive = jnp.ones((len(self.groups), self.num_envs), bool)
+        alive = jnp.ones((self.rows, self.num_envs), bool)
         totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
 
         def step(carry, _):
@@ -544,3 +682,18 @@ class GroupedTrainer:
         if record:
             out["qpos"] = jnp.concatenate([env.data.qpos[None], qpos[:-1]])  # the pose each step starts from
         return out
+
+
+def _read(tree):
+    """`tree` as numpy arrays on this host; in a multi-host run a collective that every process must make."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def _state_specs() -> TrainState:
+    """`shard_map` specs of a `TrainState` (a prefix of its tree): the group axis leads every array but the
+    iteration counter, which every device holds."""
+    group = PartitionSpec(GROUP_AXIS)
+    return TrainState(*([group] * len(TrainState._fields)))._replace(iteration=PartitionSpec())

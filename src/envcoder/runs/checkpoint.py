@@ -46,7 +46,8 @@ def has_train_state(directory: Path) -> bool:
 
 
 def load_train_state(directory: Path, template):
-    """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (a fresh `trainer.init()`).
+    """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (the shapes of a fresh state
+    from `trainer.host_shapes`); the state as numpy arrays.
     A damaged file (truncated, or not written by envcoder) is a `ValueError` that says so."""
     path = directory / "train_state.npz"
     try:
@@ -65,7 +66,7 @@ def load_train_state(directory: Path, template):
         if saved.shape != fresh.shape:
             raise ValueError(f"{directory}: a checkpoint array has shape {saved.shape}, this run's {fresh.shape}; "
                              "the candidates or settings changed since it was written")
-    return jax.device_put(jax.tree.unflatten(treedef, leaves)), progress
+    return jax.tree.unflatten(treedef, leaves), progress
 
 
 def save_policy(path: Path, params, obs_rms, obs_dim: int, action_dim: int, iteration: int, fitness: float) -> None:

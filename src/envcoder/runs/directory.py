@@ -44,19 +44,23 @@ def write_json(path: Path, obj) -> None:
 
 
 class RunDirectory:
-    def __init__(self, path: str | Path, resume: bool = False):
-        """A new run directory, or with `resume` an existing one whose records are continued."""
+    def __init__(self, path: str | Path, resume: bool = False, writes: bool = True):
+        """A new run directory, or with `resume` an existing one whose records are continued. Without `writes`
+        (the processes of a multi-host run other than process 0) it is only read: every write does nothing."""
         self.path = Path(path)
+        self.writes = writes
+        self.checkpoints = self.path / "checkpoints"
+        self._metrics_file = None
+        self._metrics_writer = None
         if resume and not (self.path / "config.json").exists():
             raise FileNotFoundError(f"{self.path}/config.json does not exist: {self.path} is not an `envcoder eval` "
                                     "run directory")
+        if not writes:
+            return
         if not resume and self.path.exists() and any(self.path.iterdir()):
             raise FileExistsError(f"run directory {str(self.path)!r} already exists and is not empty; "
                                   f"choose another --out, or continue it with `envcoder eval --resume {self.path}`")
         (self.path / "candidates").mkdir(parents=True, exist_ok=True)
-        self.checkpoints = self.path / "checkpoints"
-        self._metrics_file = None
-        self._metrics_writer = None
 
     def read_config(self) -> dict:
         return json.loads((self.path / "config.json").read_text())
@@ -64,6 +68,8 @@ class RunDirectory:
     def keep_metrics_before(self, iteration: int) -> None:
         """Drop the metrics rows of iterations from `iteration` on (written after the checkpoint that a
         resumed run continues from), so the file reads as if the run had not been interrupted."""
+        if not self.writes:
+            return
         path = self.path / "metrics.csv"
         if not path.exists():
             return
@@ -80,23 +86,33 @@ class RunDirectory:
             path.unlink()
 
     def write_config(self, config: dict) -> None:
+        if not self.writes:
+            return
         write_json(self.path / "config.json", config)
 
     def write_ppo_config(self, config) -> None:
         """The resolved PPO settings as YAML, reusable as `--config`."""
+        if not self.writes:
+            return
         settings = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
         text = "# Resolved PPO settings of this run (rl_games names); reuse with --config.\n"
         _write_atomic(self.path / "ppo.yaml", text + yaml.safe_dump(settings, sort_keys=False))
 
     def write_candidates(self, candidates) -> None:
+        if not self.writes:
+            return
         for candidate in candidates:
             (self.path / "candidates" / f"{candidate.name}.py").write_text(candidate.source)
 
     def write_failures(self, failures) -> None:
+        if not self.writes:
+            return
         write_json(self.path / "failures.json", [dataclasses.asdict(f) for f in failures])
 
     def append_metrics(self, iteration: int, labels: list[str], metrics: dict, extra: dict) -> None:
         """One row per group for this iteration; `metrics` holds `[G]` arrays, `extra` run-wide scalars."""
+        if not self.writes:
+            return
         columns = ["iteration", "candidate", "seed", *extra, *metrics]
         if self._metrics_writer is None:
             self._metrics_file = open(self.path / "metrics.csv", "w", newline="")
@@ -109,6 +125,8 @@ class RunDirectory:
         self._metrics_file.flush()
 
     def write_results(self, results: dict) -> None:
+        if not self.writes:
+            return
         write_json(self.path / "results.json", results)
 
     def close(self) -> None:

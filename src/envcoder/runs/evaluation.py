@@ -88,6 +88,9 @@ class EvalSettings:
     iteration_timeout_s: float = 600.0
     """Seconds one training iteration (and the final evaluation) may run on the device before the watchdog ends
     the run."""
+    devices: int | None = None
+    """How many devices to shard the groups over (None: every device JAX sees; more than one needs JAX physics).
+    Not a setting of the run: a run may be resumed on another number of devices."""
 
 
 def _versions() -> dict:
@@ -202,7 +205,8 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     """Run the whole job and return what `results.json` holds. With `resume`, continue the run in
     `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate the
     candidates with (default: a new one for this run)."""
-    console = console or Console()
+    lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
+    console = console or Console(quiet=not lead)
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
     layers = [(str(task.config_file), task.ppo_overrides)]
@@ -214,7 +218,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     config = PPOConfig.resolve(layers)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
-    run_dir = RunDirectory(settings.out, resume)  # fails now, before any compiling, if --out is taken
+    run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
     tick = time.perf_counter()
     valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
@@ -231,10 +235,10 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     else:
         _write_run_records(run_dir, settings, task, fitness_name, config, valid)
 
-    physics = settings.physics or default_physics()
+    physics = _physics(settings)
     trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
                              simulator if physics == simulator.physics else None, fitness=fitness_name,
-                             physics=physics)
+                             physics=physics, devices=settings.devices)
     try:
         return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
                                resume, validation_s)
@@ -267,6 +271,13 @@ def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: Ru
             f"settings, --resume continues it.")
 
 
+def _physics(settings: EvalSettings) -> str:
+    """The run's physics engine: the one asked for, else the faster one where it runs (JAX when the groups are
+    sharded over several devices: Warp steps one device's environments)."""
+    devices = len(jax.devices()) if settings.devices is None else settings.devices
+    return settings.physics or ("jax" if devices > 1 else default_physics())
+
+
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
     run_dir.write_config({
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
@@ -274,7 +285,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
         "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
-        "physics": settings.physics or default_physics(), **{k: getattr(settings, k) for k in _LIMITS},
+        "physics": _physics(settings), **{k: getattr(settings, k) for k in _LIMITS},
         "ppo": dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
@@ -301,7 +312,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     count = len({g.candidate.name for g in trainer.groups})
     console.print(f"[bold]{task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
                   f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
-                  f"in one process on {jax.devices()[0].device_kind}, {trainer.physics} physics", highlight=False)
+                  f"in one process on {_devices_text(trainer.devices)}, {trainer.physics} physics", highlight=False)
 
     start = time.perf_counter()
     candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
@@ -319,20 +330,23 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     last_fitness = np.full(len(labels), np.nan)
     first = 0
     if resume and has_train_state(run_dir.checkpoints):
-        train_state, progress = load_train_state(run_dir.checkpoints, train_state)
+        host_state, progress = load_train_state(run_dir.checkpoints, trainer.host_shapes(train_state))
+        train_state = trainer.to_device(host_state)
         first = progress["iteration"]
         last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
         reported_divergence = set(progress["reported_divergence"])
         console.print(f"resuming {settings.out} after iteration {first} of {settings.iterations}", highlight=False)
     if resume:
         run_dir.keep_metrics_before(first)
-    tensorboard = TensorBoardLog(run_dir.path / "tensorboard", labels, first) if settings.tensorboard else None
+    tensorboard = None
+    if settings.tensorboard and run_dir.writes:
+        tensorboard = TensorBoardLog(run_dir.path / "tensorboard", labels, first)
     wandb = None
-    if settings.wandb_project is not None:
+    if settings.wandb_project is not None and run_dir.writes:
         wandb = WandbLog(run_dir.path, labels, {k: v for k, v in run_dir.read_config().items() if k != "candidates"},
                          settings.wandb_project)
     timings = {"validation_s": validation_s, "init_s": time.perf_counter() - start, "resumed_after_iteration": first,
-               "physics": trainer.physics}
+               "physics": trainer.physics, "devices": len(trainer.devices)}
     writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
     best_written = np.full(len(labels), -2)  # the best policy's iteration last written per group
 
@@ -344,12 +358,14 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         progress = {"iteration": done, "last_fitness": [float(x) for x in last_fitness],
                     "reported_divergence": sorted(int(g) for g in reported_divergence)}
         if snapshot is None:
-            state = jax.device_get(state)
+            state = trainer.to_host(state)
+        if not run_dir.writes:
+            return
 
         def write():
             nonlocal state
             if snapshot is not None:
-                state = jax.device_get(snapshot)
+                state = trainer.to_host(snapshot)
             best = state.best
             changed = np.flatnonzero((best.iteration >= 0) & (best.iteration != best_written))
             best_written[changed] = best.iteration[changed]
@@ -408,9 +424,10 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
             bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…",
                                     best="")
             failures_so_far = [0]
-            reported_solved = set(np.flatnonzero(jax.device_get(train_state.solved_at) >= 0).tolist())
+            diverged_at, solved_at = trainer.group_status(train_state)
+            reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
             done = first
-            stopped = _all_done(train_state.diverged_at >= 0, train_state.solved_at >= 0)  # resumed, stopped
+            stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped
             if stopped:
                 timings["stopped_after_iteration"] = first
             pending = None  # (iteration, metrics on the device) dispatched and not yet read
@@ -467,7 +484,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     timings["evaluation_s"] = time.perf_counter() - tick
     timings["total_s"] = time.perf_counter() - start
 
-    diverged_at, solved_at = jax.device_get((train_state.diverged_at, train_state.solved_at))
+    diverged_at, solved_at = trainer.group_status(train_state)
     per_group = []
     per_candidate: dict[str, list[dict]] = {}
     for g, group in enumerate(trainer.groups):
@@ -495,9 +512,16 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     if wandb is not None:
         wandb.summarize(per_group)
         wandb.close()
+    if not run_dir.writes:
+        return results
     report = write_report(settings.out)
     console.print(f"run directory: {settings.out} (report: {report})", highlight=False)
     return results
+
+
+def _devices_text(devices) -> str:
+    kind = devices[0].device_kind
+    return kind if len(devices) == 1 else f"{len(devices)} × {kind}"
 
 
 def _row(g: int, tree):

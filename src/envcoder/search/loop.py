@@ -92,6 +92,8 @@ class AutoSettings:
     compile_timeout_s: float = 1800.0
     iteration_timeout_s: float = 600.0
     """The evaluations' watchdog limits (see `EvalSettings`)."""
+    devices: int | None = None
+    """Devices the evaluations shard their groups over (None: all; see `EvalSettings.devices`)."""
     request_timeout_s: float = 120.0
     api_retries: int = 4
     concurrency: int = 4
@@ -275,7 +277,8 @@ class AutoRun:
             seeds=tuple(range(self.s.seed, self.s.seed + seeds)), ppo=dict(self.s.ppo),
             config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics,
             validation_timeout_s=self.s.validation_timeout_s, validation_memory_gib=self.s.validation_memory_gib,
-            compile_timeout_s=self.s.compile_timeout_s, iteration_timeout_s=self.s.iteration_timeout_s)
+            compile_timeout_s=self.s.compile_timeout_s, iteration_timeout_s=self.s.iteration_timeout_s,
+            devices=self.s.devices)
         try:
             return run_evaluation(settings, self.console, validator=self.validator)
         except NoValidCandidatesError as err:

@@ -4,6 +4,9 @@ All state arrays inside the trainer are `[G, E, ...]`. Candidates whose code is 
 *class*: their function is traced once and vmapped over the class's groups. Distinct codes are
 unrolled one class at a time inside the same jitted function, so compile time grows with the number
 of distinct codes, not with the number of groups.
+
+Over several devices (`GroupPlan.layout`), every device holds a block of the group axis and runs the same
+program on it; a class's rows on a device are then data (per-device row indices), not static slices.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class FunctionClass:
     """The shaping function's API name."""
     names: tuple[str, ...] = ()
     """The candidates of the class (for messages about it)."""
+    rows: object = None
+    """On a device of a sharded run: the class's local rows `[K]` (traced; a device with fewer members than
+    K repeats one, and the copies' outputs are dropped), or None where the class has every local row."""
+    local_params: dict | None = None
+    """On a device of a sharded run: the swept constants of those rows, name -> `[K]` (traced)."""
 
     def apply(self, *args):
         """The function vmapped over the class's groups; `args` are already the class's rows. While it is
@@ -60,7 +68,8 @@ class FunctionClass:
         try:
             if not self.params:
                 return jax.vmap(self.function)(*args)
-            params = {name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
+            params = self.local_params if self.local_params is not None else {
+                name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
             return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
         finally:
             _TRACING.value = previous
@@ -72,10 +81,35 @@ class FunctionClass:
         field (a task constant broadcast to `[G, E, ...]`, e.g. Anymal's `default_dof_pos`) into a literal
         of `G_c × E` rows, which made compile time and the executable grow with the number of candidates.
         """
+        if self.local_params is not None:  # on a device of a sharded run
+            return x if self.rows is None else jnp.take(x, self.rows, axis=0)
         start, stop = int(self.indices[0]), int(self.indices[-1]) + 1
         if stop - start == len(self.indices):
             return x[start:stop]
         return jnp.take(x, jax.lax.optimization_barrier(jnp.asarray(self.indices)), axis=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceLayout:
+    """The group axis of a run sharded over `devices` devices, each holding `per_device` consecutive rows.
+
+    Groups are dealt round-robin in plan order (classes are contiguous there, so every device gets a near-equal
+    share of every class) and padded with inert rows to `devices × per_device`. `local` holds, per device, the
+    row indices and swept constants of every function class there (arrays `[devices, ...]`, sharded with the
+    groups); see `GroupPlan.localized`.
+    """
+
+    devices: int
+    per_device: int
+    order: np.ndarray
+    """`[devices × per_device]`: the plan index of the group in each row, -1 for an inert row."""
+    position: np.ndarray
+    """`[G]`: the row of each group of the plan."""
+    local: dict
+
+    @property
+    def inert(self) -> np.ndarray:
+        return self.order < 0
 
 
 class _Tracing:
@@ -134,10 +168,60 @@ class GroupPlan:
         outputs = [c.apply(*jax.tree.map(c.take, args)) for c in classes]
         return (combine or self.concat)(outputs, classes)
 
+    def layout(self, devices: int) -> DeviceLayout:
+        """Where every group lives when the group axis is sharded over `devices` devices."""
+        G = self.num_groups
+        per_device = -(-G // devices)
+        order = np.full((devices, per_device), -1)
+        for d in range(devices):
+            members = np.arange(d, G, devices)
+            order[d, :len(members)] = members
+        flat = order.reshape(-1)
+        position = np.empty(G, np.int64)
+        position[flat[flat >= 0]] = np.flatnonzero(flat >= 0)
+        local = {}
+        for api, classes in self.classes.items():
+            class_of = np.full(G, -1)
+            for ci, c in enumerate(classes):
+                class_of[c.indices] = ci
+            where = class_of[np.maximum(order, 0)]  # the class of every row (inert rows: group 0's)
+            rows, params, inverse = [], [], np.zeros(order.shape, np.int32)
+            for ci, c in enumerate(classes):
+                members = [np.flatnonzero((where[d] == ci) & (order[d] >= 0)) for d in range(devices)]
+                width = max(len(m) for m in members)
+                index = np.zeros((devices, width), np.int32)
+                for d, m in enumerate(members):
+                    index[d] = np.concatenate([m, np.full(width - len(m), m[0] if len(m) else 0)])
+                    inverse[d, m] = sum(r.shape[1] for r in rows) + np.arange(len(m))
+                # A member's constants: its position within the class; a repeated or foreign row takes the first's.
+                within = np.searchsorted(c.indices, np.maximum(order[np.arange(devices)[:, None], index], 0))
+                within = np.where(np.isin(order[np.arange(devices)[:, None], index], c.indices), within, 0)
+                params.append({n: np.asarray(v, np.float32)[within] for n, v in c.params.items()})
+                rows.append(index)
+            everything = len(classes) == 1
+            local[api] = {"rows": [None if everything else r for r in rows], "params": params,
+                          "inverse": None if everything else inverse}
+        return DeviceLayout(devices, per_device, flat, position, local)
+
+    def localized(self, local: dict) -> "GroupPlan":
+        """The plan as one device of a sharded run sees it, from its own slice of `DeviceLayout.local`."""
+        plan = object.__new__(GroupPlan)
+        plan.task, plan.groups = self.task, self.groups
+        plan.classes = {api: [dataclasses.replace(c, rows=rows, local_params=params) for c, rows, params in zip(
+            classes, local[api]["rows"], local[api]["params"])] for api, classes in self.classes.items()}
+        plan._inverse = {api: local[api]["inverse"] for api in self.classes}
+        return plan
+
+    _inverse: dict | None = None
+    """On a device of a sharded run: per API, each local row's place among the classes' outputs `[L]`."""
+
     def concat(self, outputs: list, classes: list[FunctionClass]):
         """Concatenate per-class `[G_c, ...]` pytrees and undo the class order."""
         if len(outputs) == 1:
             return outputs[0]
+        if self._inverse is not None:  # on a device of a sharded run
+            merged = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *outputs)
+            return jax.tree.map(lambda x: jnp.take(x, self._inverse[classes[0].api], axis=0), merged)
         order = np.concatenate([c.indices for c in classes])
         merged = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *outputs)
         if np.array_equal(order, np.arange(len(order))):

@@ -54,8 +54,9 @@ class Simulator:
         self.mj_model = mujoco.MjModel.from_xml_path(str(self.model_file))
         self.substeps = substeps
         if physics == "jax":
-            self.model = mjx.put_model(self.mj_model)
-            self._data0 = mjx.make_data(self.model)
+            # On this process's first device (MJX's default, `jax.devices()[0]`, is process 0's in a multi-host run).
+            self.model = mjx.put_model(self.mj_model, device=jax.local_devices()[0])
+            self._data0 = mjx.make_data(self.model, device=jax.local_devices()[0])
         else:
             if not mjx_warp.WARP_INSTALLED:
                 raise ValueError("--physics warp needs MuJoCo Warp's warp-lang package: pip install "
