@@ -88,7 +88,8 @@ def main() -> None:
             if done.returncode == 0:
                 points.append(json.loads(done.stdout.strip().splitlines()[-1]))
             else:
-                reason = "out of memory" if "RESOURCE_EXHAUSTED" in done.stderr else done.stderr.strip()[-400:]
+                lines = done.stderr.strip().splitlines() or ["no output"]
+                reason = "out of memory" if "RESOURCE_EXHAUSTED" in done.stderr else lines[-1]
                 points.append({"task": args.task, "groups": groups, "envs_per_group": args.envs, "devices": devices,
                                "failed": reason})
             print(json.dumps(points[-1]), flush=True)

@@ -31,7 +31,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
 from jax.sharding import NamedSharding, PartitionSpec
 
 from envcoder.rl.config import PPOConfig

@@ -95,8 +95,8 @@ class DeviceLayout:
 
     Groups are dealt round-robin in plan order (classes are contiguous there, so every device gets a near-equal
     share of every class) and padded with inert rows to `devices × per_device`. `local` holds, per device, the
-    row indices and swept constants of every function class there (arrays `[devices, ...]`, sharded with the
-    groups); see `GroupPlan.localized`.
+    row indices and swept constants of every function class there (arrays `[devices, ...]`; each device picks
+    its own row with `lax.axis_index`); see `GroupPlan.localized`.
     """
 
     devices: int
