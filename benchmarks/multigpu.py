@@ -6,7 +6,8 @@ Groups are the task's bundled candidates × seeds (4 Ant files × 256 seeds = 10
 Every (groups, devices) point runs in its own subprocess (its own GPU memory pool; it compiles from scratch); a
 point that does not fit is recorded as out of memory. Per point: init and first-iteration (compile) seconds, and
 the device rate over `--iterations` iterations dispatched back to back; the summary gives each device count's
-rate over one device's at the same groups.
+rate over one device's at the same groups. `--sharded-on-one` adds the sharded program run on one device (per-device
+class tables instead of static slices): its rate over the plain program's is the cost of sharding itself.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def point(args) -> dict:
     config = PPOConfig.for_task(task.ppo_overrides)
     tick = time.perf_counter()
     trainer = GroupedTrainer(task, candidates, specs, config, args.envs, tuple(range(seeds)), physics="jax",
-                             devices=devices)
+                             devices=devices, sharded=True if args.sharded_on_one else None)
     ts = trainer.init()
     jax.block_until_ready(ts)
     init_s = time.perf_counter() - tick
@@ -63,7 +64,7 @@ def point(args) -> dict:
             "devices": len(trainer.devices), "device_kind": trainer.devices[0].device_kind,
             "groups_per_device": trainer.rows, "init_s": round(init_s, 2), "first_iteration_s": round(first_s, 2),
             "iterations_timed": args.iterations, "env_steps_per_s": steps / seconds,
-            "physics": trainer.physics}
+            "physics": trainer.physics, "sharded_program": trainer.layout is not None}
 
 
 def main() -> None:
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--envs", type=int, default=256)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--sharded-on-one", action="store_true",
+                        help="also time the sharded program on one device (its cost against the plain program)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--point", action="store_true", help=argparse.SUPPRESS)  # one point, in this process
     args = parser.parse_args()
@@ -80,10 +83,12 @@ def main() -> None:
         print(json.dumps(point(args)))
         return
     points = []
+    runs = [(d, False) for d in args.devices] + ([(1, True)] if args.sharded_on_one else [])
     for groups in args.groups:
-        for devices in args.devices:
+        for devices, sharded_on_one in runs:
             command = [sys.executable, __file__, "--point", "--task", args.task, "--groups", str(groups), "--envs",
                        str(args.envs), "--devices", str(devices), "--iterations", str(args.iterations)]
+            command += ["--sharded-on-one"] if sharded_on_one else []
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode == 0:
                 points.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -91,9 +96,10 @@ def main() -> None:
                 lines = done.stderr.strip().splitlines() or ["no output"]
                 reason = "out of memory" if "RESOURCE_EXHAUSTED" in done.stderr else lines[-1]
                 points.append({"task": args.task, "groups": groups, "envs_per_group": args.envs, "devices": devices,
-                               "failed": reason})
+                               "sharded_program": sharded_on_one or devices > 1, "failed": reason})
             print(json.dumps(points[-1]), flush=True)
-    one = {p["groups"]: p["env_steps_per_s"] for p in points if p["devices"] == 1 and "env_steps_per_s" in p}
+    one = {p["groups"]: p["env_steps_per_s"] for p in points
+           if p["devices"] == 1 and "env_steps_per_s" in p and not p["sharded_program"]}
     for p in points:
         if "env_steps_per_s" in p and p["groups"] in one:
             p["speedup_over_one_device"] = round(p["env_steps_per_s"] / one[p["groups"]], 3)

@@ -139,10 +139,11 @@ class GroupedTrainer:
     def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
                  config: PPOConfig, envs_per_candidate: int, seeds: Sequence[int] = (0,),
                  simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None,
-                 devices: int | None = None):
+                 devices: int | None = None, sharded: bool | None = None):
         """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
         ("jax" or "warp"; None: the faster one where it runs, see `default_physics`) is built. `devices`: how
-        many of the visible devices to shard the groups over (None: all)."""
+        many of the visible devices to shard the groups over (None: all). `sharded`: build the sharded program
+        (None: where there are several devices; True on one device measures its cost against the plain one)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.plan = GroupPlan(task, candidates, seeds)
@@ -159,7 +160,7 @@ class GroupedTrainer:
             raise ValueError(f"--physics warp runs on one device: pass --devices 1, or --physics jax to shard the "
                              f"groups over {devices} devices")
         self.devices = visible[:devices]
-        self.layout = self.plan.layout(devices) if devices > 1 else None
+        self.layout = self.plan.layout(devices) if (devices > 1 if sharded is None else sharded) else None
         self.mesh = jax.sharding.Mesh(np.array(self.devices), (GROUP_AXIS,))
         self.rows = self.layout.per_device if self.layout else len(self.groups)  # groups a traced function sees
         worlds = len(self.groups) * envs_per_candidate
