@@ -334,7 +334,8 @@ def _auto(args) -> int:
             ppo=parse_overrides(args.overrides), fitness=args.fitness, physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
             compile_timeout_s=args.compile_timeout_s, iteration_timeout_s=args.iteration_timeout_s,
-            devices=args.devices, request_timeout_s=args.request_timeout_s, api_retries=args.api_retries, concurrency=args.concurrency,
+            devices=args.devices, request_timeout_s=args.request_timeout_s, api_retries=args.api_retries,
+            concurrency=args.concurrency,
             temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
         run_auto(settings)
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
