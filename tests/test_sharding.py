@@ -132,3 +132,20 @@ def test_two_processes_write_one_run_that_equals_one_process(tmp_path):
             assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-4), key
     assert (shared / "metrics.csv").read_text().count("\n") == (single / "metrics.csv").read_text().count("\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
+
+
+def test_a_run_directory_that_does_not_write_creates_nothing(tmp_path):
+    """The other processes of a multi-host run read the run directory and write nothing to it."""
+    from envcoder.runs.directory import RunDirectory
+    run = RunDirectory(tmp_path / "run", writes=False)
+    run.write_config({"task": "Cartpole"})
+    run.write_failures([])
+    run.append_metrics(0, ["a#0"], {"task_fitness": np.array([1.0])}, {"env_steps_per_s": 1.0})
+    run.write_results({"ranking": []})
+    run.keep_metrics_before(0)
+    run.close()
+    assert not (tmp_path / "run").exists()
+    # Process 0 created it: a non-writing process opens it without the "already exists" refusal.
+    RunDirectory(tmp_path / "run").write_config({"task": "Cartpole"})
+    RunDirectory(tmp_path / "run", writes=False)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["candidates", "config.json"]
