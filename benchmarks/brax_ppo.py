@@ -78,7 +78,7 @@ def make_brax_env(trainer: GroupedTrainer):
 
     class EnvcoderEnv(Env):
         def reset(self, rng):
-            env = trainer._fresh_env(rng[None])
+            env = trainer._fresh_env(rng[None], {})
             zero = jnp.zeros(())
             return State(env, self._obs(env), zero, zero, {"task_fitness": zero}, {})
 
@@ -86,7 +86,8 @@ def make_brax_env(trainer: GroupedTrainer):
             env = state.pipeline_state
             # envcoder's own auto-reset is made a no-op (its pool is the current state); Brax's wrappers
             # end episodes at the same length and reset them.
-            new, info = trainer._env_step(env, jnp.clip(action, -1.0, 1.0)[None, None], (env.data, env.commands, env.contact_forces))
+            new, info = trainer._env_step(env, jnp.clip(action, -1.0, 1.0)[None, None],
+                                          (env.data, env.commands, env.contact_forces, env.physics), jax.random.PRNGKey(0)[None])  # no pushes: unused
             fitness = info["episode_fitness"][0, 0] - env.episode_fitness[0, 0] / task.max_episode_length
             return state.replace(pipeline_state=new, obs=self._obs(new), reward=info["reward"][0, 0],
                                  done=info["terminal"][0, 0].astype(jnp.float32),

@@ -39,9 +39,11 @@ from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_log_prob,
                              linear_learning_rate, ppo_loss)
 from envcoder.shaping.candidate import Candidate
+from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.grouping import GroupPlan, group_key
 from envcoder.shaping.validate import CandidateSpec, split_reward
 from envcoder.sim import Simulator
+from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
 from envcoder.sim.simulator import default_physics
 from envcoder.tasks.base import Task
 
@@ -57,6 +59,9 @@ class EnvState(NamedTuple):
     episode_return: jnp.ndarray  # [G, E] shaped return so far (unscaled)
     episode_fitness: jnp.ndarray  # [G, E] sum of the task's per-step fitness so far
     contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3] of `data`, computed over the whole batch
+    physics: dict  # randomized fields of each env's episode, name -> [G, E, ...] ({} when nothing is randomized)
+    past_actions: jnp.ndarray | None  # [G, E, MAX_ACTION_LATENCY, A_max], newest first (None without latency)
+    curriculum: dict  # each group's curriculum values, name -> [G, ...] ({} without a curriculum)
 
 
 class BestPolicy(NamedTuple):
@@ -177,11 +182,13 @@ class GroupedTrainer:
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
         self._dims = sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist())))
         constants = {"action_mask": (np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None]).astype(
+            np.float32), "obs_mask": (np.arange(self.obs_dim_max)[None, :] < self.obs_dims[:, None]).astype(
             np.float32), "dims_class": np.array([self._dims.index(d) for d in zip(self.obs_dims.tolist(),
                                                                                    self.action_dims.tolist())]),
                      "inert": np.zeros(len(self.groups), bool)}
         if self.layout is None:
-            self.action_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in constants)
+            self.action_mask, self.obs_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
+                                                                             constants)
             self._local = None
         else:
             rows = np.maximum(self.layout.order, 0)
@@ -190,6 +197,12 @@ class GroupedTrainer:
             self._local = {"plan": self.layout.local, **{
                 k: v.reshape((devices, self.rows) + v.shape[1:]) for k, v in constants.items()}}
         self.component_names = sorted({n for s in self.specs for n in s.reward_components})
+        self.curriculum_shapes = self._curriculum_shapes()
+        self.physics_fields = self._physics_fields()
+        if self.physics == "warp" and (self.physics_fields or self.fitness.physics is not None):
+            raise ValueError("physics randomization (a candidate's sample_physics, or the fitness "
+                             f"{self.fitness_name!r}) needs --physics jax: MuJoCo Warp's model is shared by all "
+                             "environments here")
         batch = envs_per_candidate * config.horizon_length
         self.minibatch_size = config.minibatch_size or max(batch // config.num_minibatches, 1)
         if batch % self.minibatch_size:
@@ -212,6 +225,36 @@ class GroupedTrainer:
             self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
+    def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""
+        shapes, owner = {}, {}
+        for c in self.plan.classes["curriculum"]:
+            n = len(c.indices)
+            row = jax.ShapeDtypeStruct((n,), jnp.float32)
+            out = jax.eval_shape(c.apply, row, {name: row for name in CURRICULUM_METRICS}, None)
+            for name, value in out.items():
+                if name in shapes and shapes[name] != value.shape[1:]:
+                    raise ValueError(f"the curriculum value {name!r} has shape {value.shape[1:]} in {', '.join(c.names)} "
+                                     f"but {shapes[name]} in {', '.join(owner[name])}: rename one of them")
+                shapes[name], owner[name] = value.shape[1:], c.names
+        return dict(sorted(shapes.items()))
+
+    def _physics_fields(self) -> list[str]:
+        """The physics fields that some candidate randomizes (the others stay the task's everywhere)."""
+        fields = set()
+        for c in self.plan.classes["sample_physics"]:
+            n = len(c.indices)
+            keys = jax.ShapeDtypeStruct((n, self.num_envs, 2), jnp.uint32)
+            params = {name: jax.ShapeDtypeStruct((n,) + shape, jnp.float32)
+                      for name, shape in self.curriculum_shapes.items()}
+            out = jax.eval_shape(c.apply, keys, params)
+            unknown = set(out) - set(FIELDS)
+            if unknown:
+                raise ValueError(f"sample_physics of {', '.join(c.names)} returned {', '.join(sorted(unknown))}, "
+                                 f"which is not a physics field; fields: {', '.join(FIELDS)}")
+            fields |= set(out)
+        return sorted(fields)
+
     # ---- sharding over devices -------------------------------------------------------------------
 
     def _on_device(self, local: dict) -> "GroupedTrainer":
@@ -219,7 +262,8 @@ class GroupedTrainer:
         plan (`local`: its slice of `self._local`)."""
         view = copy.copy(self)
         view.plan = self.plan.localized(local["plan"])
-        view.action_mask, view.dims_class, view.inert = local["action_mask"], local["dims_class"], local["inert"]
+        view.action_mask, view.obs_mask = local["action_mask"], local["obs_mask"]
+        view.dims_class, view.inert = local["dims_class"], local["inert"]
         return view
 
     def _sharded(self, method, in_specs, out_specs):
@@ -303,7 +347,11 @@ class GroupedTrainer:
 
     def _state(self, env: EnvState):
         build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
-        return build(env.data, env.contact_forces, env.commands, env.actions, env.torques, env.progress)
+        state = build(env.data, env.contact_forces, env.commands, env.actions, env.torques, env.progress)
+        if env.curriculum:  # each group's values, repeated for its environments
+            state["curriculum"] = jax.tree.map(
+                lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.num_envs) + x.shape[1:]), env.curriculum)
+        return state
 
     def _observe(self, state):
         def pad(outputs, classes):
@@ -329,38 +377,90 @@ class GroupedTrainer:
             return self.plan.concat(rewards, classes), self.plan.concat(comps, classes)
         return self.plan.dispatch("compute_reward", (state,), merge)
 
-    def _reset_pool(self, keys):
-        """Fresh reset states for every environment: `(data, commands, contact_forces)` `[G, E, ...]`."""
+    def _reset_pool(self, keys, curriculum: dict, held_out=None):
+        """Fresh reset states for every environment: `(data, commands, contact_forces, physics)` `[G, E, ...]`.
+        `curriculum`: each group's values; `held_out`: a fitness's own `sample_physics`, used for every group
+        instead of the candidates' (an evaluation under a fixed randomization)."""
         G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
         reference = self.sim.reset(self.sim.qpos0, jnp.zeros(self.sim.mj_model.nv))  # one forward, broadcast
         forces = jnp.broadcast_to(self.sim.task_contact_forces(self.task, reference),
                                   (G, E, len(self.task.contact_geoms), 3))
         base_env = EnvState(self.sim.broadcast(reference, (G, E)), jnp.zeros((G, E, self.task.num_commands)),
                             jnp.zeros((G, E, nu)), jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None,
-                            forces)
+                            forces, {}, None, curriculum)
         base = self._state(base_env)
         k_init, k_goal = jnp.split(jax.vmap(jax.random.split)(keys), 2, axis=1)
         k_init, k_goal = k_init[:, 0], k_goal[:, 0]
+        physics = self._sample_physics(keys, curriculum, held_out)
 
         def fill(outputs, classes):  # each class may change a different subset of fields
             return self.plan.concat([{**jax.tree.map(c.take, base), **o} for o, c in zip(outputs, classes)], classes)
         reset_state = self.plan.dispatch("sample_initial_state", (k_init, base), fill)
         qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
-        data = jax.vmap(jax.vmap(self.sim.reset))(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
+        data = jax.vmap(jax.vmap(self.sim.reset))(qpos.astype(jnp.float32), qvel.astype(jnp.float32),
+                                                  self._model_fields(physics))
         commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
-        return data, commands, self.sim.task_contact_forces(self.task, data)
+        return data, commands, self.sim.task_contact_forces(self.task, data), physics
 
-    def _fresh_env(self, keys) -> EnvState:
-        data, commands, forces = self._reset_pool(keys)
+    def _sample_physics(self, keys, curriculum: dict, held_out=None) -> dict:
+        """Every environment's randomized fields `[G, E, ...]` for its next episode ({} when nothing is
+        randomized), each field that a group's candidate leaves out at its neutral value."""
+        fields = self.physics_fields if held_out is None else sorted(jax.eval_shape(
+            held_out, jax.random.PRNGKey(0), {}))
+        if not fields:
+            return {}
+        # A key of its own, so that the other reset draws are those of a run without randomization.
+        env_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0x5EED), self.num_envs))(keys)
+        lead = (self.rows, self.num_envs)
+        if held_out is not None:
+            sampled = jax.vmap(jax.vmap(lambda k: held_out(k, {})))(env_keys)
+            return complete(sampled, fields, self.sim.mj_model, lead)
+
+        def merge(outputs, classes):
+            return self.plan.concat([complete(o, fields, self.sim.mj_model, c.take(env_keys).shape[:2])
+                                     for o, c in zip(outputs, classes)], classes)
+        return self.plan.dispatch("sample_physics", (env_keys, curriculum), merge)
+
+    @staticmethod
+    def _model_fields(physics: dict) -> dict:
+        """The fields of `physics` that change the physics model."""
+        return {name: value for name, value in physics.items() if name in MODEL_FIELDS}
+
+    def _curriculum(self, iteration, metrics: dict, previous: dict | None) -> dict:
+        """Each group's curriculum values `[G, ...]` after `iteration` iterations, from the group's `metrics` of
+        the iteration just run (NaN before the first) and its previous values (None before the first)."""
+        if not self.curriculum_shapes:
+            return {}
+        iterations = jnp.broadcast_to(jnp.asarray(iteration, jnp.float32), (self.rows,))
+        metrics = {name: metrics[name] for name in CURRICULUM_METRICS}
+
+        def merge(outputs, classes):
+            filled = []
+            for out, c in zip(outputs, classes):
+                rows = c.take(iterations).shape[0]
+                filled.append({name: jnp.asarray(out[name], jnp.float32) if name in out else
+                               jnp.zeros((rows,) + shape, jnp.float32) for name, shape in self.curriculum_shapes.items()})
+            return self.plan.concat(filled, classes)
+        return self.plan.dispatch("curriculum", (iterations, metrics, previous), merge)
+
+    def _first_curriculum(self) -> dict:
+        """Each group's curriculum values before training: from iteration 0, NaN metrics and no previous values."""
+        nan = jnp.full((self.rows,), jnp.nan, jnp.float32)
+        return self._curriculum(0, {name: nan for name in CURRICULUM_METRICS}, None)
+
+    def _fresh_env(self, keys, curriculum: dict, held_out=None) -> EnvState:
+        data, commands, forces, physics = self._reset_pool(keys, curriculum, held_out)
         G, E = self.rows, self.num_envs
         zeros = jnp.zeros((G, E))
+        past = (jnp.zeros((G, E, MAX_ACTION_LATENCY, self.action_dim_max)) if "action_latency" in physics else None)
         return EnvState(data, commands, jnp.zeros((G, E, self.action_dim_max)),
-                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros, forces)
+                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros, forces,
+                        physics, past, curriculum)
 
     def _select(self, mask, a: EnvState, b: EnvState) -> EnvState:
-        """Per environment (`mask [G, E]`), `a` else `b`."""
-        return _where(mask, a._replace(data=None), b._replace(data=None))._replace(
-            data=self.sim.select(mask, a.data, b.data))
+        """Per environment (`mask [G, E]`), `a` else `b` (the curriculum, per group, is `b`'s)."""
+        return _where(mask, a._replace(data=None, curriculum={}), b._replace(data=None, curriculum={}))._replace(
+            data=self.sim.select(mask, a.data, b.data), curriculum=b.curriculum)
 
     # ---- acting ---------------------------------------------------------------------------------
 
@@ -369,18 +469,43 @@ class GroupedTrainer:
             obs = jax.vmap(lambda rms, o: rms.normalize(o, self.config.clip_observations))(obs_rms, obs)
         return jax.vmap(lambda p, o: apply_actor_critic(p, o, self.config.activation))(params, obs)
 
-    def _env_step(self, env: EnvState, clipped_actions, pool):
-        """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs."""
+    def _observe_noisy(self, env: EnvState, key):
+        """The policy's observation `[G, E, D_max]`, with the env's randomized observation noise (`key [G, 2]`)."""
+        obs = self._observe(self._state(env))
+        if "observation_noise" not in env.physics:
+            return obs
+        noise = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 0x0B5), obs.shape[1:]))(key)
+        return obs + env.physics["observation_noise"][..., None] * noise * self.obs_mask[:, None, :]
+
+    def _env_step(self, env: EnvState, clipped_actions, pool, key):
+        """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs. `key [G, 2]`:
+        the step's randomness (pushes)."""
+        applied, past_actions = clipped_actions, env.past_actions
+        if past_actions is not None:  # the motors get the action of `action_latency` steps ago
+            history = jnp.concatenate([clipped_actions[:, :, None], past_actions], axis=2)
+            latency = jnp.clip(jnp.round(env.physics["action_latency"]), 0, MAX_ACTION_LATENCY).astype(jnp.int32)
+            applied = jnp.take_along_axis(history, latency[..., None, None], axis=2)[:, :, 0]
+            past_actions = history[:, :, :-1]
+        model_fields = self._model_fields(env.physics)
+
         def physics_step(_, carry):
             # compute_torque runs at every physics step with the action held (a PD controller sees the
             # joints move), as legged_gym does within its decimation loop.
             data, ctrl = carry
             forces = self.sim.task_contact_forces(self.task, data)
             now = env._replace(data=data, torques=ctrl, contact_forces=forces)
-            ctrl = self.sim.clip_ctrl(self._torque(clipped_actions, self._state(now)))
-            return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl), ctrl
+            ctrl = self.sim.clip_ctrl(self._torque(applied, self._state(now)))
+            return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields), ctrl
 
         data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
+        if "push_interval" in env.physics:  # a push changes the base's velocity at once
+            interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
+            now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
+            dofs = self.sim.randomizer.push_dofs
+            kick = jax.vmap(lambda k: jax.random.uniform(k, (self.num_envs, len(dofs)), minval=-1.0, maxval=1.0))(
+                jax.vmap(lambda k: jax.random.fold_in(k, 0x9054))(key))
+            kick = kick * env.physics["push_velocity"][..., None] * now[..., None]
+            data = data.replace(qvel=data.qvel.at[..., dofs[0]:dofs[-1] + 1].add(kick))
         # An env whose physics blew up under finite controls (MJX can, under extreme contacts: non-finite,
         # or finite but faster than the task's max_qvel) ends as a failure from its last sane state and is
         # counted, instead of turning the whole candidate's data into NaN or paying it for a solver
@@ -395,7 +520,7 @@ class GroupedTrainer:
         ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1
         stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress,
-                               contact_forces=forces)
+                               contact_forces=forces, past_actions=past_actions)
         new_state = self._state(stepped)
         reward, components = self._reward(new_state)
         terminal = self.plan.dispatch("compute_terminal", (new_state,)) | ~physics_ok
@@ -415,21 +540,23 @@ class GroupedTrainer:
         zeros = jnp.zeros_like(reward)
         after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
         reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
-                         jnp.zeros_like(progress), zeros, zeros, pool[2])
+                         jnp.zeros_like(progress), zeros, zeros, pool[2], pool[3],
+                         None if past_actions is None else jnp.zeros_like(past_actions), env.curriculum)
         return self._select(done, reset, after), info
 
     def _rollout(self, ts: TrainState, keys, pool):
         cfg = self.config
 
         def step(env, step_keys):
-            obs = self._observe(self._state(env))
+            env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
+            obs = self._observe_noisy(env, env_keys)
             mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs)
             # One key per action dimension, so a candidate's noise does not depend on the run's A_max.
             noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.num_envs,)),
                                                 out_axes=-1)(jnp.arange(self.action_dim_max)))(step_keys)
             actions = (mu + jnp.exp(log_std)[:, None, :] * noise) * self.action_mask[:, None, :]
             log_probs = jax.vmap(gaussian_log_prob)(actions, mu, log_std[:, None, :], self.action_mask[:, None, :])
-            env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool)
+            env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool, env_keys)
             values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
             rewards = info["reward"] * cfg.reward_scale
             if cfg.value_bootstrap:
@@ -448,10 +575,10 @@ class GroupedTrainer:
         cfg = self.config
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
-        pool = self._reset_pool(reset_key)
+        pool = self._reset_pool(reset_key, ts.env.curriculum)
         env, traj = self._rollout(ts, rollout_key, pool)  # traj fields [T, G, E, ...]
 
-        last_obs = self._observe(self._state(env))
+        last_obs = self._observe_noisy(env, next_key)
         _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs)
         obs_rms = ts.obs_rms
         if cfg.normalize_input:
@@ -506,6 +633,12 @@ class GroupedTrainer:
         metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
         metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
         best = self._best(ts, metrics["task_fitness"], diverged_at)
+        if self.curriculum_shapes:
+            env = env._replace(curriculum=self._curriculum(ts.iteration + 1, metrics, env.curriculum))
+            for name, value in env.curriculum.items():  # logged as scalars: curriculum/NAME or curriculum/NAME/i
+                flat = value.reshape(value.shape[0], -1)
+                for i in range(flat.shape[1]):
+                    metrics[f"curriculum/{name}" + (f"/{i}" if value.ndim > 1 else "")] = flat[:, i]
         new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1,
                             diverged_at, solved_at, best)
         if cfg.score_to_win is not None:
@@ -620,7 +753,8 @@ class GroupedTrainer:
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, self._fresh_env(env_keys), next_keys, jnp.asarray(0, jnp.int32),
+                          obs_rms, value_rms, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
+                          jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)
 
     def snapshot(self, train_state: TrainState) -> TrainState | None:
@@ -658,16 +792,17 @@ class GroupedTrainer:
         also `"qpos": [T, G, E, nq]`, the pose before each step (for rendering).
         """
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
-        env = self._fresh_env(keys)
-        pool = (env.data, env.commands, env.contact_forces)
+        env = self._fresh_env(keys, ts.env.curriculum, held_out=self.fitness.physics)
+        pool = (env.data, env.commands, env.contact_forces, env.physics)
         alive = jnp.ones((self.rows, self.num_envs), bool)
         totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
 
-        def step(carry, _):
+        def step(carry, index):
             env, alive, (fitness, length, ret) = carry
-            obs = self._observe(self._state(env))
+            step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(keys)
+            obs = self._observe_noisy(env, step_keys)
             mu, _, _ = self._policy(ts.params, ts.obs_rms, obs)
-            env, info = self._env_step(env, jnp.clip(mu * self.action_mask[:, None, :], -1.0, 1.0), pool)
+            env, info = self._env_step(env, jnp.clip(mu * self.action_mask[:, None, :], -1.0, 1.0), pool, step_keys)
             ended = alive & info["done"]
             fitness = jnp.where(ended, info["episode_fitness"], fitness)
             length = jnp.where(ended, info["episode_length"], length)
@@ -675,7 +810,7 @@ class GroupedTrainer:
             return (env, alive & ~info["done"], (fitness, length, ret)), env.data.qpos if record else None
 
         (_, _, (fitness, length, ret)), qpos = jax.lax.scan(
-            step, (env, alive, totals), None, length=self.task.max_episode_length)
+            step, (env, alive, totals), jnp.arange(self.task.max_episode_length))
         diverged = (ts.diverged_at >= 0)[:, None]
         out = {k: jnp.where(diverged, jnp.nan, v)
                for k, v in {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}.items()}

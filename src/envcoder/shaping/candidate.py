@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import inspect
 import itertools
 import math
 import re
@@ -27,6 +28,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
+from envcoder.shaping.curriculum import TableError, parse_table, table_curriculum, table_sampler
 from envcoder.shaping.helpers import HELPERS
 
 SHAPER_TYPES = (
@@ -36,6 +38,8 @@ SHAPER_TYPES = (
     "compute_terminal",
     "sample_initial_state",
     "sample_goal",
+    "sample_physics",
+    "curriculum",
 )
 """Every function of the shaping API, in the order they are documented."""
 
@@ -49,7 +53,11 @@ SIGNATURES = {
     "compute_terminal": ("state",),
     "sample_initial_state": ("key", "state"),
     "sample_goal": ("key", "state"),
+    "sample_physics": ("key", "params"),
+    "curriculum": ("iteration", "metrics"),
 }
+OPTIONAL_ARGUMENTS = {"curriculum": ("params",)}
+"""Arguments an API function may also take: a curriculum that takes `params` gets its own previous values."""
 
 ALLOWED_IMPORTS = {"jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "math", "envcoder.shaping.helpers"}
 """Modules a candidate may import."""
@@ -283,13 +291,43 @@ def candidate_namespace() -> dict:
 
 def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
     expected = SIGNATURES[api_name]
+    optional = OPTIONAL_ARGUMENTS.get(api_name, ())
     args = fn.args
     positional = [a.arg for a in args.posonlyargs + args.args]
     required = len(positional) - len(args.defaults)
-    if args.vararg is None and (len(positional) < len(expected) or required > len(expected)):
+    if args.vararg is None and (len(positional) < len(expected) or required > len(expected) + len(optional)):
+        also = f" (or {api_name}({', '.join(expected + optional)}))" if optional else ""
         raise CandidateError(file, f"wrong signature: takes ({', '.join(positional)}), "
-                                   f"the API calls it as {api_name}({', '.join(expected)})",
+                                   f"the API calls it as {api_name}({', '.join(expected)}){also}",
                              function=fn.name, line=fn.lineno)
+
+
+def api_callable(api_name: str, fn: Callable) -> Callable:
+    """`fn` as the trainer calls it: with every argument of the API, its optional ones included (which `fn` may
+    ignore), and `sample_physics` with the keys of all environments `[E, 2]` (it is written for one)."""
+    if api_name == "sample_physics":  # written for one environment; called with every environment's key
+        @functools.wraps(fn)
+        def per_environment(keys, params):
+            return jax.vmap(lambda key: fn(key, params))(keys)
+        return per_environment
+    optional = OPTIONAL_ARGUMENTS.get(api_name, ())
+    if not optional:
+        return fn
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return fn
+    accepted = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+    takes = SIGNATURES[api_name] + optional
+    if accepted >= len(takes):
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args):
+        return fn(*args[:accepted])
+    return call
 
 
 def check_name(name: str, file: str) -> None:
@@ -334,12 +372,20 @@ def check_statically(source: str, file: str, shaper_types: Sequence[str]) -> tup
         if api_name in shaper_types:
             _check_signature(node, api_name, file)
             wanted[api_name] = fn_name
+    if not wanted and "curriculum" in shaper_types and _assigns(tree, "CURRICULUM"):
+        return tree, wanted
     if not wanted:
         near = [n for n in defined if n not in SIGNATURES and n not in ALIASES and n.startswith(("compute", "sample"))]
         hint = f" (found {', '.join(near)}: misspelled?)" if near else ""
         raise CandidateError(file, f"defines none of the selected shaping functions "
                                    f"{', '.join(shaper_types)}{hint}")
     return tree, wanted
+
+
+def _assigns(tree: ast.Module, name: str) -> bool:
+    """Whether the module's top level assigns `name`."""
+    return any(isinstance(t, ast.Name) and t.id == name for node in tree.body if isinstance(node, ast.Assign)
+               for t in node.targets)
 
 
 def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_reward",), name: str | None = None,
@@ -363,17 +409,31 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     except BaseException as err:  # the file's own top-level code failed
         raise CandidateError(file, f"module-level code failed: {type(err).__name__}: {err}") from None
 
+    functions = {api: namespace[fn_name] for api, fn_name in wanted.items()}
+    code_key = hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+    function_keys = {api: f"{code_key}:{fn_name}" for api, fn_name in wanted.items()}
+    if "CURRICULUM" in namespace and "curriculum" in shaper_types:
+        if "curriculum" in functions:
+            raise CandidateError(file, "defines both curriculum() and a CURRICULUM table: keep one")
+        try:
+            table = parse_table(namespace["CURRICULUM"], defines_sampler="sample_physics" in functions)
+        except TableError as err:
+            raise CandidateError(file, str(err)) from None
+        functions["curriculum"], function_keys["curriculum"] = table_curriculum(table), f"{code_key}:CURRICULUM"
+        if "sample_physics" not in functions and "sample_physics" in shaper_types:
+            functions["sample_physics"] = table_sampler(table)
+            function_keys["sample_physics"] = f"{code_key}:CURRICULUM"
+
     action_dim = namespace.get("ACTION_DIM")
     if action_dim is not None and (not isinstance(action_dim, int) or action_dim < 1):
         raise CandidateError(file, f"ACTION_DIM must be a positive int, got {action_dim!r}")
-    code_key = hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
     return Candidate(
         name=name or path.stem,
         path=path,
         source=source,
-        functions={api: namespace[fn_name] for api, fn_name in wanted.items()},
+        functions=functions,
         code_key=code_key,
-        function_keys={api: f"{code_key}:{fn_name}" for api, fn_name in wanted.items()},
+        function_keys=function_keys,
         action_dim=action_dim,
         sweep=_parse_sweep(namespace.get("PARAMS"), namespace, file),
     )
@@ -415,7 +475,9 @@ def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
             params = dict(zip(names, values))
             label = ",".join(f"{n}={v:g}" for n, v in params.items())
             expanded.append(dataclasses.replace(candidate, name=f"{candidate.name}[{label}]", params=params,
-                                                function_params={api: params for api in candidate.functions}))
+                                                function_params={api: params for api in candidate.functions
+                                                                 if not candidate.function_keys[api].endswith(
+                                                                     ":CURRICULUM")}))
     return expanded
 
 
@@ -460,7 +522,7 @@ def call_with_params(fn: Callable, params: Mapping, *args):
     """
     if not params:
         return fn(*args)
-    namespace = fn.__globals__
+    namespace = inspect.unwrap(fn).__globals__
     with _SWAP_LOCK:
         saved = {name: namespace[name] for name in params}
         namespace.update(params)
@@ -510,7 +572,7 @@ def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) ->
     task's defaults for the rest."""
     resolved = {}
     for api in SHAPER_TYPES:
-        fn, params = candidate.functions.get(api, defaults[api]), candidate.function_params.get(api)
+        fn, params = api_callable(api, candidate.functions.get(api, defaults[api])), candidate.function_params.get(api)
         resolved[api] = functools.partial(call_with_params, fn, params) if params else fn
     return resolved
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, call_with_params, function_key
+from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, api_callable, call_with_params, function_key
 from envcoder.tasks.base import Task
 
 
@@ -142,7 +142,7 @@ class GroupPlan:
             for i, group in enumerate(groups):
                 key = function_key(group.candidate, api)
                 members.setdefault(key, []).append(i)
-                functions.setdefault(key, group.candidate.functions.get(api, task.defaults[api]))
+                functions.setdefault(key, api_callable(api, group.candidate.functions.get(api, task.defaults[api])))
             self.classes[api] = []
             for key, indices in members.items():
                 names = list(groups[indices[0]].candidate.function_params.get(api, {}))

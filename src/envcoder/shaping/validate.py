@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from envcoder.shaping.candidate import Candidate, CandidateError, resolve_functions, time_limit
+from envcoder.shaping.curriculum import CURRICULUM_METRICS
+from envcoder.sim.randomization import FIELDS, field_shape
 
 TRACE_TIME_LIMIT_S = 60.0
 """Seconds that tracing, compiling and running a candidate's functions on the sample state may take."""
@@ -123,7 +125,7 @@ def _run(file, function, fn, *args, on_phase=None):
     """Trace and compile `fn` on `args`, refuse it if it needs too much memory, then run it; `on_phase(function,
     what)` is told before each step ("tracing", "compiling", "running")."""
     on_phase = on_phase or (lambda *_: None)
-    num_envs = jax.tree.leaves(args[-1])[0].shape[0]
+    num_envs = next((x.shape[0] for x in jax.tree.leaves(args[-1]) if jnp.ndim(x)), None) or SAMPLE_ENVS
     on_phase(function, "tracing")
     lowered = jax.jit(fn).lower(*args)
     on_phase(function, "compiling")
@@ -179,6 +181,13 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
     current = "?"
     try:
         with time_limit(TRACE_TIME_LIMIT_S, "evaluating the candidate on a sample state"):
+            current = "curriculum"
+            values = _check_curriculum(file, run, fns[current])
+            if values:  # what the other functions see as state["curriculum"]
+                state = {**state, "curriculum": {name: jnp.broadcast_to(v, (num_envs,) + v.shape)
+                                                 for name, v in values.items()}}
+            current = "sample_physics"
+            _check_physics(file, run, fns[current], jax.random.split(key, num_envs), values, simulator.mj_model)
             current = "compute_observation"
             obs = jnp.asarray(run(file, current, fns[current], state))
             if obs.ndim != 2 or obs.shape[0] != num_envs:
@@ -216,6 +225,64 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
     return CandidateSpec(obs_dim=int(obs.shape[1]), action_dim=int(action_dim),
                          reward_components=tuple(sorted(components)))
 
+
+
+def _check_curriculum(file, run, curriculum) -> dict:
+    """Run `curriculum` at iteration 0 (NaN metrics) and 1 (with its values of 0); it must return the same dict of
+    finite float values both times. Returns the values of iteration 0."""
+    function = "curriculum"
+    nan = {name: jnp.float32(jnp.nan) for name in CURRICULUM_METRICS}
+    values = run(file, function, curriculum, jnp.float32(0), nan, None)
+    if not isinstance(values, dict) or not all(isinstance(k, str) and k.isidentifier() for k in values):
+        raise CandidateError(file, "must return a dict of named values, e.g. {'friction_range': jnp.array([0.9, "
+                                   "1.1])}", function=function)
+    values = {name: jnp.asarray(v) for name, v in values.items()}
+    for name, value in values.items():
+        if value.ndim > 1:
+            raise CandidateError(file, f"value {name!r} has shape {tuple(value.shape)}: use a scalar or a 1-D array",
+                                 function=function)
+        _check(file, f"{function} (value {name!r})", value, value.shape, "float")
+    metrics = {name: jnp.float32(1.0) for name in CURRICULUM_METRICS}
+    again = run(file, function, curriculum, jnp.float32(1), metrics, values)
+    if not isinstance(again, dict) or set(again) != set(values) or any(
+            jnp.shape(again[n]) != values[n].shape for n in values):
+        raise CandidateError(file, "must return the same names and shapes at every iteration (iteration 0 gave "
+                                   f"{sorted(values)}, iteration 1 {sorted(again) if isinstance(again, dict) else again!r})",
+                             function=function)
+    return values
+
+
+def _check_physics(file, run, sample_physics, keys, params, mj_model) -> None:
+    """`sample_physics` (called with every environment's key) must return physics fields of the right shapes, with
+    finite values in each field's range."""
+    function = "sample_physics"
+    physics = run(file, function, sample_physics, keys, params)
+    if not isinstance(physics, dict) or not set(physics) <= set(FIELDS):
+        unknown = sorted(set(physics) - set(FIELDS)) if isinstance(physics, dict) else []
+        raise CandidateError(file, (f"returned {', '.join(map(repr, unknown))}, not a physics field; " if unknown else
+                                    "must return a dict of physics fields for one environment; ")
+                             + f"fields: {', '.join(FIELDS)}", function=function)
+    for name, value in physics.items():
+        value, full = jnp.asarray(value), field_shape(name, mj_model)
+        where = f"{function} (field {name!r})"
+        if not jnp.issubdtype(value.dtype, jnp.floating) and not jnp.issubdtype(value.dtype, jnp.integer):
+            raise CandidateError(file, f"returned dtype {value.dtype}, expected numbers", function=where)
+        try:
+            jnp.broadcast_shapes(value.shape[1:], full)
+        except ValueError:
+            raise CandidateError(file, f"returned shape {tuple(value.shape[1:])} for one environment, expected a "
+                                       f"scalar or {full}", function=where) from None
+        value = value.astype(jnp.float32)
+        _check(file, where, value, value.shape, "float")
+        positive = FIELDS[name].neutral == 1.0  # a scale
+        low = float(jnp.min(value))
+        if (positive and low <= 0) or (name in NON_NEGATIVE and low < 0):
+            raise CandidateError(file, f"returned {low:g}; it must be {'> 0 (a scale)' if positive else '≥ 0'}",
+                                 function=where)
+
+
+NON_NEGATIVE = ("push_velocity", "push_interval", "observation_noise", "action_latency")
+"""Physics fields that cannot be negative."""
 
 
 def _first_line(err: BaseException) -> str:

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from envcoder.sim.randomization import ModelRandomizer
+
 # MJX tries to import its optional Warp backend and prints an error when it is absent; that message is
 # noise for users of the JAX engine (the Warp engine checks for it with a clear error).
 with contextlib.redirect_stdout(io.StringIO()):
@@ -75,6 +77,7 @@ class Simulator:
             self._data0 = mjx.make_data(self.mj_model, impl="warp", naconmax=worlds * per_world,
                                         njmax=constraints)
         self.worlds = worlds
+        self.randomizer = ModelRandomizer(self.mj_model)
         ctrl_limited = self.mj_model.actuator_ctrllimited.astype(bool)
         ranges = self.mj_model.actuator_ctrlrange
         self._ctrl_low = jnp.asarray(np.where(ctrl_limited, ranges[:, 0], -np.inf), jnp.float32)
@@ -182,14 +185,23 @@ class Simulator:
         return jax.tree_util.tree_map_with_path(
             lambda path, _: batch.get(str(getattr(path[-1], "name", "")), True), self._data0)
 
-    def reset(self, qpos: jnp.ndarray, qvel: jnp.ndarray) -> mjx.Data:
-        """Physics data at `qpos [nq]`, `qvel [nv]`, with derived quantities (positions, contacts) computed."""
+    def reset(self, qpos: jnp.ndarray, qvel: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
+        """Physics data at `qpos [nq]`, `qvel [nv]`, with derived quantities (positions, contacts) computed;
+        `physics`: this environment's randomized fields (`envcoder.sim.randomization.FIELDS`), if any."""
         data = self._data0.replace(qpos=qpos, qvel=qvel)
-        return mjx.forward(self.model, data)
+        return mjx.forward(self.model_for(physics), data)
 
-    def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray) -> mjx.Data:
+    def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
         """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges)."""
-        return mjx.step(self.model, data.replace(ctrl=self.clip_ctrl(ctrl)))
+        return mjx.step(self.model_for(physics), data.replace(ctrl=self.clip_ctrl(ctrl)))
+
+    def model_for(self, physics: dict | None):
+        """The model of one environment whose randomized fields are `physics` (None or {}: the task's model)."""
+        if not physics:
+            return self.model
+        if self.physics != "jax":
+            raise ValueError("physics randomization (sample_physics) needs --physics jax")
+        return self.randomizer.apply(self.model, physics)
 
     def step(self, data: mjx.Data, ctrl: jnp.ndarray) -> mjx.Data:
         """Advance one control step: hold `ctrl [nu]` for `substeps` physics steps."""

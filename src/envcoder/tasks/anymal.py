@@ -115,6 +115,17 @@ def forward_speed(state):
     return state["root_states"][:, 7]
 
 
+HELD_OUT = {"friction": (0.5, 1.5), "mass": (0.8, 1.2), "push_velocity": (0.5, 0.5), "push_interval": (250.0, 250.0)}
+"""The held-out randomization of `robust_tracking`, in ranges of `envcoder.sim.randomization.FIELDS`: friction
+±50%, every body's mass ±20%, and a push of up to ±0.5 m/s in each horizontal direction every 5 s."""
+
+
+def held_out_physics(key, params):
+    keys = jax.random.split(key, len(HELD_OUT))
+    return {name: jax.random.uniform(k, (), minval=low, maxval=high)
+            for (name, (low, high)), k in zip(HELD_OUT.items(), keys)}
+
+
 TASK = Task(
     name="Anymal",
     description="Make the ANYmal C quadruped follow base-velocity commands (vx, vy, yaw rate) on flat ground.",
@@ -158,6 +169,13 @@ TASK = Task(
             "2500-step (50 s) episode; after a fall the remaining steps count the error of standing still; "
             "lower is better",
             higher_is_better=False, after_failure=standing_still_error),
+        "robust_tracking": Fitness(
+            tracking_error,
+            "the tracking error (as `tracking`, m/s, lower is better) of the final evaluation under a fixed "
+            "held-out randomization, whatever the candidate trained under: friction ×[0.5, 1.5], every body's mass "
+            "×[0.8, 1.2], a push of up to ±0.5 m/s (x and y) every 250 steps; training metrics use the candidate's "
+            "own physics",
+            higher_is_better=False, after_failure=standing_still_error, physics=held_out_physics),
         "forward_speed": Fitness(
             forward_speed,
             "mean forward (+x, world) velocity of the base in m/s over the 2500-step (50 s) episode; a fall ends "

@@ -41,6 +41,10 @@ class Fitness:
     after_failure: Callable[[State], Any] | None = None
     """`state -> [E]`: the per-step value counted for the steps left after a failure, at the failure
     state (e.g. the error of standing still); None counts them as 0."""
+    physics: Callable | None = None
+    """`(key, params) -> {field: value}` for one environment, like a candidate's `sample_physics`: the fixed,
+    held-out randomization that the final evaluation runs every candidate under (a robustness fitness), in place
+    of the candidate's own; None evaluates under the candidate's own physics."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +89,12 @@ class Task:
     is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its
     last sane state and is counted. Finite blow-ups (MJX under deep contact penetration can reach 1e4 m/s)
     would otherwise pay a speed reward that no policy should learn to chase."""
+
+    def __post_init__(self):
+        # Every task steps its own physics and has no curriculum unless a candidate says otherwise.
+        from envcoder.shaping.curriculum import no_curriculum, no_randomization
+        object.__setattr__(self, "defaults", {"sample_physics": no_randomization, "curriculum": no_curriculum,
+                                              **self.defaults})
 
     @property
     def config_file(self) -> Path:
