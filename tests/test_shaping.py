@@ -270,8 +270,8 @@ class ExplodingSimulator(Simulator):
     """Cartpole physics that goes non-finite in any env whose cart passes x = 0.05 m, as MJX can under
     extreme contacts: a failure of one env's physics, not of the candidate."""
 
-    def physics_step(self, data, ctrl):
-        data = super().physics_step(data, ctrl)
+    def physics_step(self, data, ctrl, physics=None):
+        data = super().physics_step(data, ctrl, physics)
         return data.replace(qpos=jnp.where(data.qpos[0] > 0.05, jnp.nan, data.qpos))
 
 
@@ -294,8 +294,8 @@ class RunawaySimulator(Simulator):
     """Cartpole physics whose velocities all turn to 150 (m/s, rad/s) at every step: finite, but a blow-up
     where the task's max_qvel is 100."""
 
-    def physics_step(self, data, ctrl):
-        data = super().physics_step(data, ctrl)
+    def physics_step(self, data, ctrl, physics=None):
+        data = super().physics_step(data, ctrl, physics)
         return data.replace(qvel=jnp.full_like(data.qvel, 150.0))
 
 

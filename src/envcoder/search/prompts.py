@@ -29,6 +29,14 @@ RETURNS = {
     "compute_terminal": "bool `[E]`: True where the episode has failed (time-outs are handled by the framework)",
     "sample_initial_state": "a dict of the state fields to reset, e.g. {\"dof_pos\": [E, n], \"dof_vel\": [E, n]}",
     "sample_goal": "the goal/command array `[E, C]` the episode pursues (the state's commands)",
+    "sample_physics": "for ONE environment (`key` is one key; no [E] axis): a dict of the physics fields below to "
+                      "randomize for its next episode, e.g. {\"friction\": jax.random.uniform(key, (), minval=0.7, "
+                      "maxval=1.3)}; `params` are your curriculum's current values",
+    "curriculum": "a dict of named scalars or 1-D arrays, computed after every iteration from the iteration number "
+                  "and the group's metrics of it (`metrics[\"task_fitness\"]`, NaN before any episode ended); "
+                  "`sample_physics` gets them as `params`, every other function as `state[\"curriculum\"]`. "
+                  "Instead of both, a module-level table `CURRICULUM = {\"friction\": {\"range\": [0.5, 1.5], "
+                  "\"iters\": 300}}` widens each field's range linearly from its neutral value",
 }
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)

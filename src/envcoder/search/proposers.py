@@ -15,6 +15,7 @@ failed sample, never a crash. Errors that no retry can fix (a bad key, an unknow
 from __future__ import annotations
 
 import dataclasses
+import ast
 import io
 import math
 import os
@@ -202,6 +203,31 @@ def _format_float(value: float) -> str:
     return text if any(c in text for c in ".e") else text + ".0"
 
 
+def _range_pairs(source: str, literals) -> dict[int, tuple[int, int]]:
+    """For the float literals (indices into `literals`) that form a `"range": [lo, hi]` of a module-level
+    `CURRICULUM` table, each one's pair of indices."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    where = {start: i for i, (start, _, _) in enumerate(literals)}
+    pairs = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CURRICULUM"
+                                                     for t in node.targets) and isinstance(node.value, ast.Dict)):
+            continue
+        for entry in node.value.values:
+            if not isinstance(entry, ast.Dict):
+                continue
+            for key, value in zip(entry.keys, entry.values):
+                if isinstance(key, ast.Constant) and key.value == "range" and isinstance(value, (ast.List, ast.Tuple)) \
+                        and len(value.elts) == 2:
+                    ends = tuple(where.get((e.lineno, e.col_offset)) for e in value.elts)
+                    if None not in ends:
+                        pairs.update({ends[0]: ends, ends[1]: ends})
+    return pairs
+
+
 class OfflineProposer:
     """An evolutionary search over a candidate's numeric constants; needs no network.
 
@@ -233,11 +259,27 @@ class OfflineProposer:
         if not literals:
             return Sample("", error=f"{parent.name} has no non-zero float constants to mutate")
         chosen = [i for i in range(len(literals)) if rng.random() < self.rate] or [rng.randrange(len(literals))]
+        # A CURRICULUM range [lo, hi] is mutated as one: its width around its centre, so that lo ≤ hi stays true.
+        pairs = _range_pairs(source, literals)
+        chosen = sorted({j for i in chosen for j in pairs.get(i, (i,))})
+        factors = {}
+        for i in chosen:
+            factors.setdefault(pairs.get(i, (i,)), math.exp(rng.gauss(0.0, self.scale)))
+        replaced = {}
+        for members, factor in factors.items():
+            values = [literals[i][2] for i in members]
+            if len(members) == 2:
+                centre, half = (values[0] + values[1]) / 2, (values[1] - values[0]) / 2 * factor
+                if values[0] > 0:  # a positive range (a scale) stays positive
+                    half = min(half, 0.9 * centre)
+                replaced.update({members[0]: centre - half, members[1]: centre + half})
+            else:
+                replaced[members[0]] = values[0] * factor
         lines = source.splitlines(keepends=True)
         changes = []
-        for i in sorted(chosen, reverse=True):  # from the end, so earlier positions stay valid
+        for i in sorted(replaced, key=lambda i: literals[i][0], reverse=True):  # from the end: positions stay valid
             (row, col), (end_row, end_col), value = literals[i]
-            new = _format_float(value * math.exp(rng.gauss(0.0, self.scale)))
+            new = _format_float(replaced[i])
             line = lines[row - 1]
             lines[row - 1] = line[:col] + new + line[end_col:]
             changes.append(f"line {row + 1}: {line[col:end_col]} -> {new}")  # + 1: the header line

@@ -7,7 +7,10 @@ import inspect
 from typing import Sequence
 
 from envcoder.shaping.candidate import ALLOWED_IMPORTS, SHAPER_TYPES, SIGNATURES
+from envcoder.shaping import curriculum as curriculum_module
+from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.helpers import HELPERS
+from envcoder.sim.randomization import FIELDS
 
 
 def signature(api: str) -> str:
@@ -29,6 +32,14 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = 
     lines += ["", "## Default shaping functions (a candidate overrides any of them)", ""]
     for api in shaper_types:
         lines += [inspect.getsource(task.defaults[api]).rstrip(), ""]
+    if "sample_physics" in shaper_types or "curriculum" in shaper_types:
+        lines += ["## Physics fields (what `sample_physics(key, params)` may return for one environment; a scalar "
+                  "applies to every entry)", ""]
+        lines += [f"- {name} [{field.size or 'scalar'}] ({field.units}, neutral {field.neutral:g}): {field.meaning}"
+                  for name, field in FIELDS.items()]
+        paragraphs = inspect.getdoc(curriculum_module).split("\n\n")
+        lines += ["", paragraphs[1].replace("\n", " ") + f" `metrics` holds {', '.join(CURRICULUM_METRICS)}.", "",
+                  *paragraphs[2:], ""]
     lines += ["## Helpers in a candidate's namespace (besides jax, jnp and math)", ""]
     for name, helper in HELPERS.items():
         lines += [f"- {name}{inspect.signature(helper)}: {inspect.getdoc(helper) or ''}", ""]
