@@ -169,7 +169,7 @@ def test_bad_settings_are_refused_before_anything_runs(tmp_path, extra, message,
 
 def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):
     assert main(["eval", "--task", "Anymal", "--fitness", "speed", "--out", str(tmp_path / "o")]) == 2
-    assert "task Anymal has no fitness 'speed'; choose from tracking, forward_speed" in capsys.readouterr().err
+    assert "task Anymal has no fitness 'speed'; choose from tracking, robust_tracking, forward_speed" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 

@@ -48,13 +48,13 @@ def _rollout(name):
 
     @jax.jit
     def run(key):
-        env = trainer._fresh_env(jax.random.split(key, 2))
-        pool = (env.data, env.commands, env.contact_forces)
+        env = trainer._fresh_env(jax.random.split(key, 2), {})
+        pool = (env.data, env.commands, env.contact_forces, env.physics)
 
         def step(env, k):
             actions = jax.random.uniform(k, (2, NUM_ENVS, trainer.action_dim_max), minval=-1, maxval=1)
             actions = actions * (jnp.arange(2) == random_group)[:, None, None] * trainer.action_mask[:, None, :]
-            env, info = trainer._env_step(env, actions, pool)
+            env, info = trainer._env_step(env, actions, pool, jax.random.split(k, 2))
             obs = trainer._observe(trainer._state(env))
             return env, (obs, info["reward"], info["terminal"], env.data.qpos)
         return jax.lax.scan(step, env, jax.random.split(key, STEPS))
@@ -170,7 +170,7 @@ def test_lower_is_better_fitness_ranks_the_smallest_error_first():
 def test_unknown_task_and_fitness_name_the_known_ones():
     with pytest.raises(UnknownTaskError, match="known tasks: Ant, Anymal, Cartpole, Humanoid"):
         get_task("Humanoidd")
-    with pytest.raises(ValueError, match="choose from tracking, forward_speed"):
+    with pytest.raises(ValueError, match="choose from tracking, robust_tracking, forward_speed"):
         get_task("Anymal").get_fitness("speed")
 
 
