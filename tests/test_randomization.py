@@ -88,10 +88,11 @@ def test_a_heavier_body_accelerates_less_and_stronger_gravity_topples_faster():
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
     start = sim.reset(sim.qpos0.at[1].set(0.1), jnp.zeros(2))
-    data = jax.tree.map(lambda x: jnp.broadcast_to(x, (4,) + x.shape), start)
+    data = jax.tree.map(lambda x: jnp.broadcast_to(x, (5,) + x.shape), start)
     nbody = sim.mj_model.nbody
-    physics = {"mass": jnp.array([1.0, 2.0, 1.0, 1.0])[:, None] * jnp.ones((4, nbody)),
-               "gravity": jnp.array([[0, 0, 0], [0, 0, 0], [0, 0, -9.81], [0, 0, 0]], jnp.float32)}
+    physics = {"mass": jnp.array([1.0, 2.0, 1.0, 1.0, 1.0])[:, None] * jnp.ones((5, nbody)),
+               "gravity": jnp.array([[0, 0, 0], [0, 0, 0], [0, 0, -9.81], [0, 0, 0], [0, 0, 0]], jnp.float32),
+               "motor_strength": jnp.array([1.0, 1.0, 1.0, 1.0, 2.0])[:, None]}
 
     @jax.jit
     def run(data, physics, force):
@@ -101,6 +102,8 @@ def test_a_heavier_body_accelerates_less_and_stronger_gravity_topples_faster():
     pushed = run(data, physics, 10.0)
     # Twice the mass of every body: half the cart's acceleration under the same force (the pole barely moves it).
     ratio = pushed.qpos[0, 0] / pushed.qpos[1, 0]
+    assert 1.7 < ratio < 2.3, ratio
+    ratio = pushed.qpos[4, 0] / pushed.qpos[0, 0]  # twice the motor strength: about twice as far
     assert 1.7 < ratio < 2.3, ratio
     resting = run(data, physics, 0.0)
     # Double gravity: the tilted pole falls further in the same time than at the model's gravity.
@@ -125,6 +128,27 @@ def test_per_environment_fields_differ_and_other_candidates_keep_the_task_physic
         neutral = 1.0 if name in ("mass", "friction") else 0.0
         assert np.all(value[nothing] == neutral), name
     assert ts.env.past_actions.shape == (4, 8, 4, trainer.action_dim_max)
+
+
+def test_latency_delays_the_action_and_a_push_kicks_the_base(setup):
+    trainer, ts, _ = setup["mixed"]
+    heavy, nothing = group(setup["mixed"], "heavy#0"), group(setup["mixed"], "nothing#0")
+    env = ts.env._replace(progress=jnp.full_like(ts.env.progress, 2),  # the heavy group pushes every 3 steps
+                          past_actions=jnp.full_like(ts.env.past_actions, 0.25))
+    actions = jnp.full((4, 8, trainer.action_dim_max), -0.5) * trainer.action_mask[:, None, :]
+    pool = (env.data, env.commands, env.contact_forces, env.physics)
+    step = jax.jit(trainer._env_step)
+    stepped, _ = step(env, actions, pool, ts.key)
+    calm, _ = step(env._replace(physics={**env.physics, "push_velocity": jnp.zeros_like(env.physics["push_velocity"])}),
+                   actions, pool, ts.key)
+    # Cartpole's force is 30 × action: one step late, the heavy group's motor applies the stored 0.25.
+    np.testing.assert_allclose(stepped.torques[heavy, :, 0], 7.5)
+    np.testing.assert_allclose(stepped.torques[nothing, :, 0], -15.0)
+    np.testing.assert_array_equal(stepped.past_actions[heavy, :, 0], actions[heavy])  # the newest first
+    # The push changes the cart's velocity by up to ±0.5 m/s, in the heavy group only.
+    kick = np.asarray(stepped.data.qvel[heavy, :, 0] - calm.data.qvel[heavy, :, 0])
+    assert np.all(np.abs(kick) <= 0.5 + 1e-6) and np.all(np.abs(kick) > 0) and len(np.unique(kick)) == len(kick)
+    np.testing.assert_array_equal(stepped.data.qvel[nothing], calm.data.qvel[nothing])
 
 
 def test_the_curriculum_table_widens_on_schedule_and_sampling_follows_it(setup):
