@@ -83,7 +83,7 @@ def runs(tmp_path_factory):
     for name, functions in (("corpus", corpus), ("good", only_good)):
         settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
                                 iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
-                                ppo={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
+                                overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
         results[name] = run_evaluation(settings)
     return root, results
 

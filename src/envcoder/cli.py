@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from envcoder.rl.config import ALGORITHMS
 from envcoder.shaping.candidate import ALIASES, SHAPER_TYPES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
@@ -41,7 +42,7 @@ def _shaper_type(text: str) -> str:
 
 
 def _initial_path(text: str) -> Path:
-    if "=" in text and text.startswith("ppo."):
+    if "=" in text and text.split(".")[0] in ALGORITHMS:
         raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a file; put overrides before --initial")
     return Path(text)
 
@@ -124,13 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
                          "candidates) instead of one candidate per file")
     ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
                     default=256, help="parallel environments per candidate and seed (default 256)")
+    ev.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
+                    help="training algorithm of every candidate: ppo (continuous or discrete actions) or dqn (discrete "
+                         "actions); `envcoder tasks` lists each task's (default ppo)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
-                    help="PPO iterations (default: max_epochs of the resolved PPO settings, e.g. 60 for Cartpole)")
+                    help="training iterations (default: max_epochs of the resolved settings, e.g. 60 for Cartpole)")
     ev.add_argument("--config", type=Path, default=None, metavar="FILE",
-                    help="YAML file of PPO settings (rl_games names) applied over the task's "
-                         "src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be reused here")
-    ev.add_argument("overrides", nargs="*", metavar="ppo.NAME=VALUE",
-                    help="PPO setting overrides applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256]")
+                    help="YAML file of the algorithm's settings (rl_games names; or with a section per algorithm) "
+                         "applied over the task's src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be "
+                         "reused here")
+    ev.add_argument("overrides", nargs="*", metavar="ALGO.NAME=VALUE",
+                    help="setting overrides applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256]")
     ev.add_argument("--fitness", default=None,
                     help="the task fitness to rank by (default: the task's first; see `envcoder tasks --task T`)")
     ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
@@ -178,8 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                       type=_positive_int, default=256, help="parallel environments per candidate (default 256)")
     auto.add_argument("--train-iterations", dest="train_iterations", type=_positive_int, default=None,
                       help="PPO iterations per evaluation (default: the resolved settings' max_epochs)")
-    auto.add_argument("--config", type=Path, default=None, metavar="FILE", help="YAML file of PPO settings")
-    auto.add_argument("overrides", nargs="*", metavar="ppo.NAME=VALUE", help="PPO setting overrides")
+    auto.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
+                      help="training algorithm of the evaluations (default ppo)")
+    auto.add_argument("--config", type=Path, default=None, metavar="FILE",
+                      help="YAML file of the algorithm's settings")
+    auto.add_argument("overrides", nargs="*", metavar="ALGO.NAME=VALUE", help="setting overrides, e.g. "
+                                                                              "ppo.learning_rate=1e-3")
     auto.add_argument("--fitness", default=None, help="the task fitness to optimise (default: the task's first)")
     auto.add_argument("--physics", choices=("jax", "warp"), default=None,
                       help="physics engine of the evaluations: jax or warp (default as for eval)")
@@ -269,7 +278,7 @@ def _eval(args) -> int:
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
-        settings = dataclasses.replace(settings, ppo=parse_overrides(args.overrides))
+        settings = dataclasses.replace(settings, algo=args.algo, overrides=parse_overrides(args.overrides, args.algo))
         run_evaluation(settings)
     except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
             ValueError) as err:
@@ -331,7 +340,8 @@ def _auto(args) -> int:
             iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
             train_iterations=args.train_iterations, seeds=args.seeds, final_seeds=args.final_seeds,
             final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
-            ppo=parse_overrides(args.overrides), fitness=args.fitness, physics=args.physics,
+            algo=args.algo, overrides=parse_overrides(args.overrides, args.algo), fitness=args.fitness,
+            physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
             compile_timeout_s=args.compile_timeout_s, iteration_timeout_s=args.iteration_timeout_s,
             devices=args.devices, request_timeout_s=args.request_timeout_s, api_retries=args.api_retries,
@@ -375,7 +385,7 @@ def _tasks(args) -> int:
 
     if args.task is None:
         for task in TASKS.values():
-            print(f"{task.name:10s} {task.description}")
+            print(f"{task.name:16s} {task.description} (--algo {'|'.join(task.algorithms)})")
         return 0
     try:
         task = get_task(args.task)

@@ -1,7 +1,9 @@
-"""PPO settings. Names and meanings follow rl_games, so IsaacGymEnvs configs carry over.
+"""Settings of each algorithm (`PPOConfig`, `DQNConfig`). Names and meanings follow rl_games, so IsaacGymEnvs
+configs carry over.
 
-A run's settings are resolved in layers, each checked for unknown names and wrong types: `PPOConfig`'s
-defaults, the task's `tasks/configs/<task>.yaml`, a `--config FILE`, then `ppo.KEY=VALUE` overrides.
+A run's settings are resolved in layers, each checked for unknown names and wrong types: the config class's
+defaults, the algorithm's section of the task's `tasks/configs/<task>.yaml`, a `--config FILE`, then
+`ALGO.KEY=VALUE` overrides (e.g. `ppo.learning_rate=1e-3`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,29 @@ class ConfigError(ValueError):
     """A setting that is unknown or has the wrong type; the message names where it came from."""
 
 
+class Settings:
+    """What every algorithm's settings can do: be changed, and be resolved from checked layers."""
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def for_task(cls, overrides: Mapping[str, Any] = (), **changes: Any):
+        """Defaults, then a task's overrides, then explicit changes."""
+        return cls.resolve([("the task's config", overrides), ("arguments", changes)])
+
+    @classmethod
+    def resolve(cls, layers: Sequence[tuple[str, Mapping[str, Any]]]):
+        """Defaults, then each `(where, settings)` layer in turn. Raises `ConfigError` naming `where`."""
+        merged: dict[str, Any] = {}
+        for where, settings in layers:
+            for name, value in dict(settings).items():
+                merged[name] = _checked(cls, name, value, where)
+        return cls(**merged)
+
+
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(Settings):
     """Settings of the per-candidate PPO. Every candidate trains with the same settings."""
 
     horizon_length: int = 16
@@ -86,36 +109,80 @@ class PPOConfig:
     is better), judged on the mean of the episodes that end in an iteration. A solved group keeps the policy
     that reached it and stops updating; the run stops when every group is solved or diverged. None: off."""
 
-    def replace(self, **changes: Any) -> "PPOConfig":
-        return dataclasses.replace(self, **changes)
 
-    @classmethod
-    def for_task(cls, overrides: Mapping[str, Any] = (), **changes: Any) -> "PPOConfig":
-        """Defaults, then a task's overrides, then explicit changes."""
-        return cls.resolve([("the task's config", overrides), ("arguments", changes)])
+@dataclasses.dataclass(frozen=True)
+class DQNConfig(Settings):
+    """Settings of the per-candidate (double) DQN, for discrete actions. Every candidate trains with the same
+    settings; each group has its own replay buffer on the device."""
 
-    @classmethod
-    def resolve(cls, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> "PPOConfig":
-        """Defaults, then each `(where, settings)` layer in turn. Raises `ConfigError` naming `where`."""
-        merged: dict[str, Any] = {}
-        for where, settings in layers:
-            for name, value in dict(settings).items():
-                merged[name] = _checked(name, value, where)
-        return cls(**merged)
+    steps_per_epoch: int = 4
+    """Control steps each environment collects per iteration."""
+    updates_per_epoch: int = 8
+    """Gradient steps per iteration (each on `batch_size` samples of the group's own replay buffer)."""
+    batch_size: int = 256
+    """Samples per gradient step, per candidate."""
+    replay_buffer_size: int = 50_000
+    """Transitions each candidate's buffer holds (the oldest are overwritten)."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    gamma: float = 0.99
+    """Discount."""
+    epsilon: float = 1.0
+    """Exploration rate at the start: the chance of a uniformly random action."""
+    min_epsilon: float = 0.05
+    """Exploration rate after `epsilon_decay_epochs` (falls linearly)."""
+    epsilon_decay_epochs: int = 50
+    """Iterations over which the exploration rate falls from `epsilon` to `min_epsilon`."""
+    num_epochs_to_copy: int = 5
+    """Iterations between copies of the online Q-network into the target network."""
+    double_dqn: bool = True
+    """Choose the next action with the online network and value it with the target network."""
+    max_epochs: int = 100
+    """Iterations of a run (the CLI's --iterations)."""
+    grad_norm: float = 10.0
+    """Global gradient-norm clip, per candidate, when `truncate_grads`."""
+    truncate_grads: bool = True
+    """Clip gradients by `grad_norm`."""
+    normalize_input: bool = False
+    """Running mean/std normalization of observations, per candidate."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this for training; logs are unscaled."""
+    units: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the Q-network."""
+    activation: str = "relu"
+    """Hidden activation: elu, relu, tanh or silu."""
+    clip_observations: float = 5.0
+    """Normalized observations are clipped to ± this."""
+    save_frequency: int = 50
+    """Iterations between checkpoints; 0 saves only at the end."""
+    save_best_after: int = 10
+    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
+    score_to_win: float | None = None
+    """As PPO's: the task fitness at which a candidate counts as solved and stops updating. None: off."""
+
+    @property
+    def horizon_length(self) -> int:
+        """Control steps each environment collects per iteration (the drivers count env steps with it)."""
+        return self.steps_per_epoch
 
 
-def _kind(name: str) -> str:
-    expected = typing.get_type_hints(PPOConfig)[name]
+ALGORITHMS = {"ppo": PPOConfig, "dqn": DQNConfig}
+"""Each algorithm's name (`--algo`) and settings class."""
+
+
+def _kind(cls, name: str) -> str:
+    expected = typing.get_type_hints(cls)[name]
     return expected.__name__ if isinstance(expected, type) else str(expected).replace("typing.", "")
 
 
-def _checked(name: str, value: Any, where: str) -> Any:
+def _checked(cls, name: str, value: Any, where: str) -> Any:
     """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected."""
-    hints = typing.get_type_hints(PPOConfig)
+    hints = typing.get_type_hints(cls)
+    algo = next(a for a, c in ALGORITHMS.items() if c is cls).upper()
     if name not in hints:
         close = difflib.get_close_matches(name, list(hints), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known settings: {', '.join(hints)}"
-        raise ConfigError(f"{where}: unknown PPO setting {name!r}{hint}")
+        raise ConfigError(f"{where}: unknown {algo} setting {name!r}{hint}")
     expected = hints[name]
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if expected is bool and isinstance(value, bool):
@@ -140,11 +207,12 @@ def _checked(name: str, value: Any, where: str) -> Any:
     if expected == tuple[int, ...] and isinstance(value, (list, tuple)) and value and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
-    raise ConfigError(f"{where}: {name} expects {_kind(name)}, got {value!r} ({type(value).__name__})")
+    raise ConfigError(f"{where}: {name} expects {_kind(cls, name)}, got {value!r} ({type(value).__name__})")
 
 
-def load_config_file(path: str | Path) -> dict:
-    """A YAML file of PPO settings (rl_games names, as `tasks/configs/<task>.yaml`), as a dict."""
+def load_config_file(path: str | Path, algo: str = "ppo") -> dict:
+    """A YAML file of `algo`'s settings (rl_games names), as a dict: either the settings themselves, or a file
+    with a section per algorithm (as `tasks/configs/<task>.yaml`), of which `algo`'s section."""
     path = Path(path)
     try:
         settings = yaml.safe_load(path.read_text()) or {}
@@ -153,19 +221,36 @@ def load_config_file(path: str | Path) -> dict:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(settings, dict):
-        raise ConfigError(f"{path}: expected a mapping of PPO settings (name: value), got {type(settings).__name__}")
-    return settings
+        raise ConfigError(f"{path}: expected a mapping of settings (name: value), got {type(settings).__name__}")
+    return algorithm_section(settings, algo, str(path))
 
 
-def parse_overrides(items: Sequence[str]) -> dict:
-    """`["ppo.learning_rate=1e-3", "ppo.units=[512, 256]"]` -> settings; values are read as YAML."""
+def algorithm_section(settings: dict, algo: str, where: str) -> dict:
+    """`algo`'s settings from a mapping that is either sectioned by algorithm (`ppo: {...}`, `dqn: {...}`) or
+    holds the settings themselves."""
+    if not set(settings) & set(ALGORITHMS):
+        return settings
+    if set(settings) - set(ALGORITHMS):
+        raise ConfigError(f"{where}: mixes algorithm sections ({', '.join(sorted(set(settings) & set(ALGORITHMS)))}) "
+                          f"with settings outside them ({', '.join(sorted(set(settings) - set(ALGORITHMS)))})")
+    section = settings.get(algo) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: the {algo} section must be a mapping of settings, got {type(section).__name__}")
+    return section
+
+
+def parse_overrides(items: Sequence[str], algo: str = "ppo") -> dict:
+    """`["ppo.learning_rate=1e-3", "ppo.units=[512, 256]"]` -> settings of `algo`; values are read as YAML."""
     settings = {}
+    prefix = f"{algo}."
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or not key.startswith("ppo.") or len(key) == len("ppo."):
-            raise ConfigError(f"override {item!r}: expected ppo.NAME=VALUE, e.g. ppo.learning_rate=1e-3")
+        if sep and key.split(".")[0] in ALGORITHMS and key.split(".")[0] != algo:
+            raise ConfigError(f"override {item!r}: this run trains with --algo {algo}; write {prefix}NAME=VALUE")
+        if not sep or not key.startswith(prefix) or len(key) == len(prefix):
+            raise ConfigError(f"override {item!r}: expected {prefix}NAME=VALUE, e.g. {prefix}learning_rate=1e-3")
         try:
-            settings[key[len("ppo."):]] = yaml.safe_load(text)
+            settings[key[len(prefix):]] = yaml.safe_load(text)
         except yaml.YAMLError:
             raise ConfigError(f"override {item!r}: the value is not valid YAML") from None
     return settings

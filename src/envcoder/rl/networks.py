@@ -1,6 +1,7 @@
 """Actor and critic MLPs as plain init/apply functions, so all candidates' parameters stack into one pytree.
 
-Parameters of one candidate: `{"actor": [(W, b), ...], "critic": [(W, b), ...], "log_std": [A]}`.
+Parameters of one candidate: `{"actor": [(W, b), ...], "critic": [(W, b), ...], "log_std": [A]}`. The critic
+reads the actor's observation, or, in an asymmetric actor-critic, a critic observation of its own.
 A candidate's network is initialized at its own observation/action sizes and then zero-padded to the
 run's largest sizes, so padding changes neither its initial values nor (with masking) its training.
 """
@@ -23,27 +24,30 @@ def _init_mlp(key, sizes, output_scale):
     return layers
 
 
-def init_actor_critic(key, obs_dim: int, action_dim: int, units, sigma_init: float = 0.0):
-    """Parameters for one candidate with its own `obs_dim` and `action_dim`."""
+def init_actor_critic(key, obs_dim: int, action_dim: int, units, sigma_init: float = 0.0,
+                      critic_obs_dim: int | None = None):
+    """Parameters for one candidate with its own `obs_dim` and `action_dim` (and `critic_obs_dim`, the size of the
+    critic's own observation; None: the critic reads the actor's)."""
     k_actor, k_critic = jax.random.split(key)
     return {
         "actor": _init_mlp(k_actor, (obs_dim, *units, action_dim), 0.01),
-        "critic": _init_mlp(k_critic, (obs_dim, *units, 1), 1.0),
+        "critic": _init_mlp(k_critic, (critic_obs_dim or obs_dim, *units, 1), 1.0),
         "log_std": jnp.full((action_dim,), sigma_init, jnp.float32),
     }
 
 
-def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int):
-    """Zero-pad one candidate's parameters to the run's largest observation and action sizes."""
-    def pad_input(layers):
+def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int, critic_obs_dim_max: int | None = None):
+    """Zero-pad one candidate's parameters to the run's largest observation and action sizes (and critic
+    observation size)."""
+    def pad_input(layers, size):
         (w, b), rest = layers[0], layers[1:]
-        return [(jnp.pad(w, ((0, obs_dim_max - w.shape[0]), (0, 0))), b), *rest]
+        return [(jnp.pad(w, ((0, size - w.shape[0]), (0, 0))), b), *rest]
 
-    actor = pad_input(params["actor"])
+    actor = pad_input(params["actor"], obs_dim_max)
     w, b = actor[-1]
     extra = action_dim_max - w.shape[1]
     actor[-1] = (jnp.pad(w, ((0, 0), (0, extra))), jnp.pad(b, (0, extra)))
-    return {"actor": actor, "critic": pad_input(params["critic"]),
+    return {"actor": actor, "critic": pad_input(params["critic"], critic_obs_dim_max or obs_dim_max),
             "log_std": jnp.pad(params["log_std"], (0, extra))}
 
 
@@ -54,9 +58,35 @@ def _mlp(layers, x, activation):
     return x @ w + b
 
 
-def apply_actor_critic(params, obs, activation: str = "elu"):
-    """`obs [..., D]` (normalized) -> action mean `[..., A]`, log std `[A]`, value `[...]` (normalized units)."""
+def apply_actor(params, obs, activation: str = "elu"):
+    """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]` and log std `[A]`, without the critic."""
+    return _mlp(params["actor"], obs, ACTIVATIONS[activation]), params["log_std"]
+
+
+def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None):
+    """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]`, log std `[A]`, value `[...]` (normalized
+    units) of `critic_obs [..., C]` (normalized), or of `obs` when it is None."""
     act = ACTIVATIONS[activation]
     mu = _mlp(params["actor"], obs, act)
-    value = _mlp(params["critic"], obs, act)[..., 0]
+    value = _mlp(params["critic"], obs if critic_obs is None else critic_obs, act)[..., 0]
     return mu, params["log_std"], value
+
+
+def init_q_network(key, obs_dim: int, num_actions: int, units):
+    """A Q-network `[(W, b), ...]` for one candidate: its observation -> one value per action."""
+    return _init_mlp(key, (obs_dim, *units, num_actions), 1.0)
+
+
+def pad_q_network(layers, obs_dim_max: int, num_actions_max: int):
+    """Zero-pad a Q-network to the run's largest observation size and number of actions."""
+    (w, b), rest = layers[0], list(layers[1:])
+    layers = [(jnp.pad(w, ((0, obs_dim_max - w.shape[0]), (0, 0))), b), *rest]
+    w, b = layers[-1]
+    extra = num_actions_max - w.shape[1]
+    layers[-1] = (jnp.pad(w, ((0, 0), (0, extra))), jnp.pad(b, (0, extra)))
+    return layers
+
+
+def apply_q_network(layers, obs, activation: str = "relu"):
+    """`obs [..., D]` (normalized) -> action values `[..., A]`."""
+    return _mlp(layers, obs, ACTIVATIONS[activation])

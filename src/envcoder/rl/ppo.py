@@ -1,4 +1,7 @@
-"""Pure PPO math for one candidate: GAE, Gaussian log-probabilities with masked action dims, the loss.
+"""Pure PPO math for one candidate: GAE, the policy distributions with masked action dims, the loss.
+
+A continuous policy is a diagonal Gaussian (`mu`, a state-independent `log_std`); a discrete one is categorical,
+its `mu` the logits and an action its one-hot vector. Padded action dims (or padded logits) are masked out.
 
 The grouped trainer vmaps these over the candidate axis; nothing here knows about groups.
 """
@@ -64,6 +67,38 @@ def gaussian_kl(mu_old, log_std_old, mu, log_std, action_mask):
     return jnp.sum(per_dim * action_mask, axis=-1)
 
 
+MASKED_LOGIT = -1e9
+"""A padded action's logit: it is never sampled, and its probability is exactly 0 in float32."""
+
+
+def masked_logits(logits, action_mask):
+    return jnp.where(action_mask > 0, logits, MASKED_LOGIT)
+
+
+def categorical_log_prob(actions, logits, action_mask):
+    """Log-probability of one-hot `actions [..., A]` under softmax(`logits`) over the unmasked actions."""
+    return jnp.sum(actions * jax.nn.log_softmax(masked_logits(logits, action_mask)), axis=-1)
+
+
+def categorical_entropy(logits, action_mask):
+    log_p = jax.nn.log_softmax(masked_logits(logits, action_mask))
+    return -jnp.sum(jnp.exp(log_p) * log_p * action_mask, axis=-1)
+
+
+def categorical_kl(logits_old, logits, action_mask):
+    """KL(old || new) per sample, over the unmasked actions."""
+    log_p_old = jax.nn.log_softmax(masked_logits(logits_old, action_mask))
+    log_p = jax.nn.log_softmax(masked_logits(logits, action_mask))
+    return jnp.sum(jnp.exp(log_p_old) * (log_p_old - log_p) * action_mask, axis=-1)
+
+
+def log_prob(actions, mu, log_std, action_mask, discrete: bool):
+    """The policy's log-probability of `actions`: categorical (one-hot actions, `mu` the logits) or Gaussian."""
+    if discrete:
+        return categorical_log_prob(actions, mu, action_mask)
+    return gaussian_log_prob(actions, mu, log_std, action_mask)
+
+
 class Minibatch(NamedTuple):
     """Training samples of one candidate, leading axis `[B]`."""
 
@@ -75,6 +110,7 @@ class Minibatch(NamedTuple):
     values: jnp.ndarray  # [B] acting value estimates, normalized units
     returns: jnp.ndarray  # [B] GAE returns, normalized units
     advantages: jnp.ndarray  # [B]
+    critic_obs: jnp.ndarray | None = None  # [B, C_max] raw critic observations (None: the critic sees `obs`)
 
 
 class LossInfo(NamedTuple):
@@ -86,18 +122,24 @@ class LossInfo(NamedTuple):
     kl: jnp.ndarray
 
 
-def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, config: PPOConfig):
-    """rl_games' PPO loss: clipped actor + 0.5·critic_coef·clipped critic − entropy_coef·entropy + bounds.
+def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, config: PPOConfig,
+             discrete: bool = False, critic_rms: RunningMeanStd | None = None):
+    """rl_games' PPO loss: clipped actor + 0.5·critic_coef·clipped critic − entropy_coef·entropy + bounds (the
+    bounds term only for a Gaussian policy). With `batch.critic_obs`, the critic sees those (normalized by
+    `critic_rms`) instead of the actor's observations: an asymmetric actor-critic.
 
     Returns `(total_loss, LossInfo)`; `kl` is KL(acting policy || current policy), for the lr schedule.
     """
-    obs = obs_rms.normalize(batch.obs, config.clip_observations) if config.normalize_input else batch.obs
-    mu, log_std, values = apply_actor_critic(params, obs, config.activation)
+    def normalized(x, rms):
+        return rms.normalize(x, config.clip_observations) if config.normalize_input else x
+
+    critic_obs = None if batch.critic_obs is None else normalized(batch.critic_obs, critic_rms)
+    mu, log_std, values = apply_actor_critic(params, normalized(batch.obs, obs_rms), config.activation, critic_obs)
     advantages = batch.advantages
     if config.normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
 
-    log_probs = gaussian_log_prob(batch.actions, mu, log_std, action_mask)
+    log_probs = log_prob(batch.actions, mu, log_std, action_mask, discrete)
     ratio = jnp.exp(log_probs - batch.log_probs)
     clipped_ratio = jnp.clip(ratio, 1.0 - config.e_clip, 1.0 + config.e_clip)
     actor_loss = jnp.mean(jnp.maximum(-advantages * ratio, -advantages * clipped_ratio))
@@ -105,13 +147,18 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
     values_clipped = batch.values + jnp.clip(values - batch.values, -config.e_clip, config.e_clip)
     critic_loss = jnp.mean(jnp.maximum((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2))
 
-    entropy = gaussian_entropy(log_std, action_mask)
-    over = jnp.maximum(mu - BOUNDS_SOFT, 0.0) ** 2 + jnp.maximum(-BOUNDS_SOFT - mu, 0.0) ** 2
-    bounds_loss = jnp.mean(jnp.sum(over * action_mask, axis=-1))
+    if discrete:
+        entropy = jnp.mean(categorical_entropy(mu, action_mask))
+        bounds_loss = jnp.zeros(())
+        kl = jnp.mean(categorical_kl(batch.mu, mu, action_mask))
+    else:
+        entropy = gaussian_entropy(log_std, action_mask)
+        over = jnp.maximum(mu - BOUNDS_SOFT, 0.0) ** 2 + jnp.maximum(-BOUNDS_SOFT - mu, 0.0) ** 2
+        bounds_loss = jnp.mean(jnp.sum(over * action_mask, axis=-1))
+        kl = jnp.mean(gaussian_kl(batch.mu, batch.log_std, mu, jnp.broadcast_to(log_std, mu.shape), action_mask))
 
     total = (actor_loss + 0.5 * config.critic_coef * critic_loss - config.entropy_coef * entropy
              + config.bounds_loss_coef * bounds_loss)
-    kl = jnp.mean(gaussian_kl(batch.mu, batch.log_std, mu, jnp.broadcast_to(log_std, mu.shape), action_mask))
     return total, LossInfo(total, actor_loss, critic_loss, entropy, bounds_loss, jax.lax.stop_gradient(kl))
 
 

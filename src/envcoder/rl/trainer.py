@@ -34,10 +34,10 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.networks import apply_actor_critic, init_actor_critic, pad_actor_critic
+from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_log_prob,
-                             linear_learning_rate, ppo_loss)
+from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, log_prob,
+                             masked_logits, ppo_loss)
 from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.grouping import GroupPlan, group_key
@@ -81,17 +81,20 @@ class TrainState(NamedTuple):
     learning_rate: jnp.ndarray  # [G]
     obs_rms: RunningMeanStd  # [G, D_max]
     value_rms: RunningMeanStd  # [G]
+    critic_rms: RunningMeanStd | None  # [G, C_max] of the critic's own observations (None: symmetric actor-critic)
     env: EnvState
     key: jnp.ndarray  # [G, 2]
     iteration: jnp.ndarray  # [] int32
     diverged_at: jnp.ndarray  # [G] int32: iteration at which the group went non-finite, -1 while healthy
     solved_at: jnp.ndarray  # [G] int32: iteration whose episodes reached `score_to_win`, -1 until then
     best: BestPolicy
+    replay: object = None  # an off-policy algorithm's replay buffers, stacked over G (None for PPO)
 
 
 class Transition(NamedTuple):
     obs: jnp.ndarray
-    actions: jnp.ndarray
+    critic_obs: jnp.ndarray | None  # the critic's own observations (None: symmetric actor-critic)
+    actions: jnp.ndarray  # sampled: a Gaussian action (unclipped), or a one-hot action
     log_probs: jnp.ndarray
     mu: jnp.ndarray
     values: jnp.ndarray  # normalized units
@@ -109,8 +112,6 @@ class Transition(NamedTuple):
 GROUP_AXIS = "groups"
 """The mesh axis the group axis is sharded over."""
 
-UPDATE_METRICS = ("actor_loss", "critic_loss", "entropy", "bounds_loss", "kl")
-"""Metrics of the PPO update; NaN for a group that was not updated (diverged or solved)."""
 
 
 def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
@@ -176,15 +177,22 @@ class GroupedTrainer:
             raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
         self.physics = self.sim.physics
         self.specs = [specs[g.candidate.name] for g in self.groups]
+        self.discrete = task.discrete  # a categorical policy over `action_dims` actions, else a Gaussian one
         self.obs_dims = np.array([s.obs_dim for s in self.specs])
         self.action_dims = np.array([s.action_dim for s in self.specs])
         self.obs_dim_max, self.action_dim_max = int(self.obs_dims.max()), int(self.action_dims.max())
+        # An asymmetric actor-critic where some candidate gives its critic observations of its own; the others'
+        # critics then read their actor's observations (unperturbed by observation noise).
+        self.asymmetric = any(s.critic_obs_dim is not None for s in self.specs)
+        self.critic_obs_dims = np.array([s.critic_obs_dim or s.obs_dim for s in self.specs])
+        self.critic_obs_dim_max = int(self.critic_obs_dims.max()) if self.asymmetric else None
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
-        self._dims = sorted(set(zip(self.obs_dims.tolist(), self.action_dims.tolist())))
+        sizes = list(zip(self.obs_dims.tolist(), self.action_dims.tolist(),
+                         (self.critic_obs_dims.tolist() if self.asymmetric else [None] * len(self.groups))))
+        self._dims = sorted(set(sizes))
         constants = {"action_mask": (np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None]).astype(
             np.float32), "obs_mask": (np.arange(self.obs_dim_max)[None, :] < self.obs_dims[:, None]).astype(
-            np.float32), "dims_class": np.array([self._dims.index(d) for d in zip(self.obs_dims.tolist(),
-                                                                                   self.action_dims.tolist())]),
+            np.float32), "dims_class": np.array([self._dims.index(d) for d in sizes]),
                      "inert": np.zeros(len(self.groups), bool)}
         if self.layout is None:
             self.action_mask, self.obs_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
@@ -203,12 +211,7 @@ class GroupedTrainer:
             raise ValueError("physics randomization (a candidate's sample_physics, or the fitness "
                              f"{self.fitness_name!r}) needs --physics jax: MuJoCo Warp's model is shared by all "
                              "environments here")
-        batch = envs_per_candidate * config.horizon_length
-        self.minibatch_size = config.minibatch_size or max(batch // config.num_minibatches, 1)
-        if batch % self.minibatch_size:
-            raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
-                             f"= {batch}")
-        self.num_minibatches = batch // self.minibatch_size
+        self._setup_updates()
         tx = [optax.scale_by_adam(eps=1e-8)]
         if config.truncate_grads:
             tx.insert(0, optax.clip_by_global_norm(config.grad_norm))
@@ -224,6 +227,15 @@ class GroupedTrainer:
             self.evaluate = jax.jit(self._sharded_evaluate)
             self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+
+    def _setup_updates(self) -> None:
+        """Check the algorithm's settings against the run's sizes and derive the update's (PPO: minibatches)."""
+        batch = self.num_envs * self.config.horizon_length
+        self.minibatch_size = self.config.minibatch_size or max(batch // self.config.num_minibatches, 1)
+        if batch % self.minibatch_size:
+            raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
+                             f"= {batch}")
+        self.num_minibatches = batch // self.minibatch_size
 
     def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""
@@ -363,7 +375,10 @@ class GroupedTrainer:
         outputs = []
         for c in self.plan.classes["compute_torque"]:
             dim = int(self.action_dims[c.indices[0]])  # one code, one action size
-            outputs.append(c.apply(c.take(actions)[:, :, :dim], jax.tree.map(c.take, state)))
+            action = c.take(actions)[:, :, :dim]
+            if self.discrete:  # the index of the one-hot action
+                action = jnp.argmax(action, axis=-1).astype(jnp.int32)
+            outputs.append(c.apply(action, jax.tree.map(c.take, state)))
         return self.plan.concat(outputs, self.plan.classes["compute_torque"])
 
     def _reward(self, state):
@@ -464,18 +479,60 @@ class GroupedTrainer:
 
     # ---- acting ---------------------------------------------------------------------------------
 
-    def _policy(self, params, obs_rms, obs):
-        if self.config.normalize_input:
-            obs = jax.vmap(lambda rms, o: rms.normalize(o, self.config.clip_observations))(obs_rms, obs)
-        return jax.vmap(lambda p, o: apply_actor_critic(p, o, self.config.activation))(params, obs)
-
-    def _observe_noisy(self, env: EnvState, key):
-        """The policy's observation `[G, E, D_max]`, with the env's randomized observation noise (`key [G, 2]`)."""
-        obs = self._observe(self._state(env))
-        if "observation_noise" not in env.physics:
+    def _normalized(self, rms, obs):
+        if not self.config.normalize_input:
             return obs
-        noise = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 0x0B5), obs.shape[1:]))(key)
-        return obs + env.physics["observation_noise"][..., None] * noise * self.obs_mask[:, None, :]
+        return jax.vmap(lambda r, o: r.normalize(o, self.config.clip_observations))(rms, obs)
+
+    def _policy(self, params, obs_rms, obs, critic_rms=None, critic_obs=None):
+        """`(mu or logits, log_std, value)` of every group; the value of `critic_obs` where the critic has its own."""
+        obs = self._normalized(obs_rms, obs)
+        if critic_obs is None:
+            return jax.vmap(lambda p, o: apply_actor_critic(p, o, self.config.activation))(params, obs)
+        critic_obs = self._normalized(critic_rms, critic_obs)
+        return jax.vmap(lambda p, o, c: apply_actor_critic(p, o, self.config.activation, c))(params, obs, critic_obs)
+
+    def _act_deterministic(self, params, obs_rms, obs):
+        """Every group's deterministic action: the mean (clipped), or the most likely action (one-hot)."""
+        mu, _ = jax.vmap(lambda p, o: apply_actor(p, o, self.config.activation))(params, self._normalized(obs_rms,
+                                                                                                         obs))
+        if self.discrete:
+            best = jnp.argmax(masked_logits(mu, self.action_mask[:, None, :]), axis=-1)
+            return jax.nn.one_hot(best, self.action_dim_max)
+        return jnp.clip(mu * self.action_mask[:, None, :], -1.0, 1.0)
+
+    def _sample(self, mu, log_std, keys):
+        """Every group's sampled actions `[G, E, A_max]` and their log-probabilities; `keys [G, 2]`. One key per
+        action dimension, so that a candidate's draws do not depend on the run's A_max."""
+        noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.num_envs,)),
+                                            out_axes=-1)(jnp.arange(self.action_dim_max)))(keys)
+        mask = self.action_mask[:, None, :]
+        if self.discrete:  # Gumbel-max: the same normal draws, turned into Gumbel noise per action
+            gumbel = -jnp.log(-jax.scipy.special.log_ndtr(noise))
+            actions = jax.nn.one_hot(jnp.argmax(masked_logits(mu, mask) + gumbel, axis=-1), self.action_dim_max)
+        else:
+            actions = (mu + jnp.exp(log_std)[:, None, :] * noise) * mask
+        log_std = log_std[:, None, :]
+        return actions, jax.vmap(lambda a, m, s, am: log_prob(a, m, s, am, self.discrete))(actions, mu, log_std, mask)
+
+    def _critic_observe(self, state):
+        """The critic's own observations `[G, E, C_max]` (a candidate without them: its actor's, noiseless)."""
+        def pad(outputs, classes):
+            padded = [jnp.pad(o, ((0, 0), (0, 0), (0, self.critic_obs_dim_max - o.shape[-1]))) for o in outputs]
+            return self.plan.concat(padded, classes)
+        return self.plan.dispatch("compute_critic_observation", (state,), pad)
+
+    def _observe_noisy(self, env: EnvState, key, critic: bool = False):
+        """The policy's observation `[G, E, D_max]`, with the env's randomized observation noise (`key [G, 2]`);
+        with `critic`, `(observation, the critic's observation or None)`."""
+        state = self._state(env)
+        obs = self._observe(state)
+        if "observation_noise" in env.physics:
+            noise = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 0x0B5), obs.shape[1:]))(key)
+            obs = obs + env.physics["observation_noise"][..., None] * noise * self.obs_mask[:, None, :]
+        if not critic:
+            return obs
+        return obs, self._critic_observe(state) if self.asymmetric else None
 
     def _env_step(self, env: EnvState, clipped_actions, pool, key):
         """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs. `key [G, 2]`:
@@ -536,7 +593,7 @@ class GroupedTrainer:
                     episode_return=episode_return,
                     episode_fitness=episode_fitness / self.task.max_episode_length,
                     episode_length=progress.astype(jnp.float32), fitness_step=fitness_step,
-                    physics_failures=(~physics_ok).astype(jnp.float32))
+                    physics_failures=(~physics_ok).astype(jnp.float32), state=new_state)
         zeros = jnp.zeros_like(reward)
         after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
         reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
@@ -549,19 +606,16 @@ class GroupedTrainer:
 
         def step(env, step_keys):
             env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
-            obs = self._observe_noisy(env, env_keys)
-            mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs)
-            # One key per action dimension, so a candidate's noise does not depend on the run's A_max.
-            noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.num_envs,)),
-                                                out_axes=-1)(jnp.arange(self.action_dim_max)))(step_keys)
-            actions = (mu + jnp.exp(log_std)[:, None, :] * noise) * self.action_mask[:, None, :]
-            log_probs = jax.vmap(gaussian_log_prob)(actions, mu, log_std[:, None, :], self.action_mask[:, None, :])
+            obs, critic_obs = self._observe_noisy(env, env_keys, critic=True)
+            mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+            actions, log_probs = self._sample(mu, log_std, step_keys)
             env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool, env_keys)
             values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
             rewards = info["reward"] * cfg.reward_scale
             if cfg.value_bootstrap:
                 rewards = rewards + cfg.gamma * values_raw * info["truncated"]
-            return env, Transition(obs, actions, log_probs, mu, values, rewards, info["done"].astype(jnp.float32),
+            return env, Transition(obs, critic_obs, actions, log_probs, mu, values, rewards,
+                                   info["done"].astype(jnp.float32),
                                    info["reward"], info["components"], info["episode_return"],
                                    info["episode_fitness"], info["episode_length"], info["fitness_step"],
                                    info["physics_failures"])
@@ -578,11 +632,14 @@ class GroupedTrainer:
         pool = self._reset_pool(reset_key, ts.env.curriculum)
         env, traj = self._rollout(ts, rollout_key, pool)  # traj fields [T, G, E, ...]
 
-        last_obs = self._observe_noisy(env, next_key)
-        _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs)
-        obs_rms = ts.obs_rms
+        last_obs, last_critic_obs = self._observe_noisy(env, next_key, critic=True)
+        _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
+        obs_rms, critic_rms = ts.obs_rms, ts.critic_rms
         if cfg.normalize_input:
-            obs_rms = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))(obs_rms, traj.obs.swapaxes(0, 1))
+            update = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))
+            obs_rms = update(obs_rms, traj.obs.swapaxes(0, 1))
+            if self.asymmetric:
+                critic_rms = update(critic_rms, traj.critic_obs.swapaxes(0, 1))
 
         def per_group(x):
             return x.swapaxes(0, 1)  # [T, G, ...] -> [G, T, ...]
@@ -602,7 +659,8 @@ class GroupedTrainer:
 
         log_std = jnp.broadcast_to(ts.params["log_std"][:, None, None, :], per_group(traj.mu).shape)
         batch = Minibatch(per_group(traj.obs), per_group(traj.actions), per_group(traj.log_probs),
-                          per_group(traj.mu), log_std, values_n, returns_n, advantages)
+                          per_group(traj.mu), log_std, values_n, returns_n, advantages,
+                          None if traj.critic_obs is None else per_group(traj.critic_obs))
         batch = jax.tree.map(lambda x: x.reshape((x.shape[0], -1) + x.shape[3:]), batch)  # [G, T*E, ...]
 
         learning_rate = ts.learning_rate
@@ -610,25 +668,33 @@ class GroupedTrainer:
             learning_rate = jnp.full_like(learning_rate, linear_learning_rate(cfg.learning_rate, ts.iteration,
                                                                               cfg.max_epochs))
         params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
-            ts.params, ts.opt_state, learning_rate, obs_rms, batch, update_key, self.action_mask)
+            ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch, update_key, self.action_mask)
+        updates = {"actor_loss": losses.actor, "critic_loss": losses.critic, "entropy": losses.entropy,
+                   "bounds_loss": losses.bounds, "kl": losses.kl}
+        return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
+                                                            learning_rate=learning_rate, obs_rms=obs_rms,
+                                                            value_rms=value_rms, critic_rms=critic_rms), updates)
 
+    def _conclude(self, ts: TrainState, env: EnvState, traj: Transition, next_key, new: dict, updates: dict):
+        """The next train state and the iteration's metrics, from the rollout's `env` and `traj` and the update's
+        `new` train-state fields (stacked over groups), applied only to the groups that are still training; the
+        update's own metrics `updates` (name -> `[G]`) are NaN for the others."""
+        cfg = self.config
         # Isolation: a group whose data or parameters went non-finite keeps its last finite policy, stops
         # updating and is reported; nothing crosses groups, so the others are unaffected. A group whose
         # episodes reached score_to_win keeps the policy that collected them (this update is dropped).
         finite = (_all_finite_per_group((traj.obs, traj.actions, traj.step_reward), group_axis=1)
-                  & _all_finite_per_group(params, group_axis=0))
+                  & _all_finite_per_group(new["params"], group_axis=0))
         training = (ts.diverged_at < 0) & (ts.solved_at < 0)
         solved_now = training & finite & self._reached(traj)
         updated = training & finite & ~solved_now
-        params, opt_state, learning_rate, obs_rms, value_rms = _where_group(
-            updated, (params, opt_state, learning_rate, obs_rms, value_rms),
-            (ts.params, ts.opt_state, ts.learning_rate, ts.obs_rms, ts.value_rms))
+        new = _where_group(updated, new, {name: getattr(ts, name) for name in new})
         diverged_at = jnp.where(training & ~finite, ts.iteration, ts.diverged_at)
         solved_at = jnp.where(solved_now, ts.iteration, ts.solved_at)
 
-        metrics = self._metrics(traj, losses, learning_rate)
+        metrics = self._metrics(traj, updates, new["learning_rate"])
         metrics = {k: jnp.where(diverged_at >= 0, jnp.nan, v) for k, v in metrics.items()}
-        for name in UPDATE_METRICS:  # no update was applied to these groups
+        for name in updates:  # no update was applied to these groups
             metrics[name] = jnp.where(updated, metrics[name], jnp.nan)
         metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
         metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
@@ -639,8 +705,8 @@ class GroupedTrainer:
                 flat = value.reshape(value.shape[0], -1)
                 for i in range(flat.shape[1]):
                     metrics[f"curriculum/{name}" + (f"/{i}" if value.ndim > 1 else "")] = flat[:, i]
-        new_ts = TrainState(params, opt_state, learning_rate, obs_rms, value_rms, env, next_key, ts.iteration + 1,
-                            diverged_at, solved_at, best)
+        new_ts = ts._replace(**new, env=env, key=next_key, iteration=ts.iteration + 1, diverged_at=diverged_at,
+                             solved_at=solved_at, best=best)
         if cfg.score_to_win is not None:
             # Once every group is solved or diverged the run is over: an iteration dispatched after that (the
             # driver dispatches one ahead of reading metrics) leaves the state as it is.
@@ -669,7 +735,8 @@ class GroupedTrainer:
             fitness <= self.config.score_to_win)
         return (count > 0) & reached
 
-    def _update_group(self, params, opt_state, learning_rate, obs_rms, batch: Minibatch, key, action_mask):
+    def _update_group(self, params, opt_state, learning_rate, obs_rms, critic_rms, batch: Minibatch, key,
+                      action_mask):
         """PPO epochs for one group (vmapped over groups by the caller)."""
         cfg = self.config
         n = batch.obs.shape[0]
@@ -677,7 +744,7 @@ class GroupedTrainer:
 
         def minibatch_step(carry, mb):
             params, opt_state, lr = carry
-            grads, info = grad_fn(params, mb, obs_rms, action_mask, cfg)
+            grads, info = grad_fn(params, mb, obs_rms, action_mask, cfg, self.discrete, critic_rms)
             updates, opt_state = self.optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
             if cfg.lr_schedule == "adaptive":
@@ -694,8 +761,9 @@ class GroupedTrainer:
             epoch, (params, opt_state, learning_rate), jax.random.split(key, cfg.mini_epochs))
         return params, opt_state, learning_rate, jax.tree.map(jnp.mean, infos)
 
-    def _metrics(self, traj: Transition, losses, learning_rate):
-        """Per-group metrics `[G]` of one iteration. Episode means are NaN when no episode ended."""
+    def _metrics(self, traj: Transition, updates: dict, learning_rate):
+        """Per-group metrics `[G]` of one iteration (`updates`: the update's own). Episode means are NaN when no
+        episode ended."""
         count = traj.dones.sum(axis=(0, 2))
 
         def episode_mean(x):
@@ -710,8 +778,7 @@ class GroupedTrainer:
             "shaped_return": episode_mean(traj.completed_return),
             "episode_length": episode_mean(traj.completed_length),
             "step_reward": traj.step_reward.mean(axis=(0, 2)),
-            "actor_loss": losses.actor, "critic_loss": losses.critic, "entropy": losses.entropy,
-            "bounds_loss": losses.bounds, "kl": losses.kl, "learning_rate": learning_rate,
+            **updates, "learning_rate": learning_rate,
         }
         for name, value in traj.components.items():
             metrics[f"reward/{name}"] = value.mean(axis=(0, 2))
@@ -742,18 +809,20 @@ class GroupedTrainer:
         # Every group is initialized at its own (obs size, action size), then padded: each size class is
         # initialized for all groups and each group keeps its own class's (a handful of classes, once per run).
         params = None
-        for index, (obs_dim, action_dim) in enumerate(self._dims):
-            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: pad_actor_critic(
-                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init), self.obs_dim_max,
-                self.action_dim_max))(param_keys)
+        for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
+            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim, c=critic_dim: pad_actor_critic(
+                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c), self.obs_dim_max,
+                self.action_dim_max, self.critic_obs_dim_max))(param_keys)
             params = sized if params is None else _where_group(self.dims_class == index, sized, params)
 
         G = self.rows
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
         value_rms = jax.vmap(lambda _: RunningMeanStd.create(()))(jnp.arange(G))
+        critic_rms = (jax.vmap(lambda _: RunningMeanStd.create((self.critic_obs_dim_max,)))(jnp.arange(G))
+                      if self.asymmetric else None)
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
+                          obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
                           jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)
 
@@ -801,8 +870,7 @@ class GroupedTrainer:
             env, alive, (fitness, length, ret) = carry
             step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(keys)
             obs = self._observe_noisy(env, step_keys)
-            mu, _, _ = self._policy(ts.params, ts.obs_rms, obs)
-            env, info = self._env_step(env, jnp.clip(mu * self.action_mask[:, None, :], -1.0, 1.0), pool, step_keys)
+            env, info = self._env_step(env, self._act_deterministic(ts.params, ts.obs_rms, obs), pool, step_keys)
             ended = alive & info["done"]
             fitness = jnp.where(ended, info["episode_fitness"], fitness)
             length = jnp.where(ended, info["episode_length"], length)

@@ -1,7 +1,7 @@
 """The run directory: everything needed to read, compare and reproduce a run.
 
     <out>/config.json        resolved settings, task, candidate list, versions, command line
-    <out>/ppo.yaml           the resolved PPO settings, reusable as --config
+    <out>/ppo.yaml           the resolved settings of the algorithm (dqn.yaml for --algo dqn), reusable as --config
     <out>/candidates/*.py    the source of every candidate as it was evaluated
     <out>/failures.json      candidates left out, with file, function and reason
     <out>/metrics.csv        one row per iteration and group: training metrics
@@ -90,13 +90,13 @@ class RunDirectory:
             return
         write_json(self.path / "config.json", config)
 
-    def write_ppo_config(self, config) -> None:
-        """The resolved PPO settings as YAML, reusable as `--config`."""
+    def write_algorithm_config(self, config, algo: str) -> None:
+        """The resolved settings of the run's algorithm as YAML (`<algo>.yaml`), reusable as `--config`."""
         if not self.writes:
             return
         settings = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
-        text = "# Resolved PPO settings of this run (rl_games names); reuse with --config.\n"
-        _write_atomic(self.path / "ppo.yaml", text + yaml.safe_dump(settings, sort_keys=False))
+        text = f"# Resolved {algo.upper()} settings of this run (rl_games names); reuse with --config.\n"
+        _write_atomic(self.path / f"{algo}.yaml", text + yaml.safe_dump(settings, sort_keys=False))
 
     def write_candidates(self, candidates) -> None:
         if not self.writes:

@@ -18,8 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import envcoder
-from envcoder.rl.config import PPOConfig, load_config_file
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.rl.algorithms import trainer_class
+from envcoder.rl.config import ALGORITHMS, Settings, load_config_file
 from envcoder.runs.background import BackgroundWriter
 from envcoder.runs.checkpoint import has_train_state, load_train_state, save_policy, save_train_state
 from envcoder.runs.directory import RunDirectory
@@ -64,10 +64,12 @@ class EvalSettings:
     """Every candidate is trained once per seed, independently."""
     cross: bool = False
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
-    ppo: dict = dataclasses.field(default_factory=dict)
-    """PPO settings that override the task's defaults and `config_file` (the `ppo.NAME=VALUE` overrides)."""
+    algo: str = "ppo"
+    """The training algorithm (`envcoder.rl.config.ALGORITHMS`): every candidate is trained with it."""
+    overrides: dict = dataclasses.field(default_factory=dict)
+    """The algorithm's settings that override the task's and `config_file`'s (the `ALGO.NAME=VALUE` overrides)."""
     config_file: Path | None = None
-    """A YAML file of PPO settings applied over the task's `tasks/configs/<task>.yaml`."""
+    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
     fitness: str | None = None
     """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
     tensorboard: bool = True
@@ -107,7 +109,7 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         task=config["task"], functions=Path(config["functions"]), out=Path(run),
         shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
-        ppo=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
+        algo=config.get("algo", "ppo"), overrides=config["overrides"], fitness=config["fitness"], tensorboard=config.get("tensorboard", True),
         wandb_project=config.get("wandb_project"), physics=config.get("physics", "jax"),
         config_file=Path(config["config_file"]) if config["config_file"] else None,
         **{k: config[k] for k in _LIMITS if k in config})
@@ -183,8 +185,10 @@ def _crossed_spec(candidate, specs: dict[str, CandidateSpec]) -> CandidateSpec:
     shaping functions depend on the task's state only, never on each other)."""
     def of(api):
         return specs[candidate.providers.get(api, next(iter(candidate.providers.values())))]
+    critic = "compute_critic_observation"
     return CandidateSpec(obs_dim=of("compute_observation").obs_dim, action_dim=of("compute_torque").action_dim,
-                         reward_components=of("compute_reward").reward_components)
+                         reward_components=of("compute_reward").reward_components,
+                         critic_obs_dim=of(critic).critic_obs_dim if critic in candidate.functions else None)
 
 
 def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
@@ -209,13 +213,16 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     console = console or Console(quiet=not lead)
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
-    layers = [(str(task.config_file), task.ppo_overrides)]
+    if settings.algo not in task.algorithms:
+        raise ValueError(f"--algo {settings.algo}: task {task.name} is trained with {', '.join(task.algorithms)}"
+                         + (" (DQN needs discrete actions: try CartpoleDiscrete)" if settings.algo == "dqn" else ""))
+    layers = [(str(task.config_file), task.settings(settings.algo))]
     if settings.config_file is not None:
-        layers.append((str(settings.config_file), load_config_file(settings.config_file)))
-    layers.append(("command-line override", settings.ppo))
+        layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
+    layers.append(("command-line override", settings.overrides))
     if settings.iterations is not None:
         layers.append(("--iterations", {"max_epochs": settings.iterations}))
-    config = PPOConfig.resolve(layers)
+    config = ALGORITHMS[settings.algo].resolve(layers)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
@@ -236,7 +243,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
         _write_run_records(run_dir, settings, task, fitness_name, config, valid)
 
     physics = _physics(settings)
-    trainer = GroupedTrainer(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
+    trainer = trainer_class(settings.algo)(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
                              simulator if physics == simulator.physics else None, fitness=fitness_name,
                              physics=physics, devices=settings.devices)
     try:
@@ -283,15 +290,15 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
-        "config_file": str(settings.config_file) if settings.config_file else None, "overrides": settings.ppo,
+        "config_file": str(settings.config_file) if settings.config_file else None, "algo": settings.algo, "overrides": settings.overrides,
         "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
         "physics": _physics(settings), **{k: getattr(settings, k) for k in _LIMITS},
-        "ppo": dataclasses.asdict(config),
+        settings.algo: dataclasses.asdict(config),
         "candidates": [c.name for c in valid],
         "command": sys.argv, "versions": _versions(),
     })
     run_dir.write_candidates(valid)
-    run_dir.write_ppo_config(config)
+    run_dir.write_algorithm_config(config, settings.algo)
 
 
 def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
@@ -454,7 +461,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                     stopped = record(item[0], host_metrics, now - arrived)
                     arrived, done, pending = now, item[0] + 1, None
                     if stopped:
-                        break  # an iteration dispatched after this one changed nothing (see GroupedTrainer)
+                        break  # an iteration dispatched after this one changed nothing (see GroupedTrainer._conclude)
                 if stopped or done == iteration + 1:
                     checkpoint(done, train_state)
                 if stopped:
@@ -529,7 +536,7 @@ def _row(g: int, tree):
     return jax.tree.map(lambda x: x[g], tree)
 
 
-def _checkpoint_due(done: int, settings: EvalSettings, config: PPOConfig) -> bool:
+def _checkpoint_due(done: int, settings: EvalSettings, config: Settings) -> bool:
     """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last."""
     return done == settings.iterations or bool(config.save_frequency and done % config.save_frequency == 0)
 

@@ -12,8 +12,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from envcoder.rl.config import PPOConfig, load_config_file
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.rl.algorithms import trainer_class
+from envcoder.rl.config import ALGORITHMS, load_config_file
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.evaluation import sandboxed_candidates, settings_from_run
@@ -38,7 +38,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     settings = settings_from_run(run)
     task = get_task(settings.task)
     fitness_name, _ = task.get_fitness(settings.fitness)
-    config = PPOConfig.resolve([(str(run / "ppo.yaml"), load_config_file(run / "ppo.yaml"))])
+    settings_file = run / f"{settings.algo}.yaml"
+    config = ALGORITHMS[settings.algo].resolve([(str(settings_file), load_config_file(settings_file, settings.algo))])
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
@@ -64,7 +65,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
 
     sim = Simulator(task.model_file, task.substeps)
-    trainer = GroupedTrainer(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,), sim,
+    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,), sim,
                              fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),

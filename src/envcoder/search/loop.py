@@ -82,7 +82,10 @@ class AutoSettings:
     initial: tuple[Path, ...] = ()
     """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
     config_file: Path | None = None
-    ppo: dict = dataclasses.field(default_factory=dict)
+    algo: str = "ppo"
+    """The training algorithm of the evaluations (`--algo`)."""
+    overrides: dict = dataclasses.field(default_factory=dict)
+    """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
     fitness: str | None = None
     physics: str | None = None
     """Physics engine of the evaluations ("jax" or "warp"; None: the faster one where it runs)."""
@@ -118,6 +121,8 @@ class AutoSettings:
         data["config_file"] = Path(data["config_file"]) if data.get("config_file") else None
         data["shaper_types"] = tuple(data["shaper_types"])
         data["price"] = tuple(data["price"]) if data.get("price") else None
+        if "ppo" in data:  # runs started before --algo
+            data["overrides"] = data.pop("ppo")
         return cls(**data)
 
 
@@ -274,7 +279,8 @@ class AutoRun:
         settings = EvalSettings(
             task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
             envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
-            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), ppo=dict(self.s.ppo),
+            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), algo=self.s.algo,
+            overrides=dict(self.s.overrides),
             config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics,
             validation_timeout_s=self.s.validation_timeout_s, validation_memory_gib=self.s.validation_memory_gib,
             compile_timeout_s=self.s.compile_timeout_s, iteration_timeout_s=self.s.iteration_timeout_s,

@@ -228,9 +228,9 @@ class SandboxValidator:
                         worker.kill()
                         worker = None
                     else:
-                        verdicts[i] = Verdict(reply["name"], {v: CandidateSpec(s["obs_dim"], s["action_dim"],
-                                                                               tuple(s["reward_components"]))
-                                                              for v, s in reply["specs"].items()}, reply["errors"])
+                        verdicts[i] = Verdict(reply["name"], {v: CandidateSpec(
+                            s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"])
+                            for v, s in reply["specs"].items()}, reply["errors"])
                         if verdicts[i].ok:
                             self._passed[(name, source)] = verdicts[i]
             except BaseException as err:  # noqa: BLE001 - reported to the caller below
@@ -311,7 +311,8 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
             try:
                 spec = validate_candidate(task, simulator, candidate, states, on_phase)
                 specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-                                         "reward_components": list(spec.reward_components)}
+                                         "reward_components": list(spec.reward_components),
+                                         "critic_obs_dim": spec.critic_obs_dim}
             except CandidateError as err:
                 errors[candidate.name] = str(err)
             except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault

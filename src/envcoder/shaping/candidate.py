@@ -34,6 +34,7 @@ from envcoder.shaping.helpers import HELPERS
 SHAPER_TYPES = (
     "compute_reward",
     "compute_observation",
+    "compute_critic_observation",
     "compute_torque",
     "compute_terminal",
     "sample_initial_state",
@@ -49,6 +50,7 @@ ALIASES = {"compute_action": "compute_torque"}
 SIGNATURES = {
     "compute_reward": ("state",),
     "compute_observation": ("state",),
+    "compute_critic_observation": ("state",),
     "compute_torque": ("action", "state"),
     "compute_terminal": ("state",),
     "sample_initial_state": ("key", "state"),
@@ -56,6 +58,9 @@ SIGNATURES = {
     "sample_physics": ("key", "params"),
     "curriculum": ("iteration", "metrics"),
 }
+FALLBACKS = {"compute_critic_observation": "compute_observation"}
+"""API functions that, where neither the candidate nor the task defines them, are the candidate's own function of
+another API: a critic without observations of its own reads the actor's (a symmetric actor-critic)."""
 OPTIONAL_ARGUMENTS = {"curriculum": ("params",)}
 """Arguments an API function may also take: a curriculum that takes `params` gets its own previous values."""
 
@@ -567,14 +572,29 @@ def load_candidates(directory: str | Path, shaper_types: Sequence[str]) -> tuple
     return candidates, failures
 
 
+def source_api(candidate: Candidate, api_name: str, defaults: Mapping[str, Callable]) -> str:
+    """The API whose function of `candidate` serves as its `api_name` (itself, or its `FALLBACKS` entry where
+    neither the candidate nor the task defines `api_name`)."""
+    if api_name in FALLBACKS and api_name not in candidate.functions and api_name not in defaults:
+        return FALLBACKS[api_name]
+    return api_name
+
+
 def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) -> dict[str, Callable]:
     """The full set of shaping functions for a candidate, its own bound to its swept constants, and the
     task's defaults for the rest."""
     resolved = {}
     for api in SHAPER_TYPES:
-        fn, params = api_callable(api, candidate.functions.get(api, defaults[api])), candidate.function_params.get(api)
+        source = source_api(candidate, api, defaults)
+        fn = api_callable(api, candidate.functions.get(source, defaults[source]))
+        params = candidate.function_params.get(source)
         resolved[api] = functools.partial(call_with_params, fn, params) if params else fn
     return resolved
+
+
+def defines(candidate: Candidate, api_name: str, defaults: Mapping[str, Callable]) -> bool:
+    """Whether `candidate` (or the task, for it) defines `api_name` itself, rather than falling back."""
+    return source_api(candidate, api_name, defaults) == api_name
 
 
 def function_key(candidate: Candidate, api_name: str) -> str:

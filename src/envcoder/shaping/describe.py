@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from typing import Sequence
 
-from envcoder.shaping.candidate import ALLOWED_IMPORTS, SHAPER_TYPES, SIGNATURES
+from envcoder.shaping.candidate import ALLOWED_IMPORTS, FALLBACKS, SHAPER_TYPES, SIGNATURES
 from envcoder.shaping import curriculum as curriculum_module
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.helpers import HELPERS
@@ -31,7 +31,11 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = 
     lines += [f"- {name}: {fitness.doc}" for name, fitness in task.fitness.items()]
     lines += ["", "## Default shaping functions (a candidate overrides any of them)", ""]
     for api in shaper_types:
-        lines += [inspect.getsource(task.defaults[api]).rstrip(), ""]
+        if api in task.defaults:
+            lines += [inspect.getsource(task.defaults[api]).rstrip(), ""]
+        elif api in FALLBACKS:
+            lines += [f"# {signature(api)}: none by default; the {FALLBACKS[api]} function serves (a critic without "
+                      "observations of its own reads the actor's)", ""]
     if "sample_physics" in shaper_types or "curriculum" in shaper_types:
         lines += ["## Physics fields (what `sample_physics(key, params)` may return for one environment; a scalar "
                   "applies to every entry)", ""]
@@ -45,8 +49,9 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = 
         lines += [f"- {name}{inspect.signature(helper)}: {inspect.getdoc(helper) or ''}", ""]
     lines += [f"Modules a candidate may import: {', '.join(sorted(ALLOWED_IMPORTS))}.", ""]
     if ppo:
-        lines += [f"## PPO settings ({task.config_file.name}, rl_games names)", ""]
-        lines += [f"- {key}: {value}" for key, value in task.ppo_overrides.items()]
+        for algo in task.algorithms:
+            lines += [f"## {algo.upper()} settings (`--algo {algo}`; {task.config_file.name}, rl_games names)", ""]
+            lines += [f"- {key}: {value}" for key, value in task.settings(algo).items()] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, api_callable, call_with_params, function_key
+from envcoder.shaping.candidate import (SHAPER_TYPES, Candidate, api_callable, call_with_params, function_key,
+                                       source_api)
 from envcoder.tasks.base import Task
 
 
@@ -139,14 +140,20 @@ class GroupPlan:
         for api in SHAPER_TYPES:
             members: dict[str, list[int]] = {}
             functions: dict[str, Callable] = {}
+            sources = []  # the API whose function serves as each group's (see FALLBACKS)
             for i, group in enumerate(groups):
-                key = function_key(group.candidate, api)
+                source = source_api(group.candidate, api, task.defaults)
+                key = f"{source}:{function_key(group.candidate, source)}"
+                sources.append(source)
                 members.setdefault(key, []).append(i)
-                functions.setdefault(key, api_callable(api, group.candidate.functions.get(api, task.defaults[api])))
+                functions.setdefault(key, api_callable(api, group.candidate.functions.get(source,
+                                                                                          task.defaults[source])))
             self.classes[api] = []
             for key, indices in members.items():
-                names = list(groups[indices[0]].candidate.function_params.get(api, {}))
-                params = {n: np.array([groups[i].candidate.function_params[api][n] for i in indices]) for n in names}
+                source = sources[indices[0]]
+                names = list(groups[indices[0]].candidate.function_params.get(source, {}))
+                params = {n: np.array([groups[i].candidate.function_params[source][n] for i in indices])
+                          for n in names}
                 names = tuple(dict.fromkeys(groups[i].candidate.name for i in indices))
                 self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params, api, names))
 

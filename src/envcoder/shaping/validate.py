@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import Candidate, CandidateError, resolve_functions, time_limit
+from envcoder.shaping.candidate import Candidate, CandidateError, defines, resolve_functions, time_limit
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.sim.randomization import FIELDS, field_shape
 
@@ -31,7 +31,11 @@ class CandidateSpec:
 
     obs_dim: int
     action_dim: int
+    """The policy's action size: entries of a continuous action, or the number of discrete actions."""
     reward_components: tuple[str, ...]
+    critic_obs_dim: int | None = None
+    """The size of the critic's own observation (`compute_critic_observation`); None: the critic reads the
+    actor's."""
 
 
 def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
@@ -39,12 +43,17 @@ def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
     data = jax.jit(jax.vmap(lambda _: simulator.reset(simulator.qpos0, jnp.zeros(simulator.mj_model.nv))))(
         jnp.arange(num_envs))
     nu = simulator.mj_model.nu
+    actions = jnp.zeros((num_envs, _action_size(task, nu)))
     build = _builder(task, simulator)
-    state = build(data, jnp.zeros((num_envs, task.num_commands)), jnp.zeros((num_envs, nu)),
-                  jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))
+    state = build(data, jnp.zeros((num_envs, task.num_commands)), actions, jnp.zeros((num_envs, nu)),
+                  jnp.zeros((num_envs,), jnp.int32))
     commands = task.defaults["sample_goal"](jax.random.PRNGKey(0), state)  # a goal as training will see
-    return {**state, **build(data, commands, jnp.zeros((num_envs, nu)), jnp.zeros((num_envs, nu)),
-                             jnp.zeros((num_envs,), jnp.int32))}
+    return {**state, **build(data, commands, actions, jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))}
+
+
+def _action_size(task, nu: int) -> int:
+    """The size of the state's `actions`: the action (continuous), or its one-hot vector (discrete)."""
+    return task.num_actions if task.discrete else nu
 
 
 def _builder(task, simulator):
@@ -77,18 +86,23 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
 
         def step(carry, key):
             data, torques, progress = carry
-            actions = jax.random.uniform(key, (num_envs, nu), minval=-1.0, maxval=1.0)
+            if task.discrete:
+                actions = jax.random.randint(key, (num_envs,), 0, task.num_actions)
+            else:
+                actions = jax.random.uniform(key, (num_envs, nu), minval=-1.0, maxval=1.0)
+            last = jax.nn.one_hot(actions, task.num_actions) if task.discrete else actions  # state["actions"]
 
             def physics(_, inner):
                 data, ctrl = inner
-                ctrl = simulator.clip_ctrl(torque(actions, build(data, commands, actions, ctrl, progress)))
+                ctrl = simulator.clip_ctrl(torque(actions, build(data, commands, last, ctrl, progress)))
                 return jax.vmap(simulator.physics_step)(data, ctrl), ctrl
 
             data, torques = jax.lax.fori_loop(0, simulator.substeps, physics, (data, torques))
             progress = progress + 1
-            return (data, torques, progress), build(data, commands, actions, torques, progress)
+            return (data, torques, progress), build(data, commands, last, torques, progress)
 
-        first = build(data, commands, zeros, zeros, jnp.zeros((num_envs,), jnp.int32))
+        first = build(data, commands, jnp.zeros((num_envs, _action_size(task, nu))), zeros,
+                      jnp.zeros((num_envs,), jnp.int32))
         _, states = jax.lax.scan(step, (data, zeros, jnp.zeros((num_envs,), jnp.int32)),
                                  jax.random.split(k_act, steps))
         return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]).reshape((-1,) + a.shape[1:]), first, states)
@@ -193,12 +207,25 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
             if obs.ndim != 2 or obs.shape[0] != num_envs:
                 raise CandidateError(file, f"returned shape {tuple(obs.shape)}, expected [E, D]", function=current)
             _check(file, current, obs, obs.shape, "float")
+            critic_obs_dim = None
+            if defines(candidate, "compute_critic_observation", task.defaults):
+                current = "compute_critic_observation"
+                critic_obs = jnp.asarray(run(file, current, fns[current], state))
+                if critic_obs.ndim != 2 or critic_obs.shape[0] != num_envs:
+                    raise CandidateError(file, f"returned shape {tuple(critic_obs.shape)}, expected [E, C]",
+                                         function=current)
+                _check(file, current, critic_obs, critic_obs.shape, "float")
+                critic_obs_dim = int(critic_obs.shape[1])
             current = "compute_torque"
             if on_phase is not None:
                 on_phase(current, "tracing")
-            action_dim = candidate.action_dim or (
-                infer_action_dim(file, fns[current], state, nu) if current in candidate.functions else nu)
-            action = jnp.full((num_envs, action_dim), 0.5)
+            if task.discrete:  # the action indices in turn (all of them on the rollout's states)
+                action_dim = candidate.action_dim or task.num_actions
+                action = jnp.arange(num_envs, dtype=jnp.int32) % action_dim
+            else:
+                action_dim = candidate.action_dim or (
+                    infer_action_dim(file, fns[current], state, nu) if current in candidate.functions else nu)
+                action = jnp.full((num_envs, action_dim), 0.5)
             _check(file, current, run(file, current, fns[current], action, state), (num_envs, nu), "float")
             current = "compute_reward"
             reward, components = split_reward(run(file, current, fns[current], state), file)
@@ -223,7 +250,7 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
         raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {_first_line(err)}",
                              function=current) from None
     return CandidateSpec(obs_dim=int(obs.shape[1]), action_dim=int(action_dim),
-                         reward_components=tuple(sorted(components)))
+                         reward_components=tuple(sorted(components)), critic_obs_dim=critic_obs_dim)
 
 
 

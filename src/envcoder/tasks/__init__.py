@@ -3,7 +3,7 @@
 from envcoder.tasks import ant, anymal, cartpole, humanoid
 from envcoder.tasks.base import Fitness, StateField, Task
 
-TASKS = {task.name: task for task in (cartpole.TASK, ant.TASK, anymal.TASK, humanoid.TASK)}
+TASKS = {task.name: task for task in (cartpole.TASK, cartpole.DISCRETE_TASK, ant.TASK, anymal.TASK, humanoid.TASK)}
 
 
 class UnknownTaskError(ValueError):

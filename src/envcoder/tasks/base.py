@@ -81,6 +81,9 @@ class Task:
     """The default shaping functions, by API name; a candidate overrides any subset."""
     fitness: Mapping[str, Fitness]
     """The task's fitness definitions by name (`--fitness`); the first is the default."""
+    num_actions: int | None = None
+    """A discrete action space of this many actions (a candidate's `ACTION_DIM` may change it): the policy picks
+    one, and `compute_torque` receives its index `[E]` (int32). None: continuous actions in [-1, 1]."""
     contact_geoms: tuple[str, ...] = ()
     """Geoms whose net contact force (world frame, N) `build_state` receives, in this order. The simulator
     computes them over all environments at once (MuJoCo Warp keeps one contact list for all of them)."""
@@ -97,15 +100,29 @@ class Task:
                                               **self.defaults})
 
     @property
+    def discrete(self) -> bool:
+        return self.num_actions is not None
+
+    @property
     def config_file(self) -> Path:
-        """The task's PPO settings (rl_games names), `tasks/configs/<name>.yaml`."""
+        """The task's training settings (rl_games names), a section per algorithm, `tasks/configs/<name>.yaml`."""
         return Path(__file__).parent / "configs" / f"{self.name.lower()}.yaml"
 
     @property
-    def ppo_overrides(self) -> dict:
-        """PPO settings that differ from `PPOConfig`'s defaults for this task, read from `config_file`."""
+    def algorithms(self) -> tuple[str, ...]:
+        """The algorithms (`--algo`) that can train this task: DQN needs discrete actions."""
+        return ("ppo", "dqn") if self.discrete else ("ppo",)
+
+    def settings(self, algo: str = "ppo") -> dict:
+        """`algo`'s settings that differ from its config class's defaults for this task, from `config_file`."""
+        from envcoder.rl.config import algorithm_section
         with open(self.config_file) as f:
-            return yaml.safe_load(f) or {}
+            return algorithm_section(yaml.safe_load(f) or {}, algo, str(self.config_file))
+
+    @property
+    def ppo_overrides(self) -> dict:
+        """PPO settings that differ from `PPOConfig`'s defaults for this task."""
+        return self.settings("ppo")
 
     def get_fitness(self, name: str | None = None) -> tuple[str, Fitness]:
         """`(name, Fitness)`; None gives the default (the first)."""

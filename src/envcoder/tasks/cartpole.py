@@ -1,8 +1,11 @@
-"""Cartpole: push a cart along a rail to keep a hinged pole upright (continuous force).
+"""Cartpole: push a cart along a rail to keep a hinged pole upright.
 
-Follows the IsaacGymEnvs Cartpole task: the same observation, reward and reset distribution.
+Follows the IsaacGymEnvs Cartpole task: the same observation, reward and reset distribution. `Cartpole` pushes
+with a continuous force; `CartpoleDiscrete` chooses between pushing left and pushing right (as gym's CartPole),
+for discrete-action algorithms (categorical PPO, DQN).
 """
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -102,4 +105,20 @@ TASK = Task(
         "upright": Fitness(upright, f"fraction of the 500-step episode with the pole upright (|angle| < "
                                     f"{UPRIGHT_ANGLE} rad); higher is better, 1.0 is perfect"),
     },
+)
+
+
+def compute_discrete_torque(action, state):
+    """Action 0 pushes left, action 1 pushes right, with the full force."""
+    return MAX_PUSH_FORCE * (2.0 * action.astype(jnp.float32) - 1.0)[:, None]
+
+
+DISCRETE_TASK = dataclasses.replace(
+    TASK,
+    name="CartpoleDiscrete",
+    description="Balance a pole on a cart by pushing the cart left or right (a discrete choice each step).",
+    num_actions=2,
+    state_fields={**TASK.state_fields, "actions": StateField(
+        "[E, A]", "-", "last action, one-hot over the A actions (zero-padded to the run's largest A)")},
+    defaults={**TASK.defaults, "compute_torque": compute_discrete_torque},
 )

@@ -1,0 +1,213 @@
+"""Grouped double DQN: one Q-network per group (candidate × seed), each with its own replay buffer on the device.
+
+The environments, shaping functions, isolation, metrics, checkpoints and evaluation are the grouped trainer's
+(`GroupedTrainer`); this module replaces what differs: the policy (ε-greedy over a Q-network), the replay
+buffers, and the update (double-DQN targets from a target network, Huber loss). A discrete task only: an action
+is one of the candidate's own `A` actions, and the padded ones are never chosen.
+
+One iteration: every environment takes `steps_per_epoch` ε-greedy steps; the transitions go into the group's
+ring buffer; then `updates_per_epoch` gradient steps each draw `batch_size` samples of it. Every
+`num_epochs_to_copy` iterations the online network is copied into the target network. A time-out is not a
+terminal: its target bootstraps from the state the episode was cut off in.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from envcoder.rl.config import DQNConfig
+from envcoder.rl.networks import apply_q_network, init_q_network, pad_q_network
+from envcoder.rl.normalizer import RunningMeanStd
+from envcoder.rl.ppo import masked_logits
+from envcoder.rl.trainer import BestPolicy, GroupedTrainer, Transition, TrainState, _where_group
+
+
+class Replay(NamedTuple):
+    """One group's ring buffer of transitions (stacked over groups in the train state)."""
+
+    obs: jnp.ndarray  # [N, D_max] raw observations
+    actions: jnp.ndarray  # [N] int32 action indices
+    rewards: jnp.ndarray  # [N] training rewards (scaled)
+    next_obs: jnp.ndarray  # [N, D_max] the observation after the step (before an auto-reset)
+    terminals: jnp.ndarray  # [N] 1.0 where the step ended the episode in failure (no bootstrap)
+    position: jnp.ndarray  # [] int32: where the next transition goes
+    size: jnp.ndarray  # [] int32: transitions held
+
+    @classmethod
+    def create(cls, capacity: int, obs_dim: int) -> "Replay":
+        return cls(jnp.zeros((capacity, obs_dim)), jnp.zeros((capacity,), jnp.int32), jnp.zeros((capacity,)),
+                   jnp.zeros((capacity, obs_dim)), jnp.zeros((capacity,)), jnp.zeros((), jnp.int32),
+                   jnp.zeros((), jnp.int32))
+
+    def add(self, obs, actions, rewards, next_obs, terminals) -> "Replay":
+        """The buffer with `[B, ...]` transitions written after the newest, over the oldest once it is full."""
+        capacity, batch = self.rewards.shape[0], rewards.shape[0]
+        index = (self.position + jnp.arange(batch)) % capacity
+        return Replay(self.obs.at[index].set(obs), self.actions.at[index].set(actions),
+                      self.rewards.at[index].set(rewards), self.next_obs.at[index].set(next_obs),
+                      self.terminals.at[index].set(terminals), (self.position + batch) % capacity,
+                      jnp.minimum(self.size + batch, capacity))
+
+    def sample(self, key, batch_size: int) -> "Replay":
+        """`batch_size` transitions drawn uniformly (with replacement) from those held."""
+        index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size, 1))
+        return jax.tree.map(lambda x: x[index] if x.ndim else x, self)
+
+
+class DQNLossInfo(NamedTuple):
+    loss: jnp.ndarray
+    q_mean: jnp.ndarray
+    target_mean: jnp.ndarray
+
+
+def q_targets(rewards, terminals, next_q_online, next_q_target, action_mask, gamma: float, double_dqn: bool):
+    """`rewards + gamma · (1 − terminals) · Q_target(s', a')`, with `a'` the online network's best action (double
+    DQN) or the target network's own (DQN), among the unmasked actions."""
+    chooser = next_q_online if double_dqn else next_q_target
+    best = jnp.argmax(masked_logits(chooser, action_mask), axis=-1)
+    next_value = jnp.take_along_axis(next_q_target, best[..., None], axis=-1)[..., 0]
+    return rewards + gamma * (1.0 - terminals) * next_value
+
+
+def dqn_loss(q_params, target_params, batch: Replay, obs_rms: RunningMeanStd, action_mask, config: DQNConfig):
+    """Mean Huber loss (δ = 1) between Q(s, a) and the (stopped) double-DQN target; returns `(loss, info)`."""
+    def normalized(x):
+        return obs_rms.normalize(x, config.clip_observations) if config.normalize_input else x
+
+    q = apply_q_network(q_params, normalized(batch.obs), config.activation)
+    taken = jnp.take_along_axis(q, batch.actions[:, None], axis=-1)[:, 0]
+    next_obs = normalized(batch.next_obs)
+    targets = jax.lax.stop_gradient(q_targets(
+        batch.rewards, batch.terminals, apply_q_network(q_params, next_obs, config.activation),
+        apply_q_network(target_params, next_obs, config.activation), action_mask, config.gamma, config.double_dqn))
+    loss = jnp.mean(optax.huber_loss(taken, targets, delta=1.0))
+    return loss, DQNLossInfo(loss, jnp.mean(taken), jnp.mean(targets))
+
+
+def epsilon_at(iteration, config: DQNConfig):
+    """The exploration rate of an iteration: linear from `epsilon` to `min_epsilon` over `epsilon_decay_epochs`."""
+    fraction = jnp.minimum(jnp.asarray(iteration, jnp.float32) / max(config.epsilon_decay_epochs, 1), 1.0)
+    return config.epsilon + (config.min_epsilon - config.epsilon) * fraction
+
+
+class GroupedDQN(GroupedTrainer):
+    """Trains one double-DQN Q-network per group; see the module docstring. Its `TrainState.params` are
+    `{"q": layers, "target": layers}`, and `TrainState.replay` holds every group's `Replay`."""
+
+    def _setup_updates(self) -> None:
+        if not self.discrete:
+            raise ValueError(f"--algo dqn needs discrete actions, and task {self.task.name} has continuous ones: "
+                             f"use --algo ppo{', or the task CartpoleDiscrete' if self.task.name == 'Cartpole' else ''}")
+        if self.asymmetric:
+            raise ValueError("compute_critic_observation is for an actor-critic (--algo ppo); DQN has no critic: "
+                             "leave it out of the candidates or --shaper-types")
+        if self.config.batch_size > self.config.replay_buffer_size:
+            raise ValueError(f"batch_size {self.config.batch_size} exceeds replay_buffer_size "
+                             f"{self.config.replay_buffer_size}")
+
+    def _q_values(self, layers, obs_rms, obs):
+        return jax.vmap(lambda p, o: apply_q_network(p, o, self.config.activation))(
+            layers, self._normalized(obs_rms, obs))
+
+    def _greedy(self, layers, obs_rms, obs):
+        """Every group's best action index by its Q-network `[G, E]`, among its own actions."""
+        return jnp.argmax(masked_logits(self._q_values(layers, obs_rms, obs), self.action_mask[:, None, :]), axis=-1)
+
+    def _act_deterministic(self, params, obs_rms, obs):
+        return jax.nn.one_hot(self._greedy(params["q"], obs_rms, obs), self.action_dim_max)
+
+    def _init(self, keys) -> TrainState:
+        cfg = self.config
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        q = None
+        for index, (obs_dim, action_dim, _) in enumerate(self._dims):
+            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: pad_q_network(
+                init_q_network(k, o, a, cfg.units), self.obs_dim_max, self.action_dim_max))(param_keys)
+            q = sized if q is None else _where_group(self.dims_class == index, sized, q)
+        params = {"q": q, "target": jax.tree.map(jnp.copy, q)}
+        G = self.rows
+        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
+        replay = jax.vmap(lambda _: Replay.create(cfg.replay_buffer_size, self.obs_dim_max))(jnp.arange(G))
+        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
+        return TrainState(params, jax.vmap(self.optimizer.init)(q), jnp.full((G,), cfg.learning_rate), obs_rms, None,
+                          None, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
+                          jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
+                          jnp.full((G,), -1, jnp.int32), best, replay)
+
+    def _rollout(self, ts: TrainState, keys, pool):
+        """`steps_per_epoch` ε-greedy steps of every environment: the final env state, the steps' `Transition`
+        (for the metrics) and `(next_obs, terminals)` `[T, G, E, ...]` for the replay buffers."""
+        epsilon = epsilon_at(ts.iteration, self.config)
+        action_dims = jnp.sum(self.action_mask, axis=-1).astype(jnp.int32)  # [G]: each group's own A
+
+        def step(env, step_keys):
+            env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
+            obs = self._observe_noisy(env, env_keys)
+            greedy = self._greedy(ts.params["q"], ts.obs_rms, obs)
+            draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 0xD0), (2, self.num_envs)))(step_keys)
+            random = jnp.minimum((draws[:, 0] * action_dims[:, None]).astype(jnp.int32), action_dims[:, None] - 1)
+            index = jnp.where(draws[:, 1] < epsilon, random, greedy)
+            actions = jax.nn.one_hot(index, self.action_dim_max)
+            env, info = self._env_step(env, actions, pool, env_keys)
+            next_obs = self._observe(info["state"])  # before the auto-reset, for the bootstrap
+            traj = Transition(obs, None, actions, None, None, None, info["reward"] * self.config.reward_scale,
+                              info["done"].astype(jnp.float32), info["reward"], info["components"],
+                              info["episode_return"], info["episode_fitness"], info["episode_length"],
+                              info["fitness_step"], info["physics_failures"])
+            return env, (traj, next_obs, info["terminal"].astype(jnp.float32))
+
+        step_keys = jax.vmap(lambda k: jax.random.split(k, self.config.steps_per_epoch))(keys).swapaxes(0, 1)
+        env, (traj, next_obs, terminals) = jax.lax.scan(step, ts.env, step_keys)
+        return env, traj, next_obs, terminals
+
+    def _iteration(self, ts: TrainState):
+        cfg = self.config
+        keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
+        next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
+        pool = self._reset_pool(reset_key, ts.env.curriculum)
+        env, traj, next_obs, terminals = self._rollout(ts, rollout_key, pool)
+
+        def per_group(x):  # [T, G, E, ...] -> [G, T·E, ...]
+            x = x.swapaxes(0, 1)
+            return x.reshape((x.shape[0], -1) + x.shape[3:])
+
+        replay = jax.vmap(Replay.add)(ts.replay, per_group(traj.obs), per_group(jnp.argmax(traj.actions, axis=-1)),
+                                      per_group(traj.rewards), per_group(next_obs), per_group(terminals))
+        obs_rms = ts.obs_rms
+        if cfg.normalize_input:
+            obs_rms = jax.vmap(lambda rms, o: rms.update(o))(obs_rms, per_group(traj.obs))
+        q, opt_state, info = jax.vmap(self._update_group)(ts.params, ts.opt_state, ts.learning_rate, obs_rms,
+                                                          replay, update_key, self.action_mask)
+        copy = (ts.iteration + 1) % cfg.num_epochs_to_copy == 0
+        params = {"q": q, "target": jax.tree.map(lambda online, target: jnp.where(copy, online, target), q,
+                                                   ts.params["target"])}
+        updates = {"q_loss": info.loss, "q_mean": info.q_mean, "q_target_mean": info.target_mean,
+                   "epsilon": jnp.broadcast_to(epsilon_at(ts.iteration, cfg), info.loss.shape)}
+        return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
+                                                            learning_rate=ts.learning_rate, obs_rms=obs_rms,
+                                                            replay=replay), updates)
+
+    def _update_group(self, params, opt_state, learning_rate, obs_rms, replay: Replay, key, action_mask):
+        """`updates_per_epoch` gradient steps of one group (vmapped over groups by the caller); none until its
+        buffer holds a batch."""
+        cfg = self.config
+        grad_fn = jax.grad(dqn_loss, has_aux=True)
+        ready = replay.size >= cfg.batch_size
+
+        def gradient_step(carry, step_key):
+            q, opt_state = carry
+            grads, info = grad_fn(q, params["target"], replay.sample(step_key, cfg.batch_size), obs_rms, action_mask,
+                                  cfg)
+            updates, new_opt_state = self.optimizer.update(grads, opt_state, q)
+            new_q = optax.apply_updates(q, jax.tree.map(lambda u: -learning_rate * u, updates))
+            return jax.tree.map(lambda a, b: jnp.where(ready, a, b), (new_q, new_opt_state), (q, opt_state)), info
+
+        (q, opt_state), infos = jax.lax.scan(gradient_step, (params["q"], opt_state),
+                                             jax.random.split(key, cfg.updates_per_epoch))
+        info = jax.tree.map(lambda x: jnp.where(ready, jnp.mean(x), jnp.nan), infos)
+        return q, opt_state, info

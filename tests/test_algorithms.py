@@ -1,0 +1,276 @@
+"""Discrete PPO, the asymmetric actor-critic and grouped DQN: their math against hand-worked examples, a group
+trained among others against the group alone, clear errors, and learning on CartpoleDiscrete."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import BUNDLED
+from envcoder.cli import main
+from envcoder.rl.config import ConfigError, DQNConfig, PPOConfig, load_config_file, parse_overrides
+from envcoder.rl.dqn import GroupedDQN, Replay, dqn_loss, epsilon_at, q_targets
+from envcoder.rl.normalizer import RunningMeanStd
+from envcoder.rl.ppo import (Minibatch, categorical_entropy, categorical_kl, categorical_log_prob, ppo_loss)
+from envcoder.rl.trainer import GroupedTrainer
+from envcoder.shaping.candidate import load_candidate, SHAPER_TYPES
+from envcoder.shaping.validate import rollout_states, validate_candidate
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+ITERATIONS = 2
+
+
+# ---- the math ------------------------------------------------------------------------------------
+
+def test_categorical_distribution_by_hand():
+    logits = jnp.array([[0.0, math.log(3.0), 5.0]])  # the third action is padding
+    mask = jnp.array([1.0, 1.0, 0.0])
+    # Over the two real actions: p = [1/4, 3/4].
+    assert float(categorical_log_prob(jnp.array([[0.0, 1.0, 0.0]]), logits, mask)[0]) == pytest.approx(math.log(0.75))
+    assert float(categorical_log_prob(jnp.array([[1.0, 0.0, 0.0]]), logits, mask)[0]) == pytest.approx(math.log(0.25))
+    entropy = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert float(categorical_entropy(logits, mask)[0]) == pytest.approx(entropy, rel=1e-6)
+    # KL([1/4, 3/4] || [1/2, 1/2]) = 1/4 log(1/2) + 3/4 log(3/2)
+    kl = 0.25 * math.log(0.5) + 0.75 * math.log(1.5)
+    assert float(categorical_kl(logits, jnp.zeros((1, 3)), mask)[0]) == pytest.approx(kl, rel=1e-5)
+
+
+def test_discrete_ppo_loss_by_hand():
+    # Linear actor logits = obs · [[0, ln 3]] (two actions, a third padded); critic V = obs.
+    params = {"actor": [(jnp.array([[0.0, math.log(3.0), 7.0]]), jnp.zeros(3))],
+              "critic": [(jnp.array([[1.0]]), jnp.array([0.0]))], "log_std": jnp.zeros(3)}
+    obs = jnp.array([[1.0]])
+    actions = jnp.array([[0.0, 1.0, 0.0]])  # p = 3/4 under the current policy
+    old_log_prob = math.log(0.5)  # ratio 1.5, clipped to 1.2 for a positive advantage
+    batch = Minibatch(obs=obs, actions=actions, log_probs=jnp.array([old_log_prob]), mu=jnp.zeros((1, 3)),
+                      log_std=jnp.zeros((1, 3)), values=jnp.array([1.0]), returns=jnp.array([1.5]),
+                      advantages=jnp.array([2.0]))
+    config = PPOConfig(normalize_input=False, normalize_advantage=False, critic_coef=2.0, entropy_coef=0.1,
+                       bounds_loss_coef=1.0)
+    total, info = ppo_loss(params, batch, RunningMeanStd.create((1,)), jnp.array([1.0, 1.0, 0.0]), config,
+                           discrete=True)
+    actor = -2.0 * 1.2  # min(1.5·A, 1.2·A) for A = 2
+    critic = 0.5 ** 2  # value 1 (unchanged, so no clipping) against return 1.5
+    entropy = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert float(info.actor) == pytest.approx(actor, rel=1e-6)
+    assert float(info.critic) == pytest.approx(critic, rel=1e-6)
+    assert float(info.entropy) == pytest.approx(entropy, rel=1e-5)
+    assert float(info.bounds) == 0.0  # no bounds loss on logits, even at 7 for the padded action
+    assert float(total) == pytest.approx(actor + 0.5 * 2.0 * critic - 0.1 * entropy, rel=1e-5)
+    assert float(info.kl) == pytest.approx(0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75), rel=1e-5)
+
+
+def test_asymmetric_ppo_loss_uses_the_critic_observation():
+    params = {"actor": [(jnp.array([[0.5]]), jnp.array([0.0]))],
+              "critic": [(jnp.array([[1.0], [2.0]]), jnp.array([0.0]))], "log_std": jnp.array([0.0])}
+    batch = Minibatch(obs=jnp.array([[1.0]]), actions=jnp.array([[0.5]]), log_probs=jnp.array([0.0]),
+                      mu=jnp.array([[0.5]]), log_std=jnp.zeros((1, 1)), values=jnp.array([5.0]),
+                      returns=jnp.array([4.0]), advantages=jnp.array([0.0]), critic_obs=jnp.array([[1.0, 2.0]]))
+    config = PPOConfig(normalize_input=False, normalize_advantage=False)
+    _, info = ppo_loss(params, batch, RunningMeanStd.create((1,)), jnp.ones(1), config,
+                       critic_rms=RunningMeanStd.create((2,)))
+    assert float(info.critic) == pytest.approx((5.0 - 4.0) ** 2)  # V = 1·1 + 2·2 = 5 from the critic's inputs
+
+
+def test_double_dqn_targets_by_hand():
+    online = jnp.array([[1.0, 3.0, 9.0]])  # the padded third action is never chosen
+    target = jnp.array([[10.0, 20.0, 99.0]])
+    mask = jnp.array([1.0, 1.0, 0.0])
+    # Double DQN: a' = argmax online = 1, valued by the target: 20.
+    y = q_targets(jnp.array([1.0]), jnp.array([0.0]), online, target, mask, 0.5, True)
+    assert float(y[0]) == pytest.approx(1.0 + 0.5 * 20.0)
+    # DQN: max over the target's own real actions: 20 too; with online preferring action 0, double picks 10.
+    y = q_targets(jnp.array([1.0]), jnp.array([0.0]), jnp.array([[5.0, 3.0, 0.0]]), target, mask, 0.5, True)
+    assert float(y[0]) == pytest.approx(1.0 + 0.5 * 10.0)
+    y = q_targets(jnp.array([1.0]), jnp.array([0.0]), jnp.array([[5.0, 3.0, 0.0]]), target, mask, 0.5, False)
+    assert float(y[0]) == pytest.approx(1.0 + 0.5 * 20.0)
+    # A failure does not bootstrap.
+    assert float(q_targets(jnp.array([1.0]), jnp.array([1.0]), online, target, mask, 0.5, True)[0]) == 1.0
+
+
+def test_dqn_loss_by_hand():
+    # Linear Q = obs · W with W = [[1, 2]]; target network W = [[4, 0]].
+    q = [(jnp.array([[1.0, 2.0]]), jnp.zeros(2))]
+    target = [(jnp.array([[4.0, 0.0]]), jnp.zeros(2))]
+    batch = Replay(obs=jnp.array([[1.0], [1.0]]), actions=jnp.array([1, 0]), rewards=jnp.array([0.0, 1.0]),
+                   next_obs=jnp.array([[1.0], [1.0]]), terminals=jnp.array([0.0, 1.0]), position=jnp.array(0),
+                   size=jnp.array(2))
+    config = DQNConfig(gamma=0.5, normalize_input=False)
+    loss, info = dqn_loss(q, target, batch, RunningMeanStd.create((1,)), jnp.ones(2), config)
+    # Sample 0: Q(s, 1) = 2; a' = argmax online [1, 2] = 1, target Q(s', 1) = 0: y = 0; error 2 -> Huber 1.5.
+    # Sample 1: Q(s, 0) = 1; terminal: y = 1; error 0 -> 0.
+    assert float(loss) == pytest.approx((1.5 + 0.0) / 2)
+    assert float(info.q_mean) == pytest.approx(1.5) and float(info.target_mean) == pytest.approx(0.5)
+
+
+def test_replay_is_a_ring_buffer():
+    replay = Replay.create(5, 1)
+    for start in (0, 3):  # 3 + 3 transitions into 5 slots: the first one is overwritten
+        values = jnp.arange(start, start + 3, dtype=jnp.float32)
+        replay = replay.add(values[:, None], values.astype(jnp.int32), values, values[:, None], jnp.zeros(3))
+    np.testing.assert_array_equal(replay.rewards, [5.0, 1.0, 2.0, 3.0, 4.0])
+    assert int(replay.position) == 1 and int(replay.size) == 5
+    sample = replay.sample(jax.random.PRNGKey(0), 64)
+    assert set(np.asarray(sample.rewards).tolist()) <= {1.0, 2.0, 3.0, 4.0, 5.0}
+    np.testing.assert_array_equal(sample.obs[:, 0], sample.rewards)
+
+
+def test_epsilon_falls_linearly():
+    config = DQNConfig(epsilon=1.0, min_epsilon=0.1, epsilon_decay_epochs=10)
+    assert [round(float(epsilon_at(i, config)), 4) for i in (0, 5, 10, 50)] == [1.0, 0.55, 0.1, 0.1]
+
+
+# ---- grouped equals alone ------------------------------------------------------------------------
+
+CRITIC_FILE = '''
+import jax.numpy as jnp
+
+
+def compute_critic_observation(state):
+    """Privileged: the true state, and the pole's angle squared."""
+    return jnp.concatenate([state["dof_pos"], state["dof_vel"], state["dof_pos"][:, 1:] ** 2], axis=-1)
+'''
+
+
+@pytest.fixture(scope="module")
+def grouped_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("critic")
+    (root / "privileged.py").write_text(CRITIC_FILE)
+    runs = {}
+    for task_name, directory, algo in (("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "ppo"),
+                                       ("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "dqn"),
+                                       ("Cartpole", BUNDLED / "cartpole", "ppo")):
+        task = get_task(task_name)
+        sim = Simulator(task.model_file, task.substeps)
+        states = rollout_states(task, sim)
+        names = ["good_upright", "alive_bonus", "three_forces"] if task.discrete else ["alive_bonus", "privileged"]
+        candidates = {n: load_candidate((root if n == "privileged" else directory) / f"{n}.py", SHAPER_TYPES)
+                      for n in names}
+        specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
+        if algo == "dqn":
+            trainer_class, config = GroupedDQN, DQNConfig.for_task(task.settings("dqn"), steps_per_epoch=4,
+                                                                   updates_per_epoch=2, batch_size=16,
+                                                                   replay_buffer_size=64, units=(16, 16),
+                                                                   num_epochs_to_copy=1)
+        else:
+            trainer_class, config = GroupedTrainer, PPOConfig.for_task(task.ppo_overrides, horizon_length=8,
+                                                                       mini_epochs=2, units=(16, 16))
+
+        def train(selected):
+            trainer = trainer_class(task, [candidates[n] for n in selected], specs, config, 8, (0,), sim)
+            ts = trainer.init()
+            history = []
+            for _ in range(ITERATIONS):
+                ts, metrics = trainer.iteration(ts)
+                history.append(jax.device_get(metrics))
+            return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
+
+        runs[(task_name, algo)] = {"specs": specs, "grouped": train(names), "alone": {n: train([n]) for n in names}}
+    return runs
+
+
+def _same_group(grouped, alone, label, check_metrics=True):
+    trainer, ts, history, evaluation = grouped
+    trainer_a, ts_a, history_a, evaluation_a = alone
+    g, g_a = trainer.labels.index(label), trainer_a.labels.index(label)
+
+    def own(tree, index, trainer):  # a group's own (unpadded) part of each array is compared
+        return jax.tree.map(lambda x: np.asarray(x[index]), tree)
+
+    params, params_a = own(ts.params, g, trainer), own(ts_a.params, g_a, trainer_a)
+    for a, b in zip(jax.tree.leaves(params_a), jax.tree.leaves(params)):
+        np.testing.assert_allclose(b[tuple(slice(0, n) for n in a.shape)], a, rtol=1e-5, atol=1e-6)
+    if check_metrics:
+        for m, m_a in zip(history, history_a):
+            for key in m_a:
+                if key in m:
+                    np.testing.assert_allclose(m[key][g], m_a[key][g_a], rtol=1e-4, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(evaluation["task_fitness"][g], evaluation_a["task_fitness"][g_a], rtol=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_a_discrete_group_trained_among_others_equals_it_alone(grouped_runs, algo):
+    runs = grouped_runs[("CartpoleDiscrete", algo)]
+    assert runs["specs"]["three_forces"].action_dim == 3 and runs["specs"]["good_upright"].action_dim == 2
+    trainer = runs["grouped"][0]
+    assert trainer.action_dim_max == 3  # the two-action groups' third logit is padding
+    for name in ("good_upright", "three_forces"):
+        _same_group(runs["grouped"], runs["alone"][name], f"{name}#0")
+    # Training did happen.
+    ts_alone = runs["alone"]["good_upright"][1]
+    initial = runs["alone"]["good_upright"][0].init().params
+    assert not np.allclose(jax.tree.leaves(initial)[0], jax.tree.leaves(ts_alone.params)[0])
+
+
+def test_discrete_actions_reach_the_candidates_action_mapping(grouped_runs):
+    """state["actions"] is the one-hot last action, and the padded action is never taken."""
+    trainer, ts, _, _ = grouped_runs[("CartpoleDiscrete", "ppo")]["grouped"]
+    actions = np.asarray(ts.env.actions)  # [G, E, 3]
+    assert set(np.unique(actions).tolist()) <= {0.0, 1.0}
+    np.testing.assert_array_equal(actions.sum(axis=-1), 1.0)
+    two = [trainer.labels.index(f"{n}#0") for n in ("good_upright", "alive_bonus")]
+    assert actions[two, :, 2].sum() == 0.0
+    # Torques follow the candidates' own mappings: ±30 N for two actions, {-30, 0, 30} N for three.
+    torques = np.asarray(ts.env.torques)
+    assert set(np.unique(np.abs(torques[two])).tolist()) <= {30.0}
+    three = trainer.labels.index("three_forces#0")
+    np.testing.assert_allclose(torques[three, :, 0], 30.0 * (actions[three].argmax(-1) - 1.0))
+
+
+def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
+    runs = grouped_runs[("Cartpole", "ppo")]
+    assert runs["specs"]["privileged"].critic_obs_dim == 5 and runs["specs"]["alive_bonus"].critic_obs_dim is None
+    trainer, ts, _, _ = runs["grouped"]
+    assert trainer.asymmetric and trainer.critic_obs_dim_max == 5
+    assert ts.critic_rms.mean.shape == (2, 5)
+    g = trainer.labels.index("privileged#0")
+    assert ts.params["critic"][0][0].shape[1:] == (5, 16)  # the critic's input layer reads 5 entries
+    assert np.abs(ts.critic_rms.mean[g, 4]).sum() > 0  # the privileged entry was seen
+    _same_group(runs["grouped"], runs["alone"]["privileged"], "privileged#0")
+    # A symmetric candidate in an asymmetric run: its critic reads its own observation (4 entries, padded to 5),
+    # and it trains as it does alone (where the run is symmetric), up to float reordering.
+    _same_group(runs["grouped"], runs["alone"]["alive_bonus"], "alive_bonus#0", check_metrics=False)
+    assert runs["alone"]["alive_bonus"][1].critic_rms is None
+
+
+# ---- clear errors ----------------------------------------------------------------------------------
+
+def test_errors_name_what_to_do(tmp_path):
+    cartpole = get_task("Cartpole")
+    sim = Simulator(cartpole.model_file, cartpole.substeps)
+    spec = validate_candidate(cartpole, sim, load_candidate(BUNDLED / "cartpole" / "alive_bonus.py"))
+    candidate = load_candidate(BUNDLED / "cartpole" / "alive_bonus.py")
+    with pytest.raises(ValueError, match="--algo dqn needs discrete actions.*CartpoleDiscrete"):
+        GroupedDQN(cartpole, [candidate], {"alive_bonus": spec}, DQNConfig(), 8, (0,), sim)
+    with pytest.raises(ConfigError, match="this run trains with --algo dqn; write dqn.NAME=VALUE"):
+        parse_overrides(["ppo.gamma=0.9"], "dqn")
+    assert parse_overrides(["dqn.gamma=0.9"], "dqn") == {"gamma": 0.9}
+    with pytest.raises(ConfigError, match="unknown DQN setting 'gama'; did you mean 'gamma'"):
+        DQNConfig.resolve([("x.yaml", {"gama": 0.9})])
+    sectioned = tmp_path / "both.yaml"
+    sectioned.write_text("ppo:\n  gamma: 0.9\ndqn:\n  gamma: 0.8\n")
+    assert load_config_file(sectioned, "dqn") == {"gamma": 0.8} and load_config_file(sectioned) == {"gamma": 0.9}
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text("ppo:\n  gamma: 0.9\ngamma: 0.8\n")
+    with pytest.raises(ConfigError, match="mixes algorithm sections"):
+        load_config_file(mixed)
+    assert main(["eval", "--task", "Cartpole", "--algo", "dqn", "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
+
+
+# ---- learning, end to end --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_cartpole_discrete_learns_and_ranks(tmp_path, algo):
+    out = tmp_path / algo
+    assert main(["eval", "--task", "CartpoleDiscrete", "--algo", algo, "--envs-per-candidate", "64",
+                 "--no-tensorboard", "--out", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["algo"] == algo and algo in config and (out / f"{algo}.yaml").exists()
+    fitness = {r["name"]: r["fitness_mean"] for r in json.loads((out / "results.json").read_text())["ranking"]}
+    assert fitness["good_upright"] >= 0.9 and fitness["alive_bonus"] >= 0.9, fitness
+    assert fitness["poor_spin"] < 0.5, fitness
