@@ -134,7 +134,9 @@ class DQNConfig(Settings):
     epsilon_decay_epochs: int = 50
     """Iterations over which the exploration rate falls from `epsilon` to `min_epsilon`."""
     num_epochs_to_copy: int = 5
-    """Iterations between copies of the online Q-network into the target network."""
+    """Iterations between copies of the online Q-network into the target network (when `target_tau` is 0)."""
+    target_tau: float = 0.0
+    """Soft target updates instead: after every gradient step, target ← tau · online + (1 − tau) · target."""
     double_dqn: bool = True
     """Choose the next action with the online network and value it with the target network."""
     max_epochs: int = 100

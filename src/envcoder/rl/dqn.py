@@ -6,8 +6,9 @@ buffers, and the update (double-DQN targets from a target network, Huber loss). 
 is one of the candidate's own `A` actions, and the padded ones are never chosen.
 
 One iteration: every environment takes `steps_per_epoch` ε-greedy steps; the transitions go into the group's
-ring buffer; then `updates_per_epoch` gradient steps each draw `batch_size` samples of it. Every
-`num_epochs_to_copy` iterations the online network is copied into the target network. A time-out is not a
+ring buffer; then `updates_per_epoch` gradient steps each draw `batch_size` samples of it. The target network
+follows the online one by soft updates after every gradient step (`target_tau`), or by a copy every
+`num_epochs_to_copy` iterations. A time-out is not a
 terminal: its target bootstraps from the state the episode was cut off in.
 """
 
@@ -181,11 +182,12 @@ class GroupedDQN(GroupedTrainer):
         obs_rms = ts.obs_rms
         if cfg.normalize_input:
             obs_rms = jax.vmap(lambda rms, o: rms.update(o))(obs_rms, per_group(traj.obs))
-        q, opt_state, info = jax.vmap(self._update_group)(ts.params, ts.opt_state, ts.learning_rate, obs_rms,
-                                                          replay, update_key, self.action_mask)
-        copy = (ts.iteration + 1) % cfg.num_epochs_to_copy == 0
-        params = {"q": q, "target": jax.tree.map(lambda online, target: jnp.where(copy, online, target), q,
-                                                   ts.params["target"])}
+        params, opt_state, info = jax.vmap(self._update_group)(ts.params, ts.opt_state, ts.learning_rate, obs_rms,
+                                                               replay, update_key, self.action_mask)
+        if not cfg.target_tau:  # hard copies
+            copy = (ts.iteration + 1) % cfg.num_epochs_to_copy == 0
+            params["target"] = jax.tree.map(lambda online, target: jnp.where(copy, online, target), params["q"],
+                                            params["target"])
         updates = {"q_loss": info.loss, "q_mean": info.q_mean, "q_target_mean": info.target_mean,
                    "epsilon": jnp.broadcast_to(epsilon_at(ts.iteration, cfg), info.loss.shape)}
         return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
@@ -200,14 +202,15 @@ class GroupedDQN(GroupedTrainer):
         ready = replay.size >= cfg.batch_size
 
         def gradient_step(carry, step_key):
-            q, opt_state = carry
-            grads, info = grad_fn(q, params["target"], replay.sample(step_key, cfg.batch_size), obs_rms, action_mask,
-                                  cfg)
+            q, target, opt_state = carry
+            grads, info = grad_fn(q, target, replay.sample(step_key, cfg.batch_size), obs_rms, action_mask, cfg)
             updates, new_opt_state = self.optimizer.update(grads, opt_state, q)
             new_q = optax.apply_updates(q, jax.tree.map(lambda u: -learning_rate * u, updates))
-            return jax.tree.map(lambda a, b: jnp.where(ready, a, b), (new_q, new_opt_state), (q, opt_state)), info
+            new_target = optax.incremental_update(new_q, target, cfg.target_tau) if cfg.target_tau else target
+            return jax.tree.map(lambda a, b: jnp.where(ready, a, b), (new_q, new_target, new_opt_state),
+                                (q, target, opt_state)), info
 
-        (q, opt_state), infos = jax.lax.scan(gradient_step, (params["q"], opt_state),
-                                             jax.random.split(key, cfg.updates_per_epoch))
+        (q, target, opt_state), infos = jax.lax.scan(gradient_step, (params["q"], params["target"], opt_state),
+                                                     jax.random.split(key, cfg.updates_per_epoch))
         info = jax.tree.map(lambda x: jnp.where(ready, jnp.mean(x), jnp.nan), infos)
-        return q, opt_state, info
+        return {"q": q, "target": target}, opt_state, info

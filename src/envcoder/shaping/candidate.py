@@ -586,7 +586,7 @@ def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) ->
     resolved = {}
     for api in SHAPER_TYPES:
         source = source_api(candidate, api, defaults)
-        fn = api_callable(api, candidate.functions.get(source, defaults[source]))
+        fn = api_callable(api, candidate.functions[source] if source in candidate.functions else defaults[source])
         params = candidate.function_params.get(source)
         resolved[api] = functools.partial(call_with_params, fn, params) if params else fn
     return resolved

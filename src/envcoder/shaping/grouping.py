@@ -146,8 +146,8 @@ class GroupPlan:
                 key = f"{source}:{function_key(group.candidate, source)}"
                 sources.append(source)
                 members.setdefault(key, []).append(i)
-                functions.setdefault(key, api_callable(api, group.candidate.functions.get(source,
-                                                                                          task.defaults[source])))
+                own = group.candidate.functions
+                functions.setdefault(key, api_callable(api, own[source] if source in own else task.defaults[source]))
             self.classes[api] = []
             for key, indices in members.items():
                 source = sources[indices[0]]
