@@ -24,8 +24,12 @@ RETURNS = {
     "compute_reward": "reward `[E]` float, or `(reward, {\"name\": [E] term, ...})` so that every term is logged "
                       "and reported back to you (preferred)",
     "compute_observation": "observation `[E, D]` float; choose D freely (the policy's input size follows it)",
+    "compute_critic_observation": "the critic's own observation `[E, C]` float (PPO's value function may see "
+                                  "privileged simulator state the policy cannot, e.g. base velocity or contact "
+                                  "forces); without it the critic reads compute_observation",
     "compute_torque": "motor commands `[E, nu]` float from the policy action `[E, A]` in [-1, 1] (A is inferred; "
-                      "set `ACTION_DIM = A` at module level to fix it)",
+                      "set `ACTION_DIM = A` at module level to fix it); on a discrete task the action is an int "
+                      "index `[E]` of A actions (`ACTION_DIM = A` sets how many)",
     "compute_terminal": "bool `[E]`: True where the episode has failed (time-outs are handled by the framework)",
     "sample_initial_state": "a dict of the state fields to reset, e.g. {\"dof_pos\": [E, n], \"dof_vel\": [E, n]}",
     "sample_goal": "the goal/command array `[E, C]` the episode pursues (the state's commands)",
