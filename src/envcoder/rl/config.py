@@ -223,7 +223,8 @@ def load_config_file(path: str | Path, algo: str = "ppo") -> dict:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(settings, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings (name: value), got {type(settings).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of {algo.upper()} settings (name: value), got "
+                          f"{type(settings).__name__}")
     return algorithm_section(settings, algo, str(path))
 
 

@@ -102,7 +102,8 @@ class GroupedDQN(GroupedTrainer):
     def _setup_updates(self) -> None:
         if not self.discrete:
             raise ValueError(f"--algo dqn needs discrete actions, and task {self.task.name} has continuous ones: "
-                             f"use --algo ppo{', or the task CartpoleDiscrete' if self.task.name == 'Cartpole' else ''}")
+                             "use --algo ppo" + (", or the task CartpoleDiscrete" if self.task.name == "Cartpole"
+                                                 else ""))
         if self.asymmetric:
             raise ValueError("compute_critic_observation is for an actor-critic (--algo ppo); DQN has no critic: "
                              "leave it out of the candidates or --shaper-types")

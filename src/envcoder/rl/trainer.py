@@ -1,5 +1,9 @@
 """Grouped PPO: G independent policies, one per (candidate, seed), trained in one jitted iteration.
 
+The policy is Gaussian on a continuous task and categorical on a discrete one (`Task.num_actions`); a candidate
+with `compute_critic_observation` gets an asymmetric actor-critic. `envcoder.rl.dqn.GroupedDQN` reuses all of the
+grouped machinery below for DQN.
+
 Layout: every per-environment array is `[G, E, ...]` (G groups × E envs per candidate). Physics runs
 over all G·E environments at once; shaping functions run per code class (see `GroupPlan.dispatch`);
 networks, normalizers, GAE, losses and optimizer steps are the single-policy functions of
@@ -111,7 +115,6 @@ class Transition(NamedTuple):
 
 GROUP_AXIS = "groups"
 """The mesh axis the group axis is sharded over."""
-
 
 
 def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
@@ -822,8 +825,8 @@ class GroupedTrainer:
                       if self.asymmetric else None)
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
-                          obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
-                          jnp.asarray(0, jnp.int32),
+                          obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()),
+                          next_keys, jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)
 
     def snapshot(self, train_state: TrainState) -> TrainState | None:

@@ -65,8 +65,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
 
     sim = Simulator(task.model_file, task.substeps)
-    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,), sim,
-                             fitness=fitness_name)
+    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,),
+                                           sim, fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),
                                         jax.tree.map(lambda x: x[0], ts.obs_rms))
