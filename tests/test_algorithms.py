@@ -1,4 +1,4 @@
-"""Discrete PPO, the asymmetric actor-critic and grouped DQN: their math against hand-worked examples, a group
+"""Discrete PPO, the asymmetric actor-critic, grouped DQN and SAC: their math against hand-worked examples, a group
 trained among others against the group alone, clear errors, and learning on CartpoleDiscrete."""
 
 import json
@@ -11,10 +11,12 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder.cli import main
-from envcoder.rl.config import ConfigError, DQNConfig, PPOConfig, load_config_file, parse_overrides
-from envcoder.rl.dqn import GroupedDQN, Replay, dqn_loss, epsilon_at, q_targets
+from envcoder.rl.config import ConfigError, DQNConfig, PPOConfig, SACConfig, load_config_file, parse_overrides
+from envcoder.rl.dqn import GroupedDQN, dqn_loss, epsilon_at, q_targets
+from envcoder.rl.replay import Replay
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, categorical_entropy, categorical_kl, categorical_log_prob, ppo_loss)
+from envcoder.rl.sac import GroupedSAC, sac_loss, squashed_sample
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.shaping.candidate import load_candidate, SHAPER_TYPES
 from envcoder.shaping.validate import rollout_states, validate_candidate
@@ -283,3 +285,122 @@ def test_cartpole_discrete_learns_and_ranks(tmp_path, algo, envs):
         assert min(v for k, v in fitness.items() if k != "poor_spin") >= 0.9, fitness
     else:
         assert ranking[0]["fitness_mean"] >= 0.9, fitness
+
+
+# ---- SAC -------------------------------------------------------------------------------------------
+
+def test_squashed_gaussian_log_prob_by_hand():
+    mean, log_std = jnp.array([[0.2, 9.0]]), jnp.array([[math.log(0.5), 0.0]])
+    noise = jnp.array([[0.6, 1.0]])
+    action, log_prob = squashed_sample(mean, log_std, noise, jnp.array([1.0, 0.0]))  # the second dim is padding
+    u = 0.2 + 0.5 * 0.6
+    expected = (-0.5 * 0.6**2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)) - math.log(1 - math.tanh(u) ** 2 + 1e-6)
+    np.testing.assert_allclose(action, [[math.tanh(u), 0.0]], rtol=1e-6)
+    assert float(log_prob[0]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_sac_losses_by_hand():
+    """One observation, one action dim, linear networks; the loss's own noise is drawn again here."""
+    def linear(w):
+        return [(jnp.array(w, jnp.float32), jnp.zeros(len(w[0]), jnp.float32))]
+    params = {"actor": linear([[0.5, 0.0]]), "q1": linear([[1.0], [2.0]]), "q2": linear([[3.0], [-1.0]]),
+              "target1": linear([[1.0], [1.0]]), "target2": linear([[2.0], [0.0]]), "log_alpha": jnp.log(0.2)}
+    batch = Replay(obs=jnp.array([[1.0]]), actions=jnp.array([[0.5]]), rewards=jnp.array([1.0]),
+                   next_obs=jnp.array([[2.0]]), terminals=jnp.array([0.0]), position=jnp.array(0), size=jnp.array(1))
+    config = SACConfig(gamma=0.5, normalize_input=False, activation="relu")
+    key = jax.random.PRNGKey(3)
+    loss, info = sac_loss(params, batch, RunningMeanStd.create((1,)), jnp.ones(1), key, config)
+    k_next, k_now = jax.random.split(key)
+    log_std = -5.0 + 0.5 * 7.0 * (math.tanh(0.0) + 1.0)  # raw log std 0 -> -1.5
+
+    def sample(obs, k):
+        n = float(jax.random.normal(jax.random.fold_in(k, 0), (1,))[0])  # action dim 0's own key
+        u = 0.5 * obs + math.exp(log_std) * n
+        a = math.tanh(u)
+        return a, -0.5 * n * n - log_std - 0.5 * math.log(2 * math.pi) - math.log(1 - a * a + 1e-6)
+
+    a_next, lp_next = sample(2.0, k_next)
+    next_q = min(2.0 + a_next, 2.0 * 2.0 + 0.0 * a_next)
+    y = 1.0 + 0.5 * (next_q - 0.2 * lp_next)
+    critic = (1.0 + 2.0 * 0.5 - y) ** 2 + (3.0 - 0.5 - y) ** 2
+    a_now, lp_now = sample(1.0, k_now)
+    actor = 0.2 * lp_now - min(1.0 + 2.0 * a_now, 3.0 - a_now)
+    alpha_loss = -0.2 * (lp_now - 1.0)  # target entropy −1 for one action dim
+    assert float(info.critic) == pytest.approx(critic, rel=1e-4)
+    assert float(info.actor) == pytest.approx(actor, rel=1e-4)
+    assert float(info.alpha_loss) == pytest.approx(alpha_loss, rel=1e-4)
+    assert float(loss) == pytest.approx(critic + actor + alpha_loss, rel=1e-4)
+    # Each loss reaches only its own parameters: the targets get no gradient, the critics none from the actor.
+    grads, _ = jax.grad(sac_loss, has_aux=True)(params, batch, RunningMeanStd.create((1,)), jnp.ones(1), key, config)
+    assert all(float(jnp.abs(g).sum()) == 0.0 for g in jax.tree.leaves((grads["target1"], grads["target2"])))
+    critic_only = jax.grad(lambda q: sac_loss({**params, "q1": q}, batch, RunningMeanStd.create((1,)), jnp.ones(1),
+                                              key, config)[1].critic)(params["q1"])
+    np.testing.assert_allclose(grads["q1"][0][0], critic_only[0][0], rtol=1e-6)
+
+
+TWO_ACTIONS = '''
+ACTION_DIM = 2
+
+
+def compute_torque(action, state):
+    return 15.0 * (action[:, :1] + action[:, 1:2])
+'''
+
+
+@pytest.fixture(scope="module")
+def sac_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sac")
+    (root / "two_actions.py").write_text(TWO_ACTIONS)
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    states = rollout_states(task, sim)
+    candidates = {"good_upright": load_candidate(BUNDLED / "cartpole" / "good_upright.py", SHAPER_TYPES),
+                  "two_actions": load_candidate(root / "two_actions.py", SHAPER_TYPES)}
+    specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
+    config = SACConfig(steps_per_epoch=4, updates_per_epoch=2, batch_size=16, replay_buffer_size=64, units=(16, 16),
+                       learning_starts=1)
+
+    def train(selected):
+        trainer = GroupedSAC(task, [candidates[n] for n in selected], specs, config, 8, (0,), sim)
+        ts = trainer.init()
+        history = []
+        for _ in range(3):
+            ts, metrics = trainer.iteration(ts)
+            history.append(jax.device_get(metrics))
+        return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
+
+    return {"specs": specs, "grouped": train(["good_upright", "two_actions"]), "alone": train(["good_upright"])}
+
+
+def test_a_sac_group_trained_among_others_equals_it_alone(sac_runs):
+    assert sac_runs["specs"]["two_actions"].action_dim == 2
+    trainer, ts, history, _ = sac_runs["grouped"]
+    assert trainer.action_dim_max == 2
+    g = trainer.labels.index("good_upright#0")
+    params, params_alone = jax.tree.map(lambda x: np.asarray(x[g]), ts.params), jax.tree.map(
+        lambda x: np.asarray(x[0]), sac_runs["alone"][1].params)
+    # The actor's last layer is [mean (A_max), log_std (A_max)]: the group's columns are 0 and A_max.
+    (w, b), (w_a, b_a) = params["actor"][-1], params_alone["actor"][-1]
+    np.testing.assert_allclose(w[:, [0, 2]], w_a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b[[0, 2]], b_a, rtol=1e-5, atol=1e-6)
+    params["actor"], params_alone["actor"] = params["actor"][:-1], params_alone["actor"][:-1]
+    for a, b in zip(jax.tree.leaves(params_alone), jax.tree.leaves(params)):  # the rest: leading parts
+        np.testing.assert_allclose(b[tuple(slice(0, n) for n in a.shape)], a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(sac_runs["grouped"][3]["task_fitness"][g], sac_runs["alone"][3]["task_fitness"][0],
+                               rtol=1e-5)
+    # The updates ran (from the second iteration), and the one-action group never used its padded dim.
+    assert np.isfinite(history[-1]["critic_loss"]).all() and np.isnan(history[0]["critic_loss"]).all()
+    assert np.all(ts.replay.actions[g, :, 1] == 0.0) and np.any(ts.replay.actions[g, :, 0] != 0.0)
+    alone = sac_runs["alone"]
+    for m, m_a in zip(history, alone[2]):
+        for key in ("task_fitness_per_step", "critic_loss", "actor_loss", "alpha"):
+            np.testing.assert_allclose(m[key][g], m_a[key][0], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_sac_needs_continuous_actions():
+    task = get_task("CartpoleDiscrete")
+    sim = Simulator(task.model_file, task.substeps)
+    candidate = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
+    spec = validate_candidate(task, sim, candidate)
+    with pytest.raises(ValueError, match="--algo sac needs continuous actions.*--algo ppo or --algo dqn"):
+        GroupedSAC(task, [candidate], {"alive_bonus": spec}, SACConfig(), 8, (0,), sim)

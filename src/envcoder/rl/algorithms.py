@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from envcoder.rl.config import ALGORITHMS
 from envcoder.rl.dqn import GroupedDQN
+from envcoder.rl.sac import GroupedSAC
 from envcoder.rl.trainer import GroupedTrainer
 
-TRAINERS = {"ppo": GroupedTrainer, "dqn": GroupedDQN}
+TRAINERS = {"ppo": GroupedTrainer, "dqn": GroupedDQN, "sac": GroupedSAC}
 assert set(TRAINERS) == set(ALGORITHMS)
 
 

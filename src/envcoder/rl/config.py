@@ -168,7 +168,71 @@ class DQNConfig(Settings):
         return self.steps_per_epoch
 
 
-ALGORITHMS = {"ppo": PPOConfig, "dqn": DQNConfig}
+@dataclasses.dataclass(frozen=True)
+class SACConfig(Settings):
+    """Settings of the per-candidate SAC, for continuous actions: twin critics, automatic entropy tuning, and a
+    replay buffer per candidate on the device. Many environments and several gradient steps per iteration, as in
+    recent fast off-policy work on GPU simulators."""
+
+    steps_per_epoch: int = 1
+    """Control steps each environment collects per iteration."""
+    updates_per_epoch: int = 8
+    """Gradient steps per iteration (each on `batch_size` samples of the group's own replay buffer)."""
+    batch_size: int = 4096
+    """Samples per gradient step, per candidate."""
+    replay_buffer_size: int = 1_000_000
+    """Transitions each candidate's buffer holds (the oldest are overwritten)."""
+    learning_starts: int = 10
+    """Iterations of uniformly random actions before the policy acts and the updates begin."""
+    actor_lr: float = 3e-4
+    """Adam step size of the actor."""
+    critic_lr: float = 3e-4
+    """Adam step size of the twin critics."""
+    alpha_lr: float = 3e-4
+    """Adam step size of the entropy temperature."""
+    init_alpha: float = 1.0
+    """Entropy temperature at the start."""
+    target_entropy_scale: float = 1.0
+    """The entropy target is −scale × (the candidate's action size)."""
+    gamma: float = 0.99
+    """Discount."""
+    critic_tau: float = 0.005
+    """Soft target update of the critics after every gradient step."""
+    max_epochs: int = 1000
+    """Iterations of a run (the CLI's --iterations)."""
+    grad_norm: float = 10.0
+    """Global gradient-norm clip, per candidate, when `truncate_grads`."""
+    truncate_grads: bool = True
+    """Clip gradients by `grad_norm`."""
+    normalize_input: bool = True
+    """Running mean/std normalization of observations, per candidate."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this for training; logs are unscaled."""
+    units: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor and of each critic."""
+    activation: str = "relu"
+    """Hidden activation: elu, relu, tanh or silu."""
+    clip_observations: float = 5.0
+    """Normalized observations are clipped to ± this."""
+    save_frequency: int = 50
+    """Iterations between checkpoints; 0 saves only at the end."""
+    save_best_after: int = 10
+    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
+    score_to_win: float | None = None
+    """As PPO's: the task fitness at which a candidate counts as solved and stops updating. None: off."""
+
+    @property
+    def horizon_length(self) -> int:
+        """Control steps each environment collects per iteration (the drivers count env steps with it)."""
+        return self.steps_per_epoch
+
+    @property
+    def learning_rate(self) -> float:
+        """The actor's step size (logged as the learning rate)."""
+        return self.actor_lr
+
+
+ALGORITHMS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
 """Each algorithm's name (`--algo`) and settings class."""
 
 

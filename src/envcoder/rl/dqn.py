@@ -1,15 +1,9 @@
 """Grouped double DQN: one Q-network per group (candidate × seed), each with its own replay buffer on the device.
 
-The environments, shaping functions, isolation, metrics, checkpoints and evaluation are the grouped trainer's
-(`GroupedTrainer`); this module replaces what differs: the policy (ε-greedy over a Q-network), the replay
-buffers, and the update (double-DQN targets from a target network, Huber loss). A discrete task only: an action
-is one of the candidate's own `A` actions, and the padded ones are never chosen.
-
-One iteration: every environment takes `steps_per_epoch` ε-greedy steps; the transitions go into the group's
-ring buffer; then `updates_per_epoch` gradient steps each draw `batch_size` samples of it. The target network
-follows the online one by soft updates after every gradient step (`target_tau`), or by a copy every
-`num_epochs_to_copy` iterations. A time-out is not a
-terminal: its target bootstraps from the state the episode was cut off in.
+The iteration is `OffPolicyTrainer`'s; this module gives it ε-greedy exploration over a Q-network and the update
+(double-DQN targets from a target network, Huber loss). A discrete task only: an action is one of the
+candidate's own `A` actions, and the padded ones are never chosen. The target network follows the online one by
+soft updates after every gradient step (`target_tau`), or by a copy every `num_epochs_to_copy` iterations.
 """
 
 from __future__ import annotations
@@ -24,39 +18,9 @@ from envcoder.rl.config import DQNConfig
 from envcoder.rl.networks import apply_q_network, init_q_network, pad_q_network
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import masked_logits
-from envcoder.rl.trainer import BestPolicy, GroupedTrainer, Transition, TrainState, _where_group
-
-
-class Replay(NamedTuple):
-    """One group's ring buffer of transitions (stacked over groups in the train state)."""
-
-    obs: jnp.ndarray  # [N, D_max] raw observations
-    actions: jnp.ndarray  # [N] int32 action indices
-    rewards: jnp.ndarray  # [N] training rewards (scaled)
-    next_obs: jnp.ndarray  # [N, D_max] the observation after the step (before an auto-reset)
-    terminals: jnp.ndarray  # [N] 1.0 where the step ended the episode in failure (no bootstrap)
-    position: jnp.ndarray  # [] int32: where the next transition goes
-    size: jnp.ndarray  # [] int32: transitions held
-
-    @classmethod
-    def create(cls, capacity: int, obs_dim: int) -> "Replay":
-        return cls(jnp.zeros((capacity, obs_dim)), jnp.zeros((capacity,), jnp.int32), jnp.zeros((capacity,)),
-                   jnp.zeros((capacity, obs_dim)), jnp.zeros((capacity,)), jnp.zeros((), jnp.int32),
-                   jnp.zeros((), jnp.int32))
-
-    def add(self, obs, actions, rewards, next_obs, terminals) -> "Replay":
-        """The buffer with `[B, ...]` transitions written after the newest, over the oldest once it is full."""
-        capacity, batch = self.rewards.shape[0], rewards.shape[0]
-        index = (self.position + jnp.arange(batch)) % capacity
-        return Replay(self.obs.at[index].set(obs), self.actions.at[index].set(actions),
-                      self.rewards.at[index].set(rewards), self.next_obs.at[index].set(next_obs),
-                      self.terminals.at[index].set(terminals), (self.position + batch) % capacity,
-                      jnp.minimum(self.size + batch, capacity))
-
-    def sample(self, key, batch_size: int) -> "Replay":
-        """`batch_size` transitions drawn uniformly (with replacement) from those held."""
-        index = jax.random.randint(key, (batch_size,), 0, jnp.maximum(self.size, 1))
-        return jax.tree.map(lambda x: x[index] if x.ndim else x, self)
+from envcoder.rl.replay import Replay
+from envcoder.rl.offpolicy import OffPolicyTrainer
+from envcoder.rl.trainer import BestPolicy, TrainState, _where_group
 
 
 class DQNLossInfo(NamedTuple):
@@ -95,11 +59,11 @@ def epsilon_at(iteration, config: DQNConfig):
     return config.epsilon + (config.min_epsilon - config.epsilon) * fraction
 
 
-class GroupedDQN(GroupedTrainer):
+class GroupedDQN(OffPolicyTrainer):
     """Trains one double-DQN Q-network per group; see the module docstring. Its `TrainState.params` are
     `{"q": layers, "target": layers}`, and `TrainState.replay` holds every group's `Replay`."""
 
-    def _setup_updates(self) -> None:
+    def _setup_updates(self):
         if not self.discrete:
             raise ValueError(f"--algo dqn needs discrete actions, and task {self.task.name} has continuous ones: "
                              "use --algo ppo" + (", or the task CartpoleDiscrete" if self.task.name == "Cartpole"
@@ -107,9 +71,8 @@ class GroupedDQN(GroupedTrainer):
         if self.asymmetric:
             raise ValueError("compute_critic_observation is for an actor-critic (--algo ppo); DQN has no critic: "
                              "leave it out of the candidates or --shaper-types")
-        if self.config.batch_size > self.config.replay_buffer_size:
-            raise ValueError(f"batch_size {self.config.batch_size} exceeds replay_buffer_size "
-                             f"{self.config.replay_buffer_size}")
+        self._check_replay()
+        return self._adam()
 
     def _q_values(self, layers, obs_rms, obs):
         return jax.vmap(lambda p, o: apply_q_network(p, o, self.config.activation))(
@@ -141,59 +104,28 @@ class GroupedDQN(GroupedTrainer):
                           jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
                           jnp.full((G,), -1, jnp.int32), best, replay)
 
-    def _rollout(self, ts: TrainState, keys, pool):
-        """`steps_per_epoch` ε-greedy steps of every environment: the final env state, the steps' `Transition`
-        (for the metrics) and `(next_obs, terminals)` `[T, G, E, ...]` for the replay buffers."""
+    def _explore(self, ts: TrainState, obs, keys):
+        """ε-greedy: a uniformly random one of the group's own actions with probability ε, else the greedy one."""
         epsilon = epsilon_at(ts.iteration, self.config)
         action_dims = jnp.sum(self.action_mask, axis=-1).astype(jnp.int32)  # [G]: each group's own A
+        greedy = self._greedy(ts.params["q"], ts.obs_rms, obs)
+        draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 0xD0), (2, self.num_envs)))(keys)
+        random = jnp.minimum((draws[:, 0] * action_dims[:, None]).astype(jnp.int32), action_dims[:, None] - 1)
+        return jax.nn.one_hot(jnp.where(draws[:, 1] < epsilon, random, greedy), self.action_dim_max)
 
-        def step(env, step_keys):
-            env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
-            obs = self._observe_noisy(env, env_keys)
-            greedy = self._greedy(ts.params["q"], ts.obs_rms, obs)
-            draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 0xD0), (2, self.num_envs)))(step_keys)
-            random = jnp.minimum((draws[:, 0] * action_dims[:, None]).astype(jnp.int32), action_dims[:, None] - 1)
-            index = jnp.where(draws[:, 1] < epsilon, random, greedy)
-            actions = jax.nn.one_hot(index, self.action_dim_max)
-            env, info = self._env_step(env, actions, pool, env_keys)
-            next_obs = self._observe(info["state"])  # before the auto-reset, for the bootstrap
-            traj = Transition(obs, None, actions, None, None, None, info["reward"] * self.config.reward_scale,
-                              info["done"].astype(jnp.float32), info["reward"], info["components"],
-                              info["episode_return"], info["episode_fitness"], info["episode_length"],
-                              info["fitness_step"], info["physics_failures"])
-            return env, (traj, next_obs, info["terminal"].astype(jnp.float32))
+    def _stored(self, actions):
+        return jnp.argmax(actions, axis=-1)  # the action's index
 
-        step_keys = jax.vmap(lambda k: jax.random.split(k, self.config.steps_per_epoch))(keys).swapaxes(0, 1)
-        env, (traj, next_obs, terminals) = jax.lax.scan(step, ts.env, step_keys)
-        return env, traj, next_obs, terminals
-
-    def _iteration(self, ts: TrainState):
+    def _update(self, ts: TrainState, obs_rms, replay, keys):
         cfg = self.config
-        keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
-        next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
-        pool = self._reset_pool(reset_key, ts.env.curriculum)
-        env, traj, next_obs, terminals = self._rollout(ts, rollout_key, pool)
-
-        def per_group(x):  # [T, G, E, ...] -> [G, T·E, ...]
-            x = x.swapaxes(0, 1)
-            return x.reshape((x.shape[0], -1) + x.shape[3:])
-
-        replay = jax.vmap(Replay.add)(ts.replay, per_group(traj.obs), per_group(jnp.argmax(traj.actions, axis=-1)),
-                                      per_group(traj.rewards), per_group(next_obs), per_group(terminals))
-        obs_rms = ts.obs_rms
-        if cfg.normalize_input:
-            obs_rms = jax.vmap(lambda rms, o: rms.update(o))(obs_rms, per_group(traj.obs))
         params, opt_state, info = jax.vmap(self._update_group)(ts.params, ts.opt_state, ts.learning_rate, obs_rms,
-                                                               replay, update_key, self.action_mask)
+                                                               replay, keys, self.action_mask)
         if not cfg.target_tau:  # hard copies
             copy = (ts.iteration + 1) % cfg.num_epochs_to_copy == 0
             params["target"] = jax.tree.map(lambda online, target: jnp.where(copy, online, target), params["q"],
                                             params["target"])
-        updates = {"q_loss": info.loss, "q_mean": info.q_mean, "q_target_mean": info.target_mean,
-                   "epsilon": jnp.broadcast_to(epsilon_at(ts.iteration, cfg), info.loss.shape)}
-        return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
-                                                            learning_rate=ts.learning_rate, obs_rms=obs_rms,
-                                                            replay=replay), updates)
+        return params, opt_state, {"q_loss": info.loss, "q_mean": info.q_mean, "q_target_mean": info.target_mean,
+                                   "epsilon": jnp.broadcast_to(epsilon_at(ts.iteration, cfg), info.loss.shape)}
 
     def _update_group(self, params, opt_state, learning_rate, obs_rms, replay: Replay, key, action_mask):
         """`updates_per_epoch` gradient steps of one group (vmapped over groups by the caller); none until its

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 ACTIVATIONS = {"elu": jax.nn.elu, "relu": jax.nn.relu, "tanh": jnp.tanh, "silu": jax.nn.silu}
 
 
-def _init_mlp(key, sizes, output_scale):
+def init_mlp(key, sizes, output_scale):
     layers = []
     keys = jax.random.split(key, len(sizes) - 1)
     for i, (k, n_in, n_out) in enumerate(zip(keys, sizes[:-1], sizes[1:])):
@@ -30,8 +30,8 @@ def init_actor_critic(key, obs_dim: int, action_dim: int, units, sigma_init: flo
     critic's own observation; None: the critic reads the actor's)."""
     k_actor, k_critic = jax.random.split(key)
     return {
-        "actor": _init_mlp(k_actor, (obs_dim, *units, action_dim), 0.01),
-        "critic": _init_mlp(k_critic, (critic_obs_dim or obs_dim, *units, 1), 1.0),
+        "actor": init_mlp(k_actor, (obs_dim, *units, action_dim), 0.01),
+        "critic": init_mlp(k_critic, (critic_obs_dim or obs_dim, *units, 1), 1.0),
         "log_std": jnp.full((action_dim,), sigma_init, jnp.float32),
     }
 
@@ -51,7 +51,7 @@ def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int, critic_obs_d
             "log_std": jnp.pad(params["log_std"], (0, extra))}
 
 
-def _mlp(layers, x, activation):
+def apply_mlp(layers, x, activation):
     for w, b in layers[:-1]:
         x = activation(x @ w + b)
     w, b = layers[-1]
@@ -60,21 +60,21 @@ def _mlp(layers, x, activation):
 
 def apply_actor(params, obs, activation: str = "elu"):
     """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]` and log std `[A]`, without the critic."""
-    return _mlp(params["actor"], obs, ACTIVATIONS[activation]), params["log_std"]
+    return apply_mlp(params["actor"], obs, ACTIVATIONS[activation]), params["log_std"]
 
 
 def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None):
     """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]`, log std `[A]`, value `[...]` (normalized
     units) of `critic_obs [..., C]` (normalized), or of `obs` when it is None."""
     act = ACTIVATIONS[activation]
-    mu = _mlp(params["actor"], obs, act)
-    value = _mlp(params["critic"], obs if critic_obs is None else critic_obs, act)[..., 0]
+    mu = apply_mlp(params["actor"], obs, act)
+    value = apply_mlp(params["critic"], obs if critic_obs is None else critic_obs, act)[..., 0]
     return mu, params["log_std"], value
 
 
 def init_q_network(key, obs_dim: int, num_actions: int, units):
     """A Q-network `[(W, b), ...]` for one candidate: its observation -> one value per action."""
-    return _init_mlp(key, (obs_dim, *units, num_actions), 1.0)
+    return init_mlp(key, (obs_dim, *units, num_actions), 1.0)
 
 
 def pad_q_network(layers, obs_dim_max: int, num_actions_max: int):
@@ -89,4 +89,4 @@ def pad_q_network(layers, obs_dim_max: int, num_actions_max: int):
 
 def apply_q_network(layers, obs, activation: str = "relu"):
     """`obs [..., D]` (normalized) -> action values `[..., A]`."""
-    return _mlp(layers, obs, ACTIVATIONS[activation])
+    return apply_mlp(layers, obs, ACTIVATIONS[activation])

@@ -214,11 +214,7 @@ class GroupedTrainer:
             raise ValueError("physics randomization (a candidate's sample_physics, or the fitness "
                              f"{self.fitness_name!r}) needs --physics jax: MuJoCo Warp's model is shared by all "
                              "environments here")
-        self._setup_updates()
-        tx = [optax.scale_by_adam(eps=1e-8)]
-        if config.truncate_grads:
-            tx.insert(0, optax.clip_by_global_norm(config.grad_norm))
-        self.optimizer = optax.chain(*tx)
+        self.optimizer = self._setup_updates()
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
         if self.layout is None:
@@ -231,14 +227,23 @@ class GroupedTrainer:
             self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
-    def _setup_updates(self) -> None:
-        """Check the algorithm's settings against the run's sizes and derive the update's (PPO: minibatches)."""
+    def _setup_updates(self) -> optax.GradientTransformation:
+        """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and
+        return the optimizer of one group."""
         batch = self.num_envs * self.config.horizon_length
         self.minibatch_size = self.config.minibatch_size or max(batch // self.config.num_minibatches, 1)
         if batch % self.minibatch_size:
             raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
                              f"= {batch}")
         self.num_minibatches = batch // self.minibatch_size
+        return self._adam()
+
+    def _adam(self) -> optax.GradientTransformation:
+        """Adam's scaling (the step size is applied by the update), after gradient clipping where configured."""
+        tx = [optax.scale_by_adam(eps=1e-8)]
+        if self.config.truncate_grads:
+            tx.insert(0, optax.clip_by_global_norm(self.config.grad_norm))
+        return optax.chain(*tx)
 
     def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""

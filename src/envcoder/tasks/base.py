@@ -110,8 +110,8 @@ class Task:
 
     @property
     def algorithms(self) -> tuple[str, ...]:
-        """The algorithms (`--algo`) that can train this task: DQN needs discrete actions."""
-        return ("ppo", "dqn") if self.discrete else ("ppo",)
+        """The algorithms (`--algo`) that can train this task: DQN needs discrete actions, SAC continuous ones."""
+        return ("ppo", "dqn") if self.discrete else ("ppo", "sac")
 
     def settings(self, algo: str = "ppo") -> dict:
         """`algo`'s settings that differ from its config class's defaults for this task, from `config_file`."""

@@ -1,0 +1,76 @@
+"""What the grouped off-policy algorithms (DQN, SAC) share: every iteration, each environment takes
+`steps_per_epoch` exploring steps; the transitions go into its group's own replay buffer on the device (`Replay`);
+then the algorithm's update runs `updates_per_epoch` gradient steps per group on samples of that buffer.
+
+The environments, shaping functions, isolation, metrics, checkpoints and evaluation are the grouped trainer's. A
+time-out is not a terminal: its target bootstraps from the state the episode was cut off in (`next_obs` is
+observed before the auto-reset).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from envcoder.rl.replay import Replay
+from envcoder.rl.trainer import GroupedTrainer, Transition, TrainState
+
+
+class OffPolicyTrainer(GroupedTrainer):
+    """A grouped off-policy algorithm: subclasses say how to explore and how to update."""
+
+    def _check_replay(self) -> None:
+        if self.config.batch_size > self.config.replay_buffer_size:
+            raise ValueError(f"batch_size {self.config.batch_size} exceeds replay_buffer_size "
+                             f"{self.config.replay_buffer_size}")
+
+    def _explore(self, ts: TrainState, obs, keys):
+        """Every group's exploring actions `[G, E, A_max]` for observations `obs`; `keys [G, 2]`."""
+        raise NotImplementedError
+
+    def _stored(self, actions):
+        """What the replay buffer keeps of the actions `[..., A_max]` (the actions themselves)."""
+        return actions
+
+    def _update(self, ts: TrainState, obs_rms, replay, keys) -> tuple[dict, object, dict]:
+        """`(params, opt_state, metrics)`: every group's update from its buffer `replay` (metrics name -> `[G]`)."""
+        raise NotImplementedError
+
+    def _rollout(self, ts: TrainState, keys, pool):
+        """`steps_per_epoch` exploring steps of every environment: the final env state, the steps' `Transition`
+        (for the metrics) and `(next_obs, terminals)` `[T, G, E, ...]` for the replay buffers."""
+        def step(env, step_keys):
+            env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
+            obs = self._observe_noisy(env, env_keys)
+            actions = self._explore(ts, obs, step_keys)
+            env, info = self._env_step(env, actions, pool, env_keys)
+            next_obs = self._observe(info["state"])  # before the auto-reset, for the bootstrap
+            traj = Transition(obs, None, actions, None, None, None, info["reward"] * self.config.reward_scale,
+                              info["done"].astype(jnp.float32), info["reward"], info["components"],
+                              info["episode_return"], info["episode_fitness"], info["episode_length"],
+                              info["fitness_step"], info["physics_failures"])
+            return env, (traj, next_obs, info["terminal"].astype(jnp.float32))
+
+        step_keys = jax.vmap(lambda k: jax.random.split(k, self.config.steps_per_epoch))(keys).swapaxes(0, 1)
+        env, (traj, next_obs, terminals) = jax.lax.scan(step, ts.env, step_keys)
+        return env, traj, next_obs, terminals
+
+    def _iteration(self, ts: TrainState):
+        keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
+        next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
+        pool = self._reset_pool(reset_key, ts.env.curriculum)
+        env, traj, next_obs, terminals = self._rollout(ts, rollout_key, pool)
+
+        def per_group(x):  # [T, G, E, ...] -> [G, T·E, ...]
+            x = x.swapaxes(0, 1)
+            return x.reshape((x.shape[0], -1) + x.shape[3:])
+
+        replay = jax.vmap(Replay.add)(ts.replay, per_group(traj.obs), per_group(self._stored(traj.actions)),
+                                      per_group(traj.rewards), per_group(next_obs), per_group(terminals))
+        obs_rms = ts.obs_rms
+        if self.config.normalize_input:
+            obs_rms = jax.vmap(lambda rms, o: rms.update(o))(obs_rms, per_group(traj.obs))
+        params, opt_state, updates = self._update(ts, obs_rms, replay, update_key)
+        return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
+                                                            learning_rate=ts.learning_rate, obs_rms=obs_rms,
+                                                            replay=replay), updates)
