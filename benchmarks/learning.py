@@ -11,6 +11,8 @@ is how to tell a setting's seed variance from run-to-run variance on the GPU.
 
     python benchmarks/learning.py --task Anymal --envs 4096 --minutes 5 --out docs/benchmarks
     python benchmarks/learning.py --task Ant --envs 4096 --seeds 4 --minutes 8 --tag seeds --out docs/benchmarks
+
+`--algo sac` (or dqn on a discrete task) trains with that algorithm and the task's settings for it instead.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.rl.algorithms import trainer_class
+from envcoder.rl.config import ALGORITHMS
 from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
@@ -42,7 +44,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--seeds", type=int, default=1, help="seeds trained side by side, one group each")
     parser.add_argument("--tag", default="", help="suffix of the output file names")
-    parser.add_argument("--ppo", default="{}", help="JSON dict of PPO overrides")
+    parser.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo")
+    parser.add_argument("--ppo", default="{}", help="JSON dict of overrides of the algorithm's settings")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--save-policy", action="store_true",
                         help="also pickle the trained parameters and observation normalizer (for inspection)")
@@ -52,10 +55,10 @@ def main():
     sim = Simulator(task.model_file, task.substeps)
     reference = Candidate("reference", None, "", {}, "reference")
     spec = validate_candidate(task, sim, reference, sample_state(task, sim))
-    config = PPOConfig.for_task(task.ppo_overrides, **json.loads(args.ppo))
+    config = ALGORITHMS[args.algo].for_task(task.settings(args.algo), **json.loads(args.ppo))
     seeds = tuple(range(args.seed, args.seed + args.seeds))
-    trainer = GroupedTrainer(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
-                             fitness=args.fitness)
+    trainer = trainer_class(args.algo)(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
+                                       fitness=args.fitness)
     budget_s = 60.0 * args.minutes
     steps_per_iteration = args.envs * config.horizon_length  # per seed
 
@@ -75,7 +78,7 @@ def main():
         curve.append(row)
         if len(curve) % 25 == 1:
             show = {k: np.round(np.asarray(row[k], float), 3).tolist() for k in
-                    ("task_fitness_per_step", "task_fitness", "step_reward", "episode_length", "learning_rate")}
+                    ("task_fitness_per_step", "task_fitness", "step_reward", "episode_length")}
             print(f"it {row['iteration']:4d} {row['wall_s']:6.1f}s {show} physics failures "
                   f"{np.sum(row['physics_failures']):.0f}", flush=True)
     train_s = time.perf_counter() - start
@@ -87,20 +90,20 @@ def main():
     eval_s = time.perf_counter() - tick
     result = {
         "task": task.name, "fitness": trainer.fitness_name, "fitness_doc": trainer.fitness.doc,
-        "envs": args.envs, "seeds": list(seeds), "budget_minutes": args.minutes, "iterations": len(curve),
+        "algo": args.algo, "envs": args.envs, "seeds": list(seeds), "budget_minutes": args.minutes, "iterations": len(curve),
         "env_steps": len(curve) * steps_per_iteration, "train_wall_s": train_s,
         "compile_and_first_iteration_s": first, "steady_env_steps_per_s": steady,
         "eval_s": eval_s, "peak_memory_gb": peak_memory_gb(),
         "final_task_fitness": per_seed(evaluation["task_fitness"]),
         "final_episode_length": per_seed(evaluation["episode_length"]),
         "physics_failures": float(sum(np.sum(r["physics_failures"]) for r in curve)),
-        "ppo": {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()},
+        args.algo: {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.__dict__.items()},
         "curve": curve, **stamp(),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"learning_{task.name.lower()}" + (f"_{args.tag}" if args.tag else "")
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ppo")}, indent=1))
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", args.algo)}, indent=1))
     plot(result, args.out / f"{name}.png")
     if args.save_policy:
         import pickle

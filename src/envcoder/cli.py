@@ -126,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
                     default=256, help="parallel environments per candidate and seed (default 256)")
     ev.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
-                    help="training algorithm of every candidate: ppo (continuous or discrete actions) or dqn (discrete "
-                         "actions); `envcoder tasks` lists each task's (default ppo)")
+                    help="training algorithm of every candidate: ppo (continuous or discrete actions), dqn (discrete) "
+                         "or sac (continuous); `envcoder tasks` lists each task's (default ppo)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
                     help="training iterations (default: max_epochs of the resolved settings, e.g. 60 for Cartpole)")
     ev.add_argument("--config", type=Path, default=None, metavar="FILE",
