@@ -1,4 +1,4 @@
-"""Settings of each algorithm (`PPOConfig`, `DQNConfig`). Names and meanings follow rl_games, so IsaacGymEnvs
+"""Settings of each algorithm (`PPOConfig`, `DQNConfig`, `SACConfig`). Names and meanings follow rl_games, so IsaacGymEnvs
 configs carry over.
 
 A run's settings are resolved in layers, each checked for unknown names and wrong types: the config class's

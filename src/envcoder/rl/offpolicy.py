@@ -20,9 +20,12 @@ class OffPolicyTrainer(GroupedTrainer):
     """A grouped off-policy algorithm: subclasses say how to explore and how to update."""
 
     def _check_replay(self) -> None:
-        if self.config.batch_size > self.config.replay_buffer_size:
-            raise ValueError(f"batch_size {self.config.batch_size} exceeds replay_buffer_size "
-                             f"{self.config.replay_buffer_size}")
+        cfg = self.config
+        if cfg.batch_size > cfg.replay_buffer_size:
+            raise ValueError(f"batch_size {cfg.batch_size} exceeds replay_buffer_size {cfg.replay_buffer_size}")
+        if self.num_envs * cfg.steps_per_epoch > cfg.replay_buffer_size:
+            raise ValueError(f"one iteration collects {self.num_envs * cfg.steps_per_epoch} transitions per candidate "
+                             f"(envs × steps_per_epoch), more than replay_buffer_size {cfg.replay_buffer_size} holds")
 
     def _explore(self, ts: TrainState, obs, keys):
         """Every group's exploring actions `[G, E, A_max]` for observations `obs`; `keys [G, 2]`."""
