@@ -245,8 +245,8 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
 
     physics = _physics(settings)
     trainer = trainer_class(settings.algo)(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
-                             simulator if physics == simulator.physics else None, fitness=fitness_name,
-                             physics=physics, devices=settings.devices)
+                                           simulator if physics == simulator.physics else None, fitness=fitness_name,
+                                           physics=physics, devices=settings.devices)
     try:
         return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
                                resume, validation_s)
