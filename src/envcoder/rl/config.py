@@ -111,7 +111,34 @@ class PPOConfig(Settings):
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig(Settings):
+class OffPolicySettings(Settings):
+    """The settings that DQN and SAC share (each adds its own)."""
+
+    grad_norm: float = 10.0
+    """Global gradient-norm clip, per candidate, when `truncate_grads`."""
+    truncate_grads: bool = True
+    """Clip gradients by `grad_norm`."""
+    reward_scale: float = 1.0
+    """Rewards are multiplied by this for training; logs are unscaled."""
+    activation: str = "relu"
+    """Hidden activation: elu, relu, tanh or silu."""
+    clip_observations: float = 5.0
+    """Normalized observations are clipped to ± this."""
+    save_frequency: int = 50
+    """Iterations between checkpoints; 0 saves only at the end."""
+    save_best_after: int = 10
+    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
+    score_to_win: float | None = None
+    """As PPO's: the task fitness at which a candidate counts as solved and stops updating. None: off."""
+
+    @property
+    def horizon_length(self) -> int:
+        """Control steps each environment collects per iteration (the drivers count env steps with it)."""
+        return self.steps_per_epoch
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig(OffPolicySettings):
     """Settings of the per-candidate (double) DQN, for discrete actions. Every candidate trains with the same
     settings; each group has its own replay buffer on the device."""
 
@@ -141,35 +168,14 @@ class DQNConfig(Settings):
     """Choose the next action with the online network and value it with the target network."""
     max_epochs: int = 100
     """Iterations of a run (the CLI's --iterations)."""
-    grad_norm: float = 10.0
-    """Global gradient-norm clip, per candidate, when `truncate_grads`."""
-    truncate_grads: bool = True
-    """Clip gradients by `grad_norm`."""
     normalize_input: bool = False
     """Running mean/std normalization of observations, per candidate."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by this for training; logs are unscaled."""
     units: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the Q-network."""
-    activation: str = "relu"
-    """Hidden activation: elu, relu, tanh or silu."""
-    clip_observations: float = 5.0
-    """Normalized observations are clipped to ± this."""
-    save_frequency: int = 50
-    """Iterations between checkpoints; 0 saves only at the end."""
-    save_best_after: int = 10
-    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
-    score_to_win: float | None = None
-    """As PPO's: the task fitness at which a candidate counts as solved and stops updating. None: off."""
-
-    @property
-    def horizon_length(self) -> int:
-        """Control steps each environment collects per iteration (the drivers count env steps with it)."""
-        return self.steps_per_epoch
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(Settings):
+class SACConfig(OffPolicySettings):
     """Settings of the per-candidate SAC, for continuous actions: twin critics, automatic entropy tuning, and a
     replay buffer per candidate on the device. Many environments and several gradient steps per iteration, as in
     recent fast off-policy work on GPU simulators."""
@@ -200,31 +206,10 @@ class SACConfig(Settings):
     """Soft target update of the critics after every gradient step."""
     max_epochs: int = 1000
     """Iterations of a run (the CLI's --iterations)."""
-    grad_norm: float = 10.0
-    """Global gradient-norm clip, per candidate, when `truncate_grads`."""
-    truncate_grads: bool = True
-    """Clip gradients by `grad_norm`."""
     normalize_input: bool = True
     """Running mean/std normalization of observations, per candidate."""
-    reward_scale: float = 1.0
-    """Rewards are multiplied by this for training; logs are unscaled."""
     units: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the actor and of each critic."""
-    activation: str = "relu"
-    """Hidden activation: elu, relu, tanh or silu."""
-    clip_observations: float = 5.0
-    """Normalized observations are clipped to ± this."""
-    save_frequency: int = 50
-    """Iterations between checkpoints; 0 saves only at the end."""
-    save_best_after: int = 10
-    """Iterations before a candidate's best-by-task-fitness policy starts being saved."""
-    score_to_win: float | None = None
-    """As PPO's: the task fitness at which a candidate counts as solved and stops updating. None: off."""
-
-    @property
-    def horizon_length(self) -> int:
-        """Control steps each environment collects per iteration (the drivers count env steps with it)."""
-        return self.steps_per_epoch
 
     @property
     def learning_rate(self) -> float:

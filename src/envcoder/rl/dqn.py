@@ -20,7 +20,7 @@ from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import masked_logits
 from envcoder.rl.replay import Replay
 from envcoder.rl.offpolicy import OffPolicyTrainer
-from envcoder.rl.trainer import BestPolicy, TrainState, _where_group
+from envcoder.rl.trainer import TrainState
 
 
 class DQNLossInfo(NamedTuple):
@@ -85,24 +85,13 @@ class GroupedDQN(OffPolicyTrainer):
     def _act_deterministic(self, params, obs_rms, obs):
         return jax.nn.one_hot(self._greedy(params["q"], obs_rms, obs), self.action_dim_max)
 
-    def _init(self, keys) -> TrainState:
-        cfg = self.config
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        q = None
-        for index, (obs_dim, action_dim, _) in enumerate(self._dims):
-            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: pad_q_network(
-                init_q_network(k, o, a, cfg.units), self.obs_dim_max, self.action_dim_max))(param_keys)
-            q = sized if q is None else _where_group(self.dims_class == index, sized, q)
-        params = {"q": q, "target": jax.tree.map(jnp.copy, q)}
-        G = self.rows
-        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
-        replay = jax.vmap(lambda _: Replay.create(cfg.replay_buffer_size, self.obs_dim_max))(jnp.arange(G))
-        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
-        return TrainState(params, jax.vmap(self.optimizer.init)(q), jnp.full((G,), cfg.learning_rate), obs_rms, None,
-                          None, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
-                          jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
-                          jnp.full((G,), -1, jnp.int32), best, replay)
+    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
+        q = pad_q_network(init_q_network(key, obs_dim, action_dim, self.config.units), self.obs_dim_max,
+                          self.action_dim_max)
+        return {"q": q, "target": jax.tree.map(jnp.copy, q)}
+
+    def _optimized(self, params: dict):
+        return params["q"]
 
     def _explore(self, ts: TrainState, obs, keys):
         """ε-greedy: a uniformly random one of the group's own actions with probability ε, else the greedy one."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.replay import Replay
-from envcoder.rl.trainer import GroupedTrainer, Transition, TrainState
+from envcoder.rl.trainer import BestPolicy, GroupedTrainer, Transition, TrainState, _where_group
 
 
 class OffPolicyTrainer(GroupedTrainer):
@@ -27,6 +28,14 @@ class OffPolicyTrainer(GroupedTrainer):
             raise ValueError(f"one iteration collects {self.num_envs * cfg.steps_per_epoch} transitions per candidate "
                              f"(envs × steps_per_epoch), more than replay_buffer_size {cfg.replay_buffer_size} holds")
 
+    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
+        """One group's parameters at its own sizes, zero-padded to the run's largest."""
+        raise NotImplementedError
+
+    def _optimized(self, params: dict):
+        """The part of a group's parameters that its optimizer updates (all of them)."""
+        return params
+
     def _explore(self, ts: TrainState, obs, keys):
         """Every group's exploring actions `[G, E, A_max]` for observations `obs`; `keys [G, 2]`."""
         raise NotImplementedError
@@ -38,6 +47,25 @@ class OffPolicyTrainer(GroupedTrainer):
     def _update(self, ts: TrainState, obs_rms, replay, keys) -> tuple[dict, object, dict]:
         """`(params, opt_state, metrics)`: every group's update from its buffer `replay` (metrics name -> `[G]`)."""
         raise NotImplementedError
+
+    def _init(self, keys) -> TrainState:
+        cfg = self.config
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        params = None
+        for index, (obs_dim, action_dim, _) in enumerate(self._dims):
+            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: self._init_params(k, o, a))(param_keys)
+            params = sized if params is None else _where_group(self.dims_class == index, sized, params)
+        G = self.rows
+        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
+        action_size = None if self.discrete else self.action_dim_max  # an index, or an action
+        replay = jax.vmap(lambda _: Replay.create(cfg.replay_buffer_size, self.obs_dim_max, action_size))(
+            jnp.arange(G))
+        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
+        return TrainState(params, jax.vmap(self.optimizer.init)(self._optimized(params)),
+                          jnp.full((G,), cfg.learning_rate), obs_rms, None, None,
+                          self._fresh_env(env_keys, self._first_curriculum()), next_keys, jnp.asarray(0, jnp.int32),
+                          jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best, replay)
 
     def _rollout(self, ts: TrainState, keys, pool):
         """`steps_per_epoch` exploring steps of every environment: the final env state, the steps' `Transition`

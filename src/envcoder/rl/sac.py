@@ -23,7 +23,7 @@ from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.offpolicy import OffPolicyTrainer
 from envcoder.rl.ppo import LOG_2PI
 from envcoder.rl.replay import Replay
-from envcoder.rl.trainer import BestPolicy, TrainState, _where_group
+from envcoder.rl.trainer import TrainState
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 """The policy's log standard deviation is squashed into this range."""
@@ -170,24 +170,9 @@ class GroupedSAC(OffPolicyTrainer):
                                              jax.random.fold_in(k, 0x5AD), (E,), A))(keys) * mask
         return jnp.where(ts.iteration < self.config.learning_starts, uniform, sampled)
 
-    def _init(self, keys) -> TrainState:
+    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
         cfg = self.config
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        params = None
-        for index, (obs_dim, action_dim, _) in enumerate(self._dims):
-            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: init_sac(
-                k, o, a, cfg.units, self.obs_dim_max, self.action_dim_max, cfg.init_alpha))(param_keys)
-            params = sized if params is None else _where_group(self.dims_class == index, sized, params)
-        G = self.rows
-        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
-        replay = jax.vmap(lambda _: Replay.create(cfg.replay_buffer_size, self.obs_dim_max, self.action_dim_max))(
-            jnp.arange(G))
-        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
-        return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.actor_lr), obs_rms, None,
-                          None, self._fresh_env(env_keys, self._first_curriculum()), next_keys,
-                          jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
-                          jnp.full((G,), -1, jnp.int32), best, replay)
+        return init_sac(key, obs_dim, action_dim, cfg.units, self.obs_dim_max, self.action_dim_max, cfg.init_alpha)
 
     def _update(self, ts: TrainState, obs_rms, replay, keys):
         learning = ts.iteration >= self.config.learning_starts
