@@ -168,7 +168,7 @@ def test_lower_is_better_fitness_ranks_the_smallest_error_first():
 
 
 def test_unknown_task_and_fitness_name_the_known_ones():
-    with pytest.raises(UnknownTaskError, match="known tasks: Ant, Anymal, Cartpole, Humanoid"):
+    with pytest.raises(UnknownTaskError, match="known tasks: Ant, Anymal, Cartpole, CartpoleDiscrete, Humanoid"):
         get_task("Humanoidd")
     with pytest.raises(ValueError, match="choose from tracking, robust_tracking, forward_speed"):
         get_task("Anymal").get_fitness("speed")
