@@ -250,6 +250,15 @@ def test_errors_name_what_to_do(tmp_path):
     candidate = load_candidate(BUNDLED / "cartpole" / "alive_bonus.py")
     with pytest.raises(ValueError, match="--algo dqn needs discrete actions.*CartpoleDiscrete"):
         GroupedDQN(cartpole, [candidate], {"alive_bonus": spec}, DQNConfig(), 8, (0,), sim)
+    discrete = get_task("CartpoleDiscrete")
+    two = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
+    two_spec = validate_candidate(discrete, sim, two)
+    with pytest.raises(ValueError, match="collects 32 transitions per candidate .* more than replay_buffer_size 16"):
+        GroupedDQN(discrete, [two], {"alive_bonus": two_spec},
+                   DQNConfig(steps_per_epoch=4, batch_size=8, replay_buffer_size=16), 8, (0,), sim)
+    with pytest.raises(ValueError, match="batch_size 32 exceeds replay_buffer_size 16"):
+        GroupedDQN(discrete, [two], {"alive_bonus": two_spec}, DQNConfig(batch_size=32, replay_buffer_size=16), 8,
+                   (0,), sim)
     with pytest.raises(ConfigError, match="this run trains with --algo dqn; write dqn.NAME=VALUE"):
         parse_overrides(["ppo.gamma=0.9"], "dqn")
     assert parse_overrides(["dqn.gamma=0.9"], "dqn") == {"gamma": 0.9}
