@@ -259,3 +259,31 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
         assert (killed / name).read_text() == (whole / name).read_text(), name
     rankings = [json.loads((run / "final" / "eval" / "results.json").read_text())["ranking"] for run in (whole, killed)]
     assert rankings[0] == rankings[1]
+
+
+def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_flat(tmp_path, monkeypatch):
+    """`auto --schedule halving`: each search evaluation runs two rungs; a dropped candidate is fed back with
+    the iteration it stopped at and is never a finalist; the final evaluation is flat. (The evaluations are
+    stood in for: their training is tested in test_schedule.py.)"""
+    seen = []
+
+    def evaluate(settings, console=None, validator=None):
+        seen.append((settings.schedule, settings.rungs))
+        names = sorted(p.stem for p in settings.functions.glob("*.py"))
+        ranking = [{"name": name, "fitness_mean": 0.9 - 0.1 * i, "fitness_std": 0.0, "ci_low": 0.9 - 0.1 * i,
+                    "ci_high": 0.9 - 0.1 * i, "seeds": 1, "shaped_return": 1.0, "episode_length": 10.0,
+                    "eliminated_at": None if i == 0 or settings.schedule == "flat" else 15}
+                   for i, name in enumerate(names)]
+        groups = [{"candidate": name, "seed": 0, "diverged_at_iteration": None} for name in names]
+        return {"ranking": ranking, "groups": groups, "failures": []}
+
+    monkeypatch.setattr(loop, "run_evaluation", evaluate)
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--candidates-per-iteration", "2", "--iterations", "1",
+                 "--train-iterations", "30", "--schedule", "halving", "--final-top", "3", "--out", str(out)]) == 0
+    assert seen == [("halving", 2), ("flat", None)]
+    table = json.loads((out / "iter_00" / "iteration.json").read_text())["table"]
+    dropped = [row for row in table if row["status"] == "dropped by halving after iteration 15"]
+    assert len(dropped) == len(table) - 1
+    finalists = sorted(p.stem for p in (out / "final" / "candidates").glob("*.py"))
+    assert finalists == sorted(row["name"] for row in table if row["status"] == "ok")

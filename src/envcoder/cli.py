@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from envcoder.rl.config import ALGORITHMS
+from envcoder.runs.schedule import SCHEDULES
 from envcoder.shaping.candidate import ALIASES, SHAPER_TYPES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
@@ -130,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "or sac (continuous); `envcoder tasks` lists each task's (default ppo)")
     ev.add_argument("--iterations", type=_positive_int, default=None,
                     help="training iterations (default: max_epochs of the resolved settings, e.g. 60 for Cartpole)")
+    ev.add_argument("--schedule", choices=SCHEDULES, default="flat",
+                    help="flat: every candidate trains for every iteration; halving: successive halving, the worse "
+                         "half of the candidates stops at the end of each rung and the survivors get its "
+                         "environments (default flat)")
+    ev.add_argument("--rungs", type=_positive_int, default=None,
+                    help="rungs of --schedule halving (default: enough to halve the candidates to one, at most 4)")
     ev.add_argument("--config", type=Path, default=None, metavar="FILE",
                     help="YAML file of the algorithm's settings (rl_games names; or with a section per algorithm) "
                          "applied over the task's src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be "
@@ -183,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
                       type=_positive_int, default=256, help="parallel environments per candidate (default 256)")
     auto.add_argument("--train-iterations", dest="train_iterations", type=_positive_int, default=None,
                       help="PPO iterations per evaluation (default: the resolved settings' max_epochs)")
+    auto.add_argument("--schedule", choices=SCHEDULES, default="flat",
+                      help="budget of each search iteration's evaluation: flat trains every candidate to the end; "
+                           "halving drops the worse half halfway and gives their environments to the survivors "
+                           "(default flat; the final evaluation is flat)")
     auto.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
                       help="training algorithm of the evaluations (default ppo)")
     auto.add_argument("--config", type=Path, default=None, metavar="FILE",
@@ -269,7 +280,7 @@ def _eval(args) -> int:
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = EvalSettings(
         task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
-        cross=args.cross, envs_per_candidate=args.envs_per_candidate,
+        cross=args.cross, envs_per_candidate=args.envs_per_candidate, schedule=args.schedule, rungs=args.rungs,
         iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
         wandb_project=args.wandb_project if args.wandb else None, physics=args.physics,
         seeds=tuple(range(args.seed, args.seed + args.seeds)), validation_timeout_s=args.validation_timeout_s,
@@ -338,7 +349,8 @@ def _auto(args) -> int:
             shaper_types=tuple(dict.fromkeys(args.shaper_types)), llm=args.llm, provider=args.provider,
             base_url=args.base_url, candidates_per_iteration=args.candidates_per_iteration,
             iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
-            train_iterations=args.train_iterations, seeds=args.seeds, final_seeds=args.final_seeds,
+            train_iterations=args.train_iterations, seeds=args.seeds, schedule=args.schedule,
+            final_seeds=args.final_seeds,
             final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
             algo=args.algo, overrides=parse_overrides(args.overrides, args.algo), fitness=args.fitness,
             physics=args.physics,

@@ -45,6 +45,11 @@ def has_train_state(directory: Path) -> bool:
     return (directory / "train_state.npz").exists()
 
 
+def read_progress(directory: Path) -> dict:
+    """The progress of the last checkpoint (`progress.json`), without reading its train state."""
+    return json.loads((directory / "progress.json").read_text())
+
+
 def load_train_state(directory: Path, template):
     """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (the shapes of a fresh state
     from `trainer.host_shapes`); the state as numpy arrays.

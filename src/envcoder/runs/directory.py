@@ -19,6 +19,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 
@@ -80,10 +81,43 @@ class RunDirectory:
             buffer = io.StringIO()
             csv.writer(buffer).writerows(kept)
             _write_atomic(path, buffer.getvalue())
+            self._columns = rows[0]
             self._metrics_file = open(path, "a", newline="")
             self._metrics_writer = csv.writer(self._metrics_file)
         else:
             path.unlink()
+
+    def _metrics_rows(self) -> list[dict]:
+        path = self.path / "metrics.csv"
+        if not path.exists():
+            return []
+        if self._metrics_file is not None and not self._metrics_file.closed:
+            self._metrics_file.flush()
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+
+    def read_metrics(self, labels: list[str], start: int, end: int, keys) -> list[tuple[int, dict]]:
+        """`(iteration, {key: [G] array})` of the iterations `[start, end)` in metrics.csv, for the groups
+        `labels` (`candidate#seed`; NaN where a group has no value)."""
+        index = {label: g for g, label in enumerate(labels)}
+        out: dict[int, dict] = {}
+        for row in self._metrics_rows():
+            iteration, g = int(row["iteration"]), index.get(f"{row['candidate']}#{row['seed']}")
+            if g is None or not start <= iteration < end:
+                continue
+            values = out.setdefault(iteration, {key: np.full(len(labels), np.nan) for key in keys})
+            for key in keys:
+                values[key][g] = float(row[key]) if row[key] != "" else np.nan
+        return sorted(out.items())
+
+    def read_series(self, candidate: str, key: str) -> dict[int, float]:
+        """`{iteration: mean over seeds of key}` of one candidate in metrics.csv (iterations where no seed has a
+        value are left out)."""
+        per: dict[int, list[float]] = {}
+        for row in self._metrics_rows():
+            if row["candidate"] == candidate and row[key] != "":
+                per.setdefault(int(row["iteration"]), []).append(float(row[key]))
+        return {i: float(np.mean(v)) for i, v in sorted(per.items())}
 
     def write_config(self, config: dict) -> None:
         if not self.writes:
@@ -113,14 +147,17 @@ class RunDirectory:
         """One row per group for this iteration; `metrics` holds `[G]` arrays, `extra` run-wide scalars."""
         if not self.writes:
             return
-        columns = ["iteration", "candidate", "seed", *extra, *metrics]
         if self._metrics_writer is None:
+            self._columns = ["iteration", "candidate", "seed", *extra, *metrics]
             self._metrics_file = open(self.path / "metrics.csv", "w", newline="")
             self._metrics_writer = csv.writer(self._metrics_file)
-            self._metrics_writer.writerow(columns)
+            self._metrics_writer.writerow(self._columns)
         for g, label in enumerate(labels):
             name, seed = label.rsplit("#", 1)
-            row = [iteration, name, seed, *extra.values(), *(float(metrics[k][g]) for k in metrics)]
+            # By the header's columns: a later rung of a halving schedule may lack some candidates' reward terms.
+            values = {"iteration": iteration, "candidate": name, "seed": seed, **extra,
+                      **{k: float(v[g]) for k, v in metrics.items()}}
+            row = [values.get(column, float("nan")) for column in self._columns]
             self._metrics_writer.writerow(["" if isinstance(v, float) and math.isnan(v) else v for v in row])
         self._metrics_file.flush()
 

@@ -21,15 +21,18 @@ import envcoder
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS, Settings, load_config_file
 from envcoder.runs.background import BackgroundWriter
-from envcoder.runs.checkpoint import has_train_state, load_train_state, save_policy, save_train_state
+from envcoder.runs.checkpoint import (has_train_state, load_train_state, read_progress, save_policy,
+                                      save_train_state)
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.ranking import not_separable_from_best, rank
+from envcoder.runs.ranking import not_separable_from_best, rank, still_improving, win_probabilities
+from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rungs, survivors
 from envcoder.runs.report import write_report
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.watchdog import describe_compile, describe_run, guard
 from envcoder.search.sandbox import SandboxValidator
 from envcoder.shaping.candidate import (CandidateError, LoadFailure, candidate_files, check_name, check_statically,
                                         cross_candidates, expand_sweeps, load_candidate, load_candidates, read_source)
+from envcoder.shaping.grouping import GroupPlan
 from envcoder.shaping.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.sim.simulator import default_physics
@@ -66,6 +69,12 @@ class EvalSettings:
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     algo: str = "ppo"
     """The training algorithm (`envcoder.rl.config.ALGORITHMS`): every candidate is trained with it."""
+    schedule: str = "flat"
+    """How the iterations are spent (`envcoder.runs.schedule`): "flat" trains every candidate to the end;
+    "halving" drops the worse half of the candidates at the end of each rung and gives their environments to
+    the survivors."""
+    rungs: int | None = None
+    """Rungs of the halving schedule (None: enough to halve the candidates to one, at most 4)."""
     overrides: dict = dataclasses.field(default_factory=dict)
     """The algorithm's settings that override the task's and `config_file`'s (the `ALGO.NAME=VALUE` overrides)."""
     config_file: Path | None = None
@@ -109,7 +118,8 @@ def settings_from_run(run: str | Path) -> EvalSettings:
         task=config["task"], functions=Path(config["functions"]), out=Path(run),
         shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
         iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
-        algo=config.get("algo", "ppo"), overrides=config["overrides"], fitness=config["fitness"],
+        algo=config.get("algo", "ppo"), schedule=config.get("schedule", "flat"), rungs=config.get("rungs"),
+        overrides=config["overrides"], fitness=config["fitness"],
         tensorboard=config.get("tensorboard", True),
         wandb_project=config.get("wandb_project"), physics=config.get("physics", "jax"),
         config_file=Path(config["config_file"]) if config["config_file"] else None,
@@ -243,17 +253,34 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     else:
         _write_run_records(run_dir, settings, task, fitness_name, config, valid)
 
+    schedule = rungs(settings.schedule, len(valid), settings.envs_per_candidate, settings.iterations,
+                     settings.rungs, functools.partial(_batch_fits, config))
     physics = _physics(settings)
-    trainer = trainer_class(settings.algo)(task, valid, specs, config, settings.envs_per_candidate, settings.seeds,
-                                           simulator if physics == simulator.physics else None, fitness=fitness_name,
-                                           physics=physics, devices=settings.devices)
+
+    def make_trainer(names, envs_per_candidate: int):
+        """The trainer of the candidates `names` (a rung's survivors), each group with `envs_per_candidate` envs."""
+        return trainer_class(settings.algo)(task, [c for c in valid if c.name in names], specs, config,
+                                            envs_per_candidate, settings.seeds,
+                                            simulator if physics == simulator.physics else None,
+                                            fitness=fitness_name, physics=physics, devices=settings.devices)
     try:
-        return _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
-                               resume, validation_s)
+        return _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer, schedule, valid, run_dir,
+                               failures, console, resume, validation_s)
     except jax.errors.JaxRuntimeError as err:
         if "RESOURCE_EXHAUSTED" not in str(err):
             raise
-        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(trainer.groups), settings, run_dir)) from err
+        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(valid) * len(settings.seeds), settings,
+                                                         run_dir)) from err
+
+
+def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:
+    """Whether PPO's minibatches divide a group's batch at `envs_per_candidate` envs (off-policy batches are
+    sampled from the replay: any size fits)."""
+    if not hasattr(config, "num_minibatches"):
+        return True
+    batch = envs_per_candidate * config.horizon_length
+    minibatch = config.minibatch_size or max(batch // config.num_minibatches, 1)
+    return batch % minibatch == 0
 
 
 def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory) -> str:
@@ -292,6 +319,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
         "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
         "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
         "config_file": str(settings.config_file) if settings.config_file else None, "algo": settings.algo,
+        "schedule": settings.schedule, "rungs": settings.rungs,
         "overrides": settings.overrides,
         "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
         "physics": _physics(settings), **{k: getattr(settings, k) for k in _LIMITS},
@@ -303,25 +331,40 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
     run_dir.write_algorithm_config(config, settings.algo)
 
 
-def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_dir, failures, console,
-                    resume, validation_s: float) -> dict:
-    """Train, recording as it goes, then evaluate and rank.
+def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer, schedule, valid, run_dir, failures,
+                    console, resume, validation_s: float) -> dict:
+    """Train rung by rung (one rung under the flat schedule, see `envcoder.runs.schedule`), recording as it goes,
+    then evaluate the last rung's policies and rank every candidate.
 
     The loop keeps the device busy: it dispatches iteration k+1 before it reads iteration k's metrics (JAX
     runs them in order), and the records are written by a background thread. The train state is read back
     only at checkpoints, before the next dispatch (the iteration donates its input state on the GPU).
     """
     best_of = np.nanargmax if fitness.higher_is_better else np.nanargmin
-    labels = trainer.labels
-    # Reward components are reported only for the candidates that define them.
-    own_components = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
-                      for n in trainer.component_names}
+    all_labels = [g.label for g in GroupPlan(task, valid, settings.seeds).groups]  # the loggers' rows
+    position = {label: i for i, label in enumerate(all_labels)}
+    rung, survivors_now, eliminated, next_survivors = 0, [c.name for c in valid], [], None
+    if resume and has_train_state(run_dir.checkpoints):
+        saved = read_progress(run_dir.checkpoints)
+        rung, eliminated = saved.get("rung", 0), saved.get("eliminated", [])
+        survivors_now, next_survivors = saved.get("survivors", survivors_now), saved.get("next_survivors")
+    trainer = make_trainer(survivors_now, schedule[rung].envs_per_candidate)
+
+    def describe_rung(trainer):
+        """The rung's labels, the reward components each of its groups reports, its env steps per iteration."""
+        own = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
+               for n in trainer.component_names}  # components are reported only for the candidates that define them
+        return trainer.labels, own, len(trainer.labels) * trainer.num_envs * config.horizon_length
+    labels, own_components, steps_per_iteration = describe_rung(trainer)
     reported_divergence = set()
-    steps_per_iteration = len(labels) * settings.envs_per_candidate * config.horizon_length
     count = len({g.candidate.name for g in trainer.groups})
     console.print(f"[bold]{task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
-                  f"{settings.envs_per_candidate} envs = {steps_per_iteration // config.horizon_length} environments "
+                  f"{trainer.num_envs} envs = {steps_per_iteration // config.horizon_length} environments "
                   f"in one process on {_devices_text(trainer.devices)}, {trainer.physics} physics", highlight=False)
+    if len(schedule) > 1:
+        console.print("successive halving: " + "; ".join(
+            f"iterations {a}–{r.end - 1}: {r.candidates} candidate(s) × {r.envs_per_candidate} envs"
+            for a, r in zip([0] + [r.end for r in schedule[:-1]], schedule)), highlight=False)
 
     start = time.perf_counter()
     candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
@@ -347,17 +390,20 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         console.print(f"resuming {settings.out} after iteration {first} of {settings.iterations}", highlight=False)
     if resume:
         run_dir.keep_metrics_before(first)
+    rung_start = schedule[rung - 1].end if rung else 0
+    history = run_dir.read_metrics(labels, rung_start, first, RUNG_KEYS)  # this rung's so far, when resumed
     tensorboard = None
     if settings.tensorboard and run_dir.writes:
-        tensorboard = TensorBoardLog(run_dir.path / "tensorboard", labels, first)
+        tensorboard = TensorBoardLog(run_dir.path / "tensorboard", all_labels, first)
     wandb = None
     if settings.wandb_project is not None and run_dir.writes:
-        wandb = WandbLog(run_dir.path, labels, {k: v for k, v in run_dir.read_config().items() if k != "candidates"},
-                         settings.wandb_project)
+        wandb = WandbLog(run_dir.path, all_labels, {k: v for k, v in run_dir.read_config().items()
+                                                    if k != "candidates"}, settings.wandb_project)
     timings = {"validation_s": validation_s, "init_s": time.perf_counter() - start, "resumed_after_iteration": first,
-               "physics": trainer.physics, "devices": len(trainer.devices)}
+               "physics": trainer.physics, "devices": len(trainer.devices), "rungs": []}
     writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
     best_written = np.full(len(labels), -2)  # the best policy's iteration last written per group
+    steady = [0, 0.0]  # env steps and seconds of the iterations read after each rung's first (compiled) one
 
     def checkpoint(done: int, state) -> None:
         """Write the train state, every group's last policy and the best policies that changed, in the
@@ -365,29 +411,32 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
         allows (the device runs on while the copy is read back), else read back now."""
         snapshot = trainer.snapshot(state)
         progress = {"iteration": done, "last_fitness": [float(x) for x in last_fitness],
-                    "reported_divergence": sorted(int(g) for g in reported_divergence)}
+                    "reported_divergence": sorted(int(g) for g in reported_divergence),
+                    "rung": rung, "survivors": list(survivors_now), "eliminated": list(eliminated),
+                    "next_survivors": next_survivors}
         if snapshot is None:
             state = trainer.to_host(state)
         if not run_dir.writes:
             return
+        trainer_, labels_, best_written_ = trainer, labels, best_written  # this rung's, whenever the job runs
 
         def write():
             nonlocal state
             if snapshot is not None:
-                state = trainer.to_host(snapshot)
+                state = trainer_.to_host(snapshot)
             best = state.best
-            changed = np.flatnonzero((best.iteration >= 0) & (best.iteration != best_written))
-            best_written[changed] = best.iteration[changed]
+            changed = np.flatnonzero((best.iteration >= 0) & (best.iteration != best_written_))
+            best_written_[changed] = best.iteration[changed]
             changed = set(changed.tolist())
             save_train_state(run_dir.checkpoints, state, progress)
-            for g, label in enumerate(labels):
+            for g, label in enumerate(labels_):
                 group = functools.partial(_row, g)
                 save_policy(run_dir.checkpoints / label / "last.npz", group(state.params), group(state.obs_rms),
-                            int(trainer.obs_dims[g]), int(trainer.action_dims[g]), done, float(progress[
+                            int(trainer_.obs_dims[g]), int(trainer_.action_dims[g]), done, float(progress[
                                 "last_fitness"][g]))
                 if g in changed:
                     save_policy(run_dir.checkpoints / label / "best.npz", group(best.params), group(best.obs_rms),
-                                int(trainer.obs_dims[g]), int(trainer.action_dims[g]), int(best.iteration[g]),
+                                int(trainer_.obs_dims[g]), int(trainer_.action_dims[g]), int(best.iteration[g]),
                                 float(best.fitness[g]))
         writer.submit(write)
 
@@ -410,11 +459,16 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
                     "it keeps that policy and stops updating", highlight=False)
         finished = ~np.isnan(metrics["task_fitness"])
         last_fitness[finished] = metrics["task_fitness"][finished]
+        history.append((iteration, {k: metrics[k] for k in RUNG_KEYS}))
         extra = {"env_steps_per_s": steps_per_iteration / elapsed}
+        if iteration != rung_first:
+            steady[0] += steps_per_iteration
+            steady[1] += elapsed
         writer.submit(functools.partial(run_dir.append_metrics, iteration, labels, metrics, extra))
+        rows = [position[label] for label in labels]
         for log in (tensorboard, wandb):
             if log is not None:
-                writer.submit(functools.partial(log.write, iteration, metrics, extra))
+                writer.submit(functools.partial(log.write, iteration, metrics, extra, rows))
         best = "" if np.all(np.isnan(last_fitness)) else (
             f"best {labels[int(best_of(last_fitness))].split('#')[0]} {last_fitness[best_of(last_fitness)]:.3f}")
         failures_so_far[0] += int(np.sum(metrics["physics_failures"]))
@@ -424,6 +478,35 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
             best += f" | {len(reported_divergence)} diverged, {failures_so_far[0]} physics resets"
         progress.update(bar, advance=1, rate=f"{extra['env_steps_per_s'] / 1e3:,.0f}k steps/s", best=best)
         return _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
+
+    def end_rung(done: int, state) -> list[str]:
+        """The candidates that go on to the next rung; the others' results (their training episodes' fitness over
+        the rung's last iterations) join `eliminated`."""
+        window = recent_means(history, rung_start, done)
+        score = np.where(np.isnan(window["task_fitness"]), last_fitness, window["task_fitness"])
+        per_candidate = {}
+        for g, group in enumerate(trainer.groups):
+            per_candidate.setdefault(group.candidate.name, []).append(score[g])
+        scores = {name: float(np.nanmean(v)) if np.any(np.isfinite(v)) else float("nan")
+                  for name, v in per_candidate.items()}
+        keep = survivors(scores, schedule[rung + 1].candidates, fitness.higher_is_better)
+        diverged_at, solved_at = trainer.group_status(state)
+        for g, group in enumerate(trainer.groups):
+            if group.candidate.name not in keep:
+                eliminated.append({
+                    "candidate": group.candidate.name, "seed": group.seed, "task_fitness": float(score[g]),
+                    "shaped_return": float(window["shaped_return"][g]),
+                    "episode_length": float(window["episode_length"][g]),
+                    "training_task_fitness": float(last_fitness[g]),
+                    "diverged_at_iteration": int(diverged_at[g]) if diverged_at[g] >= 0 else None,
+                    "solved_at_iteration": int(solved_at[g]) if solved_at[g] >= 0 else None,
+                    "eliminated_at_iteration": done, "params": dict(group.candidate.params)})
+        dropped = [name for name in scores if name not in keep]
+        progress.console.print(
+            f"rung {rung + 1}/{len(schedule)} ends after iteration {done - 1}: {len(keep)} candidate(s) go on with "
+            f"{schedule[rung + 1].envs_per_candidate} envs each; dropped " + ", ".join(
+                f"{name} ({scores[name]:.3f})" for name in dropped), highlight=False)
+        return keep
 
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
@@ -439,44 +522,76 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
             stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped
             if stopped:
                 timings["stopped_after_iteration"] = first
-            pending = None  # (iteration, metrics on the device) dispatched and not yet read
             evaluation_compiled = None
-            arrived = tick = time.perf_counter()
-            for iteration in ([] if stopped else range(first, settings.iterations)):
-                with compiling("compiling the training iteration") if iteration == first else running(
-                        f"dispatching training iteration {iteration}"):
-                    train_state, metrics = trainer.iteration(train_state)
-                if evaluation_compiled is None:  # the iteration is compiled now: the evaluation compiles meanwhile
-                    evaluation_compiled = trainer.compile_evaluation(train_state)
-                for leaf in metrics.values():
-                    leaf.copy_to_host_async()
-                due = [pending, (iteration, metrics)] if _checkpoint_due(iteration + 1, settings, config) else [pending]
-                for item in due:
-                    if item is None:
-                        continue
-                    with running(f"training iteration {item[0]}"):
-                        host_metrics = jax.device_get(item[1])
-                    now = time.perf_counter()
-                    if item[0] == first:
-                        timings["first_iteration_s"] = now - tick  # includes compilation
-                        steady_start = now
-                    stopped = record(item[0], host_metrics, now - arrived)
-                    arrived, done, pending = now, item[0] + 1, None
+            while not stopped:
+                last_rung = rung == len(schedule) - 1
+                rung_first, rung_end = first, schedule[rung].end
+                pending = None  # (iteration, metrics on the device) dispatched and not yet read
+                arrived = tick = time.perf_counter()
+                for iteration in range(first, rung_end):
+                    with compiling("compiling the training iteration") if iteration == first else running(
+                            f"dispatching training iteration {iteration}"):
+                        train_state, metrics = trainer.iteration(train_state)
+                    if evaluation_compiled is None and last_rung:  # compiled now: the evaluation compiles meanwhile
+                        evaluation_compiled = trainer.compile_evaluation(train_state)
+                    for leaf in metrics.values():
+                        leaf.copy_to_host_async()
+                    last = iteration + 1 == rung_end
+                    due = ([pending, (iteration, metrics)] if last or _checkpoint_due(iteration + 1, settings, config)
+                           else [pending])
+                    for item in due:
+                        if item is None:
+                            continue
+                        with running(f"training iteration {item[0]}"):
+                            host_metrics = jax.device_get(item[1])
+                        now = time.perf_counter()
+                        if item[0] == first:
+                            timings["rungs"].append({"rung": rung, "candidates": len(survivors_now),
+                                                     "envs_per_candidate": trainer.num_envs, "first_iteration": first,
+                                                     "first_iteration_s": now - tick})
+                            if first == timings["resumed_after_iteration"]:
+                                timings["first_iteration_s"] = now - tick  # includes compilation
+                        stopped = record(item[0], host_metrics, now - arrived)
+                        arrived, done, pending = now, item[0] + 1, None
+                        if stopped:
+                            break  # an iteration dispatched after this one changed nothing (GroupedTrainer._conclude)
+                    if stopped or done == iteration + 1:
+                        if done == rung_end and not last_rung and not stopped:
+                            next_survivors = end_rung(done, train_state)
+                        checkpoint(done, train_state)
                     if stopped:
-                        break  # an iteration dispatched after this one changed nothing (see GroupedTrainer._conclude)
-                if stopped or done == iteration + 1:
-                    checkpoint(done, train_state)
-                if stopped:
-                    progress.update(bar, total=done)
-                    progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
-                                           f"{done - 1}", highlight=False)
-                    timings["stopped_after_iteration"] = done
+                        progress.update(bar, total=done)
+                        progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
+                                               f"{done - 1}", highlight=False)
+                        timings["stopped_after_iteration"] = done
+                        break
+                    if done != iteration + 1:
+                        pending = (iteration, metrics)
+                if stopped or last_rung:
                     break
-                if done != iteration + 1:
-                    pending = (iteration, metrics)
-            if done - first > 1:
-                timings["steady_env_steps_per_s"] = steps_per_iteration * (done - first - 1) / (
-                    time.perf_counter() - steady_start)
+                # The next rung: the survivors keep what they learned, the freed environments become theirs.
+                if next_survivors is None:  # resumed from a checkpoint written at the rung's end by an older run
+                    next_survivors = end_rung(done, train_state)
+                writer.close()  # every record of this rung is written (the checkpoint's best_written included)
+                writer = BackgroundWriter(max_pending=64)
+                old_labels, host = labels, trainer.to_host(train_state)
+                del train_state
+                rung, survivors_now, next_survivors, rung_start = rung + 1, next_survivors, None, done
+                trainer = make_trainer(survivors_now, schedule[rung].envs_per_candidate)
+                labels, own_components, steps_per_iteration = describe_rung(trainer)
+                candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
+                rows = np.array([old_labels.index(label) for label in labels])
+                with compiling("initializing the next rung"):
+                    fresh = trainer.to_host(trainer.init())
+                train_state = trainer.to_device(carry_over(host, rows, fresh))
+                del host, fresh
+                last_fitness, best_written = last_fitness[rows], best_written[rows]
+                moved = {int(before): after for after, before in enumerate(rows)}
+                reported_divergence = {moved[g] for g in reported_divergence if g in moved}
+                reported_solved = {moved[g] for g in reported_solved if g in moved}
+                history, first = [], done
+            if steady[1]:
+                timings["steady_env_steps_per_s"] = steady[0] / steady[1]
     finally:
         writer.close()
         run_dir.close()
@@ -494,29 +609,39 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, trainer, run_
     timings["total_s"] = time.perf_counter() - start
 
     diverged_at, solved_at = trainer.group_status(train_state)
-    per_group = []
-    per_candidate: dict[str, list[dict]] = {}
+    per_group = list(eliminated)
     for g, group in enumerate(trainer.groups):
-        row = {"candidate": group.candidate.name, "seed": group.seed,
-               **{k: float(np.mean(v[g])) for k, v in evaluation.items()},
-               "training_task_fitness": float(last_fitness[g]),
-               "diverged_at_iteration": int(diverged_at[g]) if diverged_at[g] >= 0 else None,
-               "solved_at_iteration": int(solved_at[g]) if solved_at[g] >= 0 else None,
-               "params": dict(group.candidate.params)}
-        per_group.append(row)
-        per_candidate.setdefault(group.candidate.name, []).append(row)
+        per_group.append({"candidate": group.candidate.name, "seed": group.seed,
+                          **{k: float(np.mean(v[g])) for k, v in evaluation.items()},
+                          "training_task_fitness": float(last_fitness[g]),
+                          "diverged_at_iteration": int(diverged_at[g]) if diverged_at[g] >= 0 else None,
+                          "solved_at_iteration": int(solved_at[g]) if solved_at[g] >= 0 else None,
+                          "params": dict(group.candidate.params)})
+    per_group.sort(key=lambda row: position[f"{row['candidate']}#{row['seed']}"])  # the run's group order
+    per_candidate: dict[str, list[dict]] = {}
+    for row in per_group:
+        per_candidate.setdefault(row["candidate"], []).append(row)
     ranking = rank(per_candidate, fitness.higher_is_better)
     results = {
         "task": task.name, "fitness": fitness_name, "fitness_doc": fitness.doc,
-        "higher_is_better": fitness.higher_is_better, "ranking": [dataclasses.asdict(r) for r in ranking],
+        "higher_is_better": fitness.higher_is_better, "schedule": settings.schedule,
+        "ranking": [dataclasses.asdict(r) for r in ranking],
         "groups": per_group, "failures": [dataclasses.asdict(f) for f in failures], "timings": timings,
     }
-    console.print(ranking_table(ranking, f"{fitness_name}: {fitness.doc}"))
+    trust = _trust(ranking, per_candidate, run_dir, fitness.higher_is_better)
+    results.update(trust)
+    console.print(ranking_table(ranking, f"{fitness_name}: {fitness.doc}", trust["win_probability"]))
     tied = not_separable_from_best(ranking, fitness.higher_is_better)
     if tied:
         console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's "
                       f"({ranking[0].name}); more seeds would tell them apart", highlight=False)
     results["not_separable_from_best"] = tied
+    improving = trust["best_still_improving"]
+    if improving and improving["improving"]:
+        console.print(f"[yellow]still improving[/yellow]: the best candidate's training fitness went from "
+                      f"{improving['earlier_mean']:.3f} to {improving['later_mean']:.3f} over iterations "
+                      f"{improving['from_iteration']}–{improving['to_iteration']}; longer training may change the "
+                      "ranking (more --iterations)", highlight=False)
     run_dir.write_results(results)
     if wandb is not None:
         wandb.summarize(per_group)
@@ -549,12 +674,41 @@ def _all_done(diverged, solved) -> bool:
     return bool(np.all(diverged | solved) and np.any(solved))
 
 
-def ranking_table(ranking: Sequence, fitness_doc: str) -> Table:
+def _trust(ranking, per_candidate: dict[str, list[dict]], run_dir: RunDirectory, higher_is_better: bool) -> dict:
+    """How far to trust the ranking: per pair of candidates that trained equally long, the probability that one
+    beats the other (from their seeds); and whether the best candidate was still improving when training ended
+    (from its training-episode fitness in metrics.csv)."""
+    rungs_of = {r.name: r.eliminated_at for r in ranking}
+    probability = win_probabilities({name: [row["task_fitness"] for row in rows]
+                                     for name, rows in per_candidate.items()}, higher_is_better)
+    probability = {a: {b: p for b, p in row.items() if rungs_of[a] == rungs_of[b]} for a, row in probability.items()}
+    improving = None
+    if ranking and (run_dir.path / "metrics.csv").exists():
+        series = run_dir.read_series(ranking[0].name, "task_fitness")
+        improving = still_improving(list(series), list(series.values()), higher_is_better)
+    return {"win_probability": probability, "best_still_improving": improving}
+
+
+def ranking_table(ranking: Sequence, fitness_doc: str, win_probability: dict | None = None) -> Table:
+    """The ranking as a table; with `win_probability` (`_trust`'s), a column of the probability that each
+    candidate beats the next one down."""
     table = Table(title=f"Ranking by task fitness ({fitness_doc})", title_justify="left")
-    for column in ("rank", "candidate", "task fitness", "95% CI", "seeds", "shaped return", "episode length"):
+    columns = ["rank", "candidate", "task fitness", "95% CI", "seeds", "shaped return", "episode length"]
+    if win_probability is not None:
+        columns.append("P(beats next)")
+    if any(r.eliminated_at is not None for r in ranking):
+        columns.append("dropped at")
+    for column in columns:
         table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column == "candidate")
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
-        table.add_row(str(i), r.name, f"{r.fitness_mean:.3f}", ci, str(r.seeds), f"{r.shaped_return:.2f}",
-                      f"{r.episode_length:.0f}")
+        row = [str(i), r.name, f"{r.fitness_mean:.3f}", ci, str(r.seeds), f"{r.shaped_return:.2f}",
+               f"{r.episode_length:.0f}"]
+        if win_probability is not None:
+            following = ranking[i].name if i < len(ranking) else None
+            p = win_probability.get(r.name, {}).get(following)
+            row.append("-" if p is None else f"{p:.2f}")
+        if "dropped at" in columns:  # the iteration where a halving schedule stopped training it
+            row.append("-" if r.eliminated_at is None else str(r.eliminated_at))
+        table.add_row(*row)
     return table

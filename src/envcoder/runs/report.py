@@ -104,7 +104,8 @@ def write_report(run: str | Path) -> Path:
     e = html.escape
 
     table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
-             "<th>shaped return</th><th>episode length</th><th>status</th></tr>"]
+             "<th>P(beats next)</th><th>shaped return</th><th>episode length</th><th>status</th></tr>"]
+    win = results.get("win_probability") or {}
     diverged = {}
     for g in results["groups"]:
         if g.get("diverged_at_iteration") is not None:
@@ -112,12 +113,22 @@ def write_report(run: str | Path) -> Path:
     for i, r in enumerate(ranking, 1):
         ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["seeds"] > 1 else "–"
         status = ", ".join(f"seed {s} diverged at iteration {it}" for s, it in diverged.get(r["name"], [])) or "ok"
+        if r.get("eliminated_at") is not None:
+            status = f"dropped by halving after iteration {r['eliminated_at']} (training episodes' fitness); " + status
+        following = ranking[i]["name"] if i < len(ranking) else None
+        beats = win.get(r["name"], {}).get(following)
         table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
-                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r['shaped_return'], 2)}</td>"
+                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(beats, 2)}</td><td>{_fmt(r['shaped_return'], 2)}</td>"
                      f"<td>{_fmt(r['episode_length'], 0)}</td><td>{e(status)}</td></tr>")
     table.append("</table>")
     tied = results.get("not_separable_from_best") or []
     tied_note = (f"<p>Not separable from the best at 95%: {e(', '.join(tied))}.</p>" if tied else "")
+    improving = results.get("best_still_improving")
+    if improving and improving["improving"]:
+        tied_note += (f"<p><b>Still improving:</b> the best candidate's training fitness went from "
+                      f"{_fmt(improving['earlier_mean'])} to {_fmt(improving['later_mean'])} over iterations "
+                      f"{improving['from_iteration']}–{improving['to_iteration']}; longer training may change the "
+                      "ranking.</p>")
 
     failures = results.get("failures", [])
     failed = "".join(f"<li><b>{e(f['name'])}</b>: <code>{e(f['error'])}</code></li>" for f in failures)

@@ -75,6 +75,11 @@ class AutoSettings:
     """PPO iterations per evaluation (None: the task's `max_epochs`)."""
     seeds: int = 1
     """Seeds per candidate during the search."""
+    schedule: str = "flat"
+    """How each search iteration's evaluation spends its budget (`EvalSettings.schedule`): "flat" trains every
+    candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
+    environments to the others. The final evaluation is always flat. Flat is the default because halving saved
+    no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
     final_seeds: int = 5
     final_top: int = 3
     """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
@@ -268,7 +273,7 @@ class AutoRun:
 
     # ---- evaluating -------------------------------------------------------------------------------
 
-    def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int) -> dict | None:
+    def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat") -> dict | None:
         """`run_evaluation` on a directory of candidates; a finished evaluation is read back, an unfinished
         one (a killed run) starts over."""
         results_file = eval_dir / "results.json"
@@ -279,7 +284,8 @@ class AutoRun:
         settings = EvalSettings(
             task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
             envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
-            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), algo=self.s.algo,
+            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), algo=self.s.algo, schedule=schedule,
+            rungs=2 if schedule == "halving" else None,  # more rungs decide too early (fidelity.md)
             overrides=dict(self.s.overrides),
             config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics,
             validation_timeout_s=self.s.validation_timeout_s, validation_memory_gib=self.s.validation_memory_gib,
@@ -313,7 +319,7 @@ class AutoRun:
         variants = [(f"{d['name']}{suffix}", source) for d in valid for suffix, source in freeze_sweep(d["source"])]
         for name, source in variants:
             (candidates_dir / f"{name}.py").write_text(source)
-        results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds) if valid else None
+        results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule) if valid else None
 
         ranking = {r["name"]: r for r in (results or {}).get("ranking", [])}
         diverged = {g["candidate"] for g in (results or {}).get("groups", []) if g["diverged_at_iteration"] is not None}
@@ -322,6 +328,8 @@ class AutoRun:
         for name, source in variants:
             r = ranking.get(name)
             status = ("diverged" if name in diverged else "ok") if r else "left out"
+            if r and r.get("eliminated_at") is not None and status == "ok":  # its fitness: training episodes'
+                status = f"dropped by halving after iteration {r['eliminated_at']}"
             if r is None:
                 failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
             table.append({"name": name, "fitness": r["fitness_mean"] if r else None,

@@ -1,0 +1,243 @@
+"""Rank fidelity: does a cheap evaluation rank shaping candidates the way a long one does?
+
+Every candidate of a task (the bundled ones plus `benchmarks/fidelity/<task>/`, written to span good and bad
+shaping) is trained in one process at a long budget (the reference) and at cheap ones; each cheap ranking is
+compared with the reference's by Spearman's and Kendall's rank correlation (95% bootstrap intervals over the
+candidates), and by whether it finds the reference's best candidate (top-1) and how many of its best three
+(top-3).
+
+    python benchmarks/fidelity.py run --task Anymal --envs 1024 --seeds 1 --iterations 500 --out OUT/anymal_long
+    python benchmarks/fidelity.py run --task Anymal --envs 256 --seeds 6 --iterations 500 --out OUT/anymal_256
+    python benchmarks/fidelity.py run --task Anymal --envs 256 --seeds 6 --iterations 250 --schedule halving \
+        --out OUT/anymal_halving
+    python benchmarks/fidelity.py analyze --reference OUT/anymal_long --cheap OUT/anymal_256 \
+        --halving OUT/anymal_halving --out docs/benchmarks/fidelity/anymal.json
+
+One flat run gives several cheap settings: its ranking after k iterations (by the training episodes' task
+fitness over the last quarter of those k, the rule the halving schedule drops candidates by) with its first
+n seeds. The last iteration is also ranked by the run's deterministic evaluation. `run` keeps a run's small
+records (config, metrics, results) in `--out` and its checkpoints in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ("config.json", "metrics.csv", "results.json", "failures.json")
+
+
+def candidate_directory(task: str, into: Path) -> Path:
+    """The task's bundled candidates and the fidelity set's, in one directory."""
+    into.mkdir(parents=True, exist_ok=True)
+    for source in (ROOT / "user_functions" / task.lower(), ROOT / "benchmarks" / "fidelity" / task.lower()):
+        for path in sorted(source.glob("*.py")):
+            if (into / path.name).exists():
+                raise ValueError(f"{path.name} is in both user_functions/{task.lower()} and benchmarks/fidelity")
+            shutil.copy(path, into)
+    return into
+
+
+def run(args) -> None:
+    from envcoder.runs.evaluation import EvalSettings, run_evaluation
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        functions = candidate_directory(args.task, Path(scratch) / "functions")
+        settings = EvalSettings(
+            task=args.task, functions=functions, out=Path(scratch) / "run", shaper_types=(
+                "compute_reward", "compute_observation", "compute_torque", "compute_terminal"),
+            envs_per_candidate=args.envs, iterations=args.iterations, seeds=tuple(range(args.seeds)),
+            schedule=args.schedule, rungs=args.rungs, overrides={"save_frequency": 0}, tensorboard=False)
+        try:
+            run_evaluation(settings)
+        finally:
+            for name in KEPT:
+                if (settings.out / name).exists():
+                    shutil.copy(settings.out / name, out / name)
+
+
+# ---- analysis ------------------------------------------------------------------------------------------
+
+
+def _read(run: Path):
+    import csv
+
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return json.loads((run / "config.json").read_text()), json.loads((run / "results.json").read_text()), rows
+
+
+def training_scores(rows, iterations: int, seeds: int, window: float = 0.25) -> dict[str, float]:
+    """Per candidate, the mean over its first `seeds` seeds of the training episodes' task fitness over the last
+    `window` of the first `iterations` iterations (a seed without an ended episode there: its last one)."""
+    first = iterations - max(1, math.ceil(window * iterations))
+    per: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    for r in rows:
+        it, seed = int(r["iteration"]), int(r["seed"])
+        if it < iterations and seed < seeds and r["task_fitness"] != "":
+            per.setdefault((r["candidate"], seed), []).append((it, float(r["task_fitness"])))
+    scores: dict[str, list[float]] = {}
+    for (name, _), values in per.items():
+        recent = [v for it, v in values if it >= first]
+        scores.setdefault(name, []).append(float(np.mean(recent)) if recent else values[-1][1])
+    return {name: float(np.mean(v)) for name, v in scores.items()}
+
+
+def evaluation_scores(results, seeds: int) -> dict[str, float]:
+    """Per candidate, the mean deterministic evaluation over its first `seeds` seeds."""
+    per: dict[str, list[float]] = {}
+    for g in results["groups"]:
+        if g["seed"] < seeds and g.get("eliminated_at_iteration") is None:
+            per.setdefault(g["candidate"], []).append(g["task_fitness"])
+    return {name: float(np.mean(v)) for name, v in per.items()}
+
+
+def order(scores: dict[str, float], higher_is_better: bool) -> list[str]:
+    sign = -1.0 if higher_is_better else 1.0
+    return sorted(scores, key=lambda n: (math.isnan(scores[n]), sign * np.nan_to_num(scores[n])))
+
+
+def agreement(cheap: list[str], reference: list[str], samples: int = 2000, seed: int = 0) -> dict:
+    """Rank correlations of two orders of the same candidates (best first), with 95% bootstrap intervals over
+    the candidates, and top-1 / top-3 agreement."""
+    from scipy.stats import kendalltau, spearmanr
+
+    names = list(reference)
+    a = np.array([cheap.index(n) for n in names], dtype=float)
+    b = np.arange(len(names), dtype=float)
+    rng = np.random.default_rng(seed)
+    boot = {"spearman": [], "kendall": []}
+    for _ in range(samples):
+        pick = rng.integers(0, len(names), len(names))
+        if len(set(pick)) < 3:
+            continue
+        boot["spearman"].append(spearmanr(a[pick], b[pick]).statistic)
+        boot["kendall"].append(kendalltau(a[pick], b[pick]).statistic)
+    out = {"spearman": float(spearmanr(a, b).statistic), "kendall": float(kendalltau(a, b).statistic),
+           "top1": cheap[0] == reference[0], "top3": len(set(cheap[:3]) & set(reference[:3])) / 3}
+    for key, values in boot.items():
+        values = np.array(values)[np.isfinite(values)]
+        out[f"{key}_ci"] = [float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))]
+    return out
+
+
+def seconds_until(config, results, rows, iterations: int) -> float:
+    """Wall seconds of a flat run's first `iterations` iterations: initialization, compile and first iteration,
+    then each later iteration's env steps over its measured rate (no validation, no evaluation)."""
+    timings = results["timings"]
+    horizon = config[config.get("algo", "ppo")]["horizon_length"]
+    steps: dict[int, list[float]] = {}
+    for r in rows:
+        steps.setdefault(int(r["iteration"]), []).append(float(r["env_steps_per_s"]))
+    total = timings["init_s"] + timings["first_iteration_s"]
+    for it in range(1, iterations):
+        total += len(steps[it]) * config["envs_per_candidate"] * horizon / steps[it][0]
+    return total
+
+
+def analyze(args) -> dict:
+    ref_config, ref_results, ref_rows = _read(Path(args.reference))
+    higher = ref_results["higher_is_better"]
+    reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
+    reference = order(reference_scores, higher)
+    table = []
+
+    def add(setting: str, scores_or_order, envs: int, seeds: int, iterations: int, seconds: float, steps: float,
+            note: str = ""):
+        ranked = scores_or_order if isinstance(scores_or_order, list) else order(scores_or_order, higher)
+        table.append({"setting": setting, "envs": envs, "seeds": seeds, "iterations": iterations,
+                      "env_steps": steps, "seconds": seconds, "note": note, "order": ranked,
+                      **agreement(ranked, reference)})
+
+    for cheap in args.cheap:
+        config, results, rows = _read(Path(cheap))
+        envs, seeds_run, total = config["envs_per_candidate"], len(config["seeds"]), config["iterations"]
+        horizon = config[config.get("algo", "ppo")]["horizon_length"]
+        candidates = len(config["candidates"])
+        for k in args.iterations:
+            if k > total:
+                continue
+            seconds = seconds_until(config, results, rows, k)
+            for n in args.seeds:
+                if n > seeds_run:
+                    continue
+                steps = candidates * n * envs * horizon * k
+                if k == total:  # the whole run: its measured time (after validation), evaluation included
+                    seconds = results["timings"]["total_s"]
+                add(f"{envs} envs × {n} seed(s) × {k} it., training episodes", training_scores(rows, k, n),
+                    envs, n, k, seconds * n / seeds_run, steps)
+                if k == total:
+                    add(f"{envs} envs × {n} seed(s) × {k} it., deterministic evaluation",
+                        evaluation_scores(results, n), envs, n, k, seconds * n / seeds_run, steps)
+    for halving in args.halving:
+        config, results, rows = _read(Path(halving))
+        horizon = config[config.get("algo", "ppo")]["horizon_length"]
+        rung_envs = {r["first_iteration"]: r["envs_per_candidate"] for r in results["timings"]["rungs"]}
+        steps = 0.0
+        for it in range(config["iterations"]):
+            groups = sum(1 for r in rows if int(r["iteration"]) == it)
+            steps += groups * rung_envs[max(s for s in rung_envs if s <= it)] * horizon
+        add(f"halving: {config['envs_per_candidate']} envs × {len(config['seeds'])} seed(s) × {config['iterations']} "
+            f"it. ({len(results['timings']['rungs'])} rungs)", [r["name"] for r in results["ranking"]],
+            config["envs_per_candidate"], len(config["seeds"]), config["iterations"], results["timings"]["total_s"],
+            steps)
+    long_seconds = ref_results["timings"]["total_s"]
+    summary = {"task": ref_results["task"], "fitness": ref_results["fitness"], "higher_is_better": higher,
+               "reference": {"envs": ref_config["envs_per_candidate"], "seeds": len(ref_config["seeds"]),
+                             "iterations": ref_config["iterations"], "seconds": long_seconds,
+                             "order": reference, "scores": reference_scores},
+               "settings": table, "device": ref_config["versions"]["device"]}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+    print(markdown(summary))
+    return summary
+
+
+def markdown(summary) -> str:
+    ref = summary["reference"]
+    lines = [f"Reference: {ref['envs']} envs × {ref['seeds']} seed(s) × {ref['iterations']} iterations, "
+             f"{ref['seconds']:.0f} s; order: {', '.join(ref['order'])}", "",
+             "| setting | env steps | seconds | Spearman [95% CI] | Kendall [95% CI] | top-1 | top-3 |",
+             "|---|---:|---:|---|---|---|---:|"]
+    for s in summary["settings"]:
+        lines.append(f"| {s['setting']} | {s['env_steps'] / 1e6:.0f} M | {s['seconds']:.0f} | "
+                     f"{s['spearman']:.2f} [{s['spearman_ci'][0]:.2f}, {s['spearman_ci'][1]:.2f}] | "
+                     f"{s['kendall']:.2f} [{s['kendall_ci'][0]:.2f}, {s['kendall_ci'][1]:.2f}] | "
+                     f"{'yes' if s['top1'] else 'no'} | {s['top3'] * 3:.0f}/3 |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="train every candidate of a task at one budget")
+    r.add_argument("--task", required=True)
+    r.add_argument("--envs", type=int, required=True)
+    r.add_argument("--seeds", type=int, default=1)
+    r.add_argument("--iterations", type=int, required=True)
+    r.add_argument("--schedule", default="flat")
+    r.add_argument("--rungs", type=int, default=None)
+    r.add_argument("--out", required=True)
+    a = sub.add_parser("analyze", help="compare cheap rankings with the reference's")
+    a.add_argument("--reference", required=True)
+    a.add_argument("--cheap", nargs="*", default=[])
+    a.add_argument("--halving", nargs="*", default=[])
+    a.add_argument("--iterations", type=int, nargs="+", default=[100, 300, 500])
+    a.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 6])
+    a.add_argument("--out", default=None)
+    args = parser.parse_args()
+    {"run": run, "analyze": analyze}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""Mis-scaled: the reference reward with a torque penalty 400 times too large (standing still pays best)."""
+import jax.numpy as jnp
+
+
+def compute_reward(state):
+    base_quat = state["root_states"][:, 3:7]
+    base_lin_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 7:10])
+    base_ang_vel = quat_rotate_inverse(base_quat, state["root_states"][:, 10:13])
+    lin_vel_error = jnp.sum((state["commands"][:, :2] - base_lin_vel[:, :2]) ** 2, axis=1)
+    ang_vel_error = (state["commands"][:, 2] - base_ang_vel[:, 2]) ** 2
+    lin_vel_xy = jnp.exp(-lin_vel_error / 0.25) * 0.02
+    ang_vel_z = jnp.exp(-ang_vel_error / 0.25) * 0.01
+    torque = jnp.sum(state["torques"] ** 2, axis=1) * -0.01 * 0.02
+    return lin_vel_xy + ang_vel_z + torque, {"lin_vel_xy": lin_vel_xy, "ang_vel_z": ang_vel_z, "torque": torque}

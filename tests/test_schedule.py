@@ -1,0 +1,233 @@
+"""`--schedule halving` (successive halving in one process) and the ranking's trust figures: the rungs' sizes,
+who is dropped and why, what survivors carry into the next rung, resume inside and between rungs, and the
+pairwise win probabilities and the still-improving check against hand-worked numbers."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import BUNDLED
+from envcoder.cli import main
+from envcoder.rl.trainer import TrainState
+from envcoder.runs.directory import RunDirectory
+from envcoder.runs.ranking import rank, still_improving, win_probabilities
+from envcoder.runs.schedule import Rung, carry_over, rungs, survivors
+
+ITERATIONS, ENVS = 24, 16
+NAMES = ("good_upright", "alive_bonus", "angle_penalty", "poor_spin")
+
+
+# ---- the schedule's arithmetic ----------------------------------------------------------------------------
+
+
+def test_rungs_halve_the_candidates_and_give_their_envs_to_the_survivors():
+    assert rungs("flat", 10, 256, 500) == [Rung(500, 10, 256)]
+    assert rungs("halving", 4, 16, 24) == [Rung(8, 4, 16), Rung(16, 2, 32), Rung(24, 1, 64)]
+    # 20 candidates: 4 rungs (the default's most), every rung steps at most the first rung's 5120 envs.
+    plan = rungs("halving", 20, 256, 500)
+    assert [(r.end, r.candidates, r.envs_per_candidate) for r in plan] == [
+        (125, 20, 256), (250, 10, 512), (375, 5, 1024), (500, 3, 1664)]
+    assert all(r.candidates * r.envs_per_candidate <= 20 * 256 for r in plan)
+    # 21 candidates: 11 survivors share 21 × 256 envs: 488 each, in steps of 64: 448.
+    assert [r.envs_per_candidate for r in rungs("halving", 21, 256, 400)] == [256, 448, 896, 1792]
+    # A batch that must split into minibatches of 1000 env steps: 448 and 384 do not fit, 320 does.
+    assert rungs("halving", 21, 256, 400, count=2, fits=lambda envs: envs * 25 % 1000 == 0) == [
+        Rung(200, 21, 256), Rung(400, 11, 320)]
+    assert rungs("halving", 1, 64, 10) == [Rung(10, 1, 64)]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("halving", 4, 16, 24, 4), "--rungs 4: 4 candidate(s) halve to one in 3 rung(s); pass 1 to 3"),
+    (("halving", 4, 16, 2, 3), "--iterations 2 cannot be split into 3 rungs"),
+    (("sometimes", 4, 16, 24), "--schedule 'sometimes': choose one of flat, halving"),
+])
+def test_bad_schedules_are_refused_with_what_to_pass(args, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rungs(*args)
+
+
+def test_survivors_are_the_best_scores_nan_last_in_the_given_order():
+    scores = {"a": 0.2, "b": float("nan"), "c": 0.9, "d": 0.5}
+    assert survivors(scores, 2, higher_is_better=True) == ["c", "d"]
+    assert survivors(scores, 2, higher_is_better=False) == ["a", "d"]
+    assert survivors(scores, 3, higher_is_better=True) == ["a", "c", "d"]
+
+
+def test_carry_over_takes_the_survivors_rows_and_the_overlap_of_padded_sizes():
+    def state(params, obs_rms, iteration):
+        fields = dict.fromkeys(TrainState._fields)
+        return TrainState(**{**fields, "params": params, "obs_rms": obs_rms, "env": "old env",
+                             "iteration": np.asarray(iteration), "learning_rate": np.arange(3.0)})
+    old = state({"w": np.arange(3 * 2 * 4.0).reshape(3, 2, 4)}, np.arange(3 * 5.0).reshape(3, 5), 7)
+    fresh = state({"w": -np.ones((2, 3, 3))}, -np.ones((2, 4)), 0)._replace(env="fresh env",
+                                                                            learning_rate=np.zeros(2))
+    new = carry_over(old, np.array([2, 0]), fresh)
+    w = new.params["w"]
+    np.testing.assert_array_equal(w[:, :2, :3], old.params["w"][[2, 0]][:, :, :3])  # the overlap: old's
+    np.testing.assert_array_equal(w[:, 2, :], -1)  # a size the survivors now need more of: fresh's
+    np.testing.assert_array_equal(new.obs_rms, old.obs_rms[[2, 0]][:, :4])  # a shrunk padding: cut
+    np.testing.assert_array_equal(new.learning_rate, [2.0, 0.0])
+    assert new.env == "fresh env" and int(new.iteration) == 7
+
+
+# ---- trust in a ranking -----------------------------------------------------------------------------------
+
+
+def test_win_probability_by_hand():
+    # a's seeds are all above b's: a wins every resample. c's two seeds straddle d's constant 0.5: a resample of c
+    # takes (0.4, 0.4), (0.4, 0.8), (0.8, 0.4), (0.8, 0.8) equally often, with means 0.4, 0.6, 0.6, 0.8: 3/4 win.
+    p = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 0.5], "c": [0.4, 0.8], "d": [0.5, 0.5], "one": [1.0]},
+                          samples=20000)
+    assert p["a"]["b"] == 1.0 and p["b"]["a"] == 0.0
+    assert p["c"]["d"] == pytest.approx(0.75, abs=0.02) and p["d"]["c"] == pytest.approx(0.25, abs=0.02)
+    assert "one" not in p and "one" not in p["a"]  # one seed: no spread to reason from
+    lower = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 0.5]}, higher_is_better=False)
+    assert lower["a"]["b"] == 0.0
+    # ties count half: equal constant seeds
+    assert win_probabilities({"x": [1.0, 1.0], "y": [1.0, 1.0]})["x"]["y"] == 0.5
+
+
+def test_still_improving_by_hand():
+    iterations = np.arange(100)
+    rising = still_improving(iterations, iterations * 0.01)
+    # the tail is iterations 80..99 (20%): earlier half 80..89 (mean 0.845), later 90..99 (mean 0.945)
+    assert rising["improving"] and rising["from_iteration"] == 80 and rising["to_iteration"] == 99
+    assert rising["earlier_mean"] == pytest.approx(0.845) and rising["later_mean"] == pytest.approx(0.945)
+    assert rising["gain"] == pytest.approx(0.1)
+    assert not still_improving(iterations, iterations * 0.01, higher_is_better=False)["improving"]
+    noise = np.random.default_rng(0).normal(size=100)
+    assert not still_improving(iterations, noise)["improving"]
+    assert still_improving(iterations[:10], iterations[:10] * 1.0) is None  # too few points
+
+
+def test_rank_puts_candidates_that_trained_longer_first():
+    def row(fitness, dropped=None):
+        return {"task_fitness": fitness, "shaped_return": 0.0, "episode_length": 1.0,
+                "eliminated_at_iteration": dropped}
+    ranked = rank({"early": [row(0.9, 8)], "late": [row(0.1, 16)], "end": [row(0.2)], "end2": [row(0.5)]})
+    assert [r.name for r in ranked] == ["end2", "end", "late", "early"]
+    assert [r.eliminated_at for r in ranked] == [None, None, 16, 8]
+
+
+# ---- a halving run end to end (Cartpole, CPU) -------------------------------------------------------------
+
+
+def eval_args(functions, out):
+    return ["eval", "--task", "Cartpole", "--functions", str(functions), "--envs-per-candidate", str(ENVS),
+            "--iterations", str(ITERATIONS), "--seeds", "2", "--schedule", "halving", "ppo.save_frequency=3",
+            "--no-tensorboard", "--out", str(out)]
+
+
+def killed_at(iteration):
+    append = RunDirectory.append_metrics
+
+    def append_or_stop(self, i, *args):
+        if i == iteration:
+            raise KeyboardInterrupt
+        return append(self, i, *args)
+    return append_or_stop
+
+
+@pytest.fixture(scope="module")
+def halving(tmp_path_factory):
+    """A whole halving run, and the same run killed inside rung 2 (after the checkpoint of iteration 15, so that
+    the end of rung 2 needs iteration 14's metrics from before the kill) and at the first iteration of rung 2
+    (after the checkpoint that ends rung 1), each resumed."""
+    root = tmp_path_factory.mktemp("halving")
+    functions = root / "functions"
+    functions.mkdir()
+    for name in NAMES:
+        shutil.copy(BUNDLED / "cartpole" / f"{name}.py", functions)
+    assert main(eval_args(functions, root / "whole")) == 0
+    for name, iteration, checkpointed in (("inside", 15, 15), ("between", 8, 8)):
+        with pytest.MonkeyPatch.context() as killing:
+            killing.setattr(RunDirectory, "append_metrics", killed_at(iteration))
+            assert main(eval_args(functions, root / name)) == 130
+        assert json.loads((root / name / "checkpoints" / "progress.json").read_text())["iteration"] == checkpointed
+        assert main(["eval", "--resume", str(root / name)]) == 0
+    return root
+
+
+def read_metrics(run):
+    with open(run / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_each_rung_drops_the_worse_half_by_its_last_quarter_of_training_fitness(halving):
+    results = json.loads((halving / "whole" / "results.json").read_text())
+    rows = read_metrics(halving / "whole")
+    assert all(None not in row.values() for row in rows)  # every row has the header's columns
+    dropped = {g["candidate"]: g.get("eliminated_at_iteration") for g in results["groups"]}
+    alive = list(NAMES)
+    for end, keep in ((8, 2), (16, 1)):
+        window = range(end - 2, end)  # the last quarter of the rung's 8 iterations
+        score = {}
+        for name in alive:
+            per_seed = []
+            for seed in ("0", "1"):
+                mine = [r for r in rows if r["candidate"] == name and r["seed"] == seed and r["task_fitness"] != ""
+                        and int(r["iteration"]) < end]
+                recent = [float(r["task_fitness"]) for r in mine if int(r["iteration"]) in window]
+                # no episode ended in the window: the last one that did
+                per_seed.append(np.mean(recent) if recent else float(mine[-1]["task_fitness"]))
+            score[name] = np.mean(per_seed)
+        best = sorted(alive, key=lambda n: -score[n])
+        assert {n for n in alive if dropped[n] == end} == set(best[keep:])
+        for g in results["groups"]:
+            if g["candidate"] in best[keep:]:  # its reported fitness is that window's mean over its episodes
+                assert g["eliminated_at_iteration"] == end
+        # a dropped candidate has no metrics rows after its rung
+        assert not [r for r in rows if r["candidate"] in best[keep:] and int(r["iteration"]) >= end]
+        alive = best[:keep]
+    assert [r["name"] for r in results["ranking"]][0] == alive[0]
+    assert results["ranking"][0]["eliminated_at"] is None
+    assert [r["eliminated_at"] for r in results["ranking"]][1:] == [16, 8, 8]
+
+
+def test_survivors_train_on_with_the_freed_envs(halving):
+    results = json.loads((halving / "whole" / "results.json").read_text())
+    assert [(r["candidates"], r["envs_per_candidate"], r["first_iteration"]) for r in results["timings"]["rungs"]] == [
+        (4, 16, 0), (2, 32, 8), (1, 64, 16)]
+    rows = read_metrics(halving / "whole")
+    winner = results["ranking"][0]["name"]
+    steps = {int(r["iteration"]): float(r["episodes"]) for r in rows if r["candidate"] == winner and r["seed"] == "0"}
+    assert sorted(steps) == list(range(ITERATIONS))  # trained every iteration, without a gap between rungs
+    # It kept learning across the rungs (the carried-over policy, not a fresh one): the last rung's episodes
+    # are better than the first rung's.
+    fitness = {int(r["iteration"]): float(r["task_fitness"]) for r in rows
+               if r["candidate"] == winner and r["seed"] == "0" and r["task_fitness"] != ""}
+    assert np.mean([v for i, v in fitness.items() if i >= 16]) > np.mean([v for i, v in fitness.items() if i < 8])
+    # Win probabilities compare only candidates that trained equally long: the two dropped after rung 1.
+    first_out = [r["name"] for r in results["ranking"] if r["eliminated_at"] == 8]
+    p = results["win_probability"]
+    assert {name for name, row in p.items() if row} == set(first_out)
+    a, b = first_out
+    assert set(p[a]) == {b} and p[a][b] + p[b][a] == pytest.approx(1.0)
+    report = (halving / "whole" / "report.html").read_text()
+    assert report.count("dropped by halving after iteration 8") == 2
+    assert report.count("dropped by halving after iteration 16") == 1
+
+
+@pytest.mark.parametrize("name", ["inside", "between"])
+def test_a_halving_run_resumed_inside_or_between_rungs_equals_the_uninterrupted_one(halving, name):
+    whole, resumed = halving / "whole", halving / name
+    a, b = json.loads((whole / "results.json").read_text()), json.loads((resumed / "results.json").read_text())
+    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"]
+
+    def rows(run):
+        return [{k: v for k, v in row.items() if k != "env_steps_per_s"} for row in read_metrics(run)]
+    assert rows(whole) == rows(resumed)
+
+
+def test_rungs_beyond_the_candidates_are_refused_before_training(tmp_path, capsys):
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    for name in NAMES[:2]:
+        shutil.copy(BUNDLED / "cartpole" / f"{name}.py", functions)
+    status = main(["eval", "--task", "Cartpole", "--functions", str(functions), "--schedule", "halving",
+                   "--rungs", "5", "--iterations", "4", "--out", str(tmp_path / "run")])
+    assert status == 2
+    assert "--rungs 5: 2 candidate(s) halve to one in 2 rung(s); pass 1 to 2" in capsys.readouterr().err
