@@ -39,13 +39,18 @@ def test_rungs_halve_the_candidates_and_give_their_envs_to_the_survivors():
     assert rungs("halving", 1, 64, 10) == [Rung(10, 1, 64)]
 
 
+def test_rungs_beyond_what_the_candidates_or_iterations_allow_are_fewer():
+    assert len(rungs("halving", 4, 16, 24, 9)) == 3  # 4 candidates halve to one in 3 rungs
+    assert len(rungs("halving", 4, 16, 2, 3)) == 2  # 2 iterations: 2 rungs of one
+    assert rungs("halving", 2, 16, 10, 5) == [Rung(5, 2, 16), Rung(10, 1, 32)]
+
+
 @pytest.mark.parametrize("args, message", [
-    (("halving", 4, 16, 24, 4), "--rungs 4: 4 candidate(s) halve to one in 3 rung(s); pass 1 to 3"),
-    (("halving", 4, 16, 2, 3), "--iterations 2 cannot be split into 3 rungs"),
+    (("halving", 4, 16, 24, 0), "--rungs 0: pass 1 or more"),
     (("sometimes", 4, 16, 24), "--schedule 'sometimes': choose one of flat, halving"),
 ])
 def test_bad_schedules_are_refused_with_what_to_pass(args, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=message):
         rungs(*args)
 
 
@@ -220,14 +225,3 @@ def test_a_halving_run_resumed_inside_or_between_rungs_equals_the_uninterrupted_
     def rows(run):
         return [{k: v for k, v in row.items() if k != "env_steps_per_s"} for row in read_metrics(run)]
     assert rows(whole) == rows(resumed)
-
-
-def test_rungs_beyond_the_candidates_are_refused_before_training(tmp_path, capsys):
-    functions = tmp_path / "functions"
-    functions.mkdir()
-    for name in NAMES[:2]:
-        shutil.copy(BUNDLED / "cartpole" / f"{name}.py", functions)
-    status = main(["eval", "--task", "Cartpole", "--functions", str(functions), "--schedule", "halving",
-                   "--rungs", "5", "--iterations", "4", "--out", str(tmp_path / "run")])
-    assert status == 2
-    assert "--rungs 5: 2 candidate(s) halve to one in 2 rung(s); pass 1 to 2" in capsys.readouterr().err

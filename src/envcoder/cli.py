@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "half of the candidates stops at the end of each rung and the survivors get its "
                          "environments (default flat)")
     ev.add_argument("--rungs", type=_positive_int, default=None,
-                    help="rungs of --schedule halving (default: enough to halve the candidates to one, at most 4)")
+                    help="rungs of --schedule halving (default 4; fewer where the candidates halve to one sooner)")
     ev.add_argument("--config", type=Path, default=None, metavar="FILE",
                     help="YAML file of the algorithm's settings (rl_games names; or with a section per algorithm) "
                          "applied over the task's src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be "

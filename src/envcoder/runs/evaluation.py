@@ -74,7 +74,8 @@ class EvalSettings:
     "halving" drops the worse half of the candidates at the end of each rung and gives their environments to
     the survivors."""
     rungs: int | None = None
-    """Rungs of the halving schedule (None: enough to halve the candidates to one, at most 4)."""
+    """Rungs of the halving schedule (None: 4); fewer where the candidates halve to one sooner, or where there
+    are fewer iterations."""
     overrides: dict = dataclasses.field(default_factory=dict)
     """The algorithm's settings that override the task's and `config_file`'s (the `ALGO.NAME=VALUE` overrides)."""
     config_file: Path | None = None

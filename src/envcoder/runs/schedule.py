@@ -40,22 +40,20 @@ class Rung:
 
 def rungs(schedule: str, candidates: int, envs_per_candidate: int, iterations: int,
           count: int | None = None, fits: Callable[[int], bool] = lambda envs: True) -> list[Rung]:
-    """The rungs of a run of `candidates` candidates. Halving: `count` rungs (default: as many as halve the
-    candidates down to one, at most 4 and at most `iterations`) of equal iterations (the last takes the
-    remainder); rung `r` keeps `ceil(candidates / 2**r)` candidates, each with the most envs that keep the rung
+    """The rungs of a run of `candidates` candidates. Halving: `count` rungs (default 4), at most as many as halve
+    the candidates to one and as there are `iterations`, of equal iterations (the last takes the remainder); rung `r` keeps `ceil(candidates / 2**r)` candidates, each with the most envs that keep the rung
     within the first rung's environments, in steps of a quarter of `envs_per_candidate`, that `fits` (the
     algorithm's batch arithmetic) accepts."""
     if schedule not in SCHEDULES:
         raise ValueError(f"--schedule {schedule!r}: choose one of {', '.join(SCHEDULES)}")
     if schedule == "flat":
         return [Rung(iterations, candidates, envs_per_candidate)]
+    if count is not None and count < 1:
+        raise ValueError(f"--rungs {count}: pass 1 or more")
     most = 1 + math.ceil(math.log2(candidates)) if candidates > 1 else 1
-    count = min(4, most, iterations) if count is None else count
-    if not 1 <= count <= most:
-        raise ValueError(f"--rungs {count}: {candidates} candidate(s) halve to one in {most} rung(s); pass 1 to {most}")
-    if iterations < count:
-        raise ValueError(f"--iterations {iterations} cannot be split into {count} rungs: give at least one iteration "
-                         "per rung")
+    # More rungs than halve the candidates to one, or than there are iterations, are not possible: fewer are run
+    # (the number of valid candidates is known only after validation).
+    count = min(4 if count is None else count, most, iterations)
     length = iterations // count
     out = []
     step = max(1, envs_per_candidate // 4)
