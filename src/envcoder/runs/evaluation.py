@@ -571,7 +571,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
                 if stopped or last_rung:
                     break
                 # The next rung: the survivors keep what they learned, the freed environments become theirs.
-                if next_survivors is None:  # resumed from a checkpoint written at the rung's end by an older run
+                if next_survivors is None:  # not reached in practice: the checkpoint that ends a rung records them
                     next_survivors = end_rung(done, train_state)
                 writer.close()  # every record of this rung is written (the checkpoint's best_written included)
                 writer = BackgroundWriter(max_pending=64)
