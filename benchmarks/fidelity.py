@@ -145,7 +145,7 @@ def seconds_until(config, results, rows, iterations: int) -> float:
 
 
 def analyze(args) -> dict:
-    ref_config, ref_results, ref_rows = _read(Path(args.reference))
+    ref_config, ref_results, _ = _read(Path(args.reference))
     higher = ref_results["higher_is_better"]
     reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
     reference = order(reference_scores, higher)

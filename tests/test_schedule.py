@@ -225,3 +225,28 @@ def test_a_halving_run_resumed_inside_or_between_rungs_equals_the_uninterrupted_
     def rows(run):
         return [{k: v for k, v in row.items() if k != "env_steps_per_s"} for row in read_metrics(run)]
     assert rows(whole) == rows(resumed)
+
+
+def test_fidelity_benchmark_agreement_and_training_scores_by_hand():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fidelity", Path(__file__).parents[1] / "benchmarks" / "fidelity.py")
+    fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fidelity)
+    reference = ["a", "b", "c", "d", "e"]
+    same = fidelity.agreement(reference, reference, samples=200)
+    assert same["spearman"] == pytest.approx(1.0) and same["top1"] and same["top3"] == 1.0
+    flipped = fidelity.agreement(reference[::-1], reference, samples=200)
+    assert flipped["spearman"] == pytest.approx(-1.0) and flipped["kendall"] == pytest.approx(-1.0)
+    assert not flipped["top1"] and flipped["top3"] == pytest.approx(1 / 3)  # only "c" is in both top threes
+    # One swap of neighbours among 5: Spearman 1 - 6·2/(5·24) = 0.9; Kendall (9 - 1)/10 = 0.8.
+    swapped = fidelity.agreement(["b", "a", "c", "d", "e"], reference, samples=200)
+    assert swapped["spearman"] == pytest.approx(0.9) and swapped["kendall"] == pytest.approx(0.8)
+    # Training scores: the mean over the last quarter of the first k iterations, then over seeds; a seed with
+    # no ended episode there takes its last one.
+    rows = [{"iteration": str(i), "seed": str(s), "candidate": "x", "task_fitness": str(v)}
+            for s, values in ((0, [1.0, 2.0, 3.0, 4.0]), (1, [5.0, "", "", ""])) for i, v in enumerate(values)]
+    assert fidelity.training_scores(rows, 4, 1) == {"x": 4.0}
+    assert fidelity.training_scores(rows, 4, 2) == {"x": (4.0 + 5.0) / 2}
+    assert fidelity.training_scores(rows, 2, 1) == {"x": 2.0}
