@@ -11,7 +11,9 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder.cli import main
-from envcoder.rl.config import ConfigError, DQNConfig, PPOConfig, SACConfig, load_config_file, parse_overrides
+from envcoder.rl import central_value
+from envcoder.rl.config import (CentralValueConfig, ConfigError, DQNConfig, PPOConfig, SACConfig, load_config_file,
+                                parse_overrides)
 from envcoder.rl.dqn import GroupedDQN, dqn_loss, epsilon_at, q_targets
 from envcoder.rl.replay import Replay
 from envcoder.rl.normalizer import RunningMeanStd
@@ -145,14 +147,15 @@ def grouped_runs(tmp_path_factory):
     runs = {}
     for task_name, directory, algo in (("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "ppo"),
                                        ("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "dqn"),
-                                       ("Cartpole", BUNDLED / "cartpole", "ppo")):
+                                       ("Cartpole", BUNDLED / "cartpole", "ppo"),
+                                       ("Cartpole", BUNDLED / "cartpole", "central value")):
         task = get_task(task_name)
         sim = Simulator(task.model_file, task.substeps)
         states = rollout_states(task, sim)
         names = ["good_upright", "three_forces"] if task.discrete else ["alive_bonus", "privileged"]
         # Alone: a two-action group (its run pads nothing; grouped, its third logit is padding), and on Cartpole
         # both (the symmetric one's run is symmetric alone, asymmetric grouped).
-        solo = ["good_upright"] if task.discrete else names
+        solo = ["good_upright"] if task.discrete else ["privileged"] if algo == "central value" else names
         candidates = {n: load_candidate((root if n == "privileged" else directory) / f"{n}.py", SHAPER_TYPES)
                       for n in names}
         specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
@@ -164,6 +167,9 @@ def grouped_runs(tmp_path_factory):
         else:
             trainer_class, config = GroupedTrainer, PPOConfig.for_task(task.ppo_overrides, horizon_length=8,
                                                                        mini_epochs=2, units=(16, 16))
+        if algo == "central value":  # a critic of its own size, step size, epochs and minibatches
+            config = config.replace(central_value_config=CentralValueConfig(
+                learning_rate=1e-3, mini_epochs=3, num_minibatches=4, units=(8,), activation="tanh"))
 
         def train(selected):
             trainer = trainer_class(task, [candidates[n] for n in selected], specs, config, 8, (0,), sim)
@@ -241,6 +247,97 @@ def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     assert runs["alone"]["alive_bonus"][1].critic_rms is None
 
 
+def test_a_central_value_group_trained_among_others_equals_it_alone(grouped_runs):
+    runs = grouped_runs[("Cartpole", "central value")]
+    trainer, ts, history, _ = runs["grouped"]
+    g = trainer.labels.index("privileged#0")
+    # The critic has its own size (one hidden layer of 8) and reads the 5 privileged entries; the actor keeps 16, 16.
+    assert [w.shape[1:] for w, _ in ts.params["critic"]] == [(5, 8), (8, 1)]
+    assert [w.shape[1:] for w, _ in ts.params["actor"]][:2] == [(4, 16), (16, 16)]
+    assert set(ts.opt_state) == {"actor", "critic"}
+    assert all(np.isfinite(m["critic_loss"]).all() and (m["critic_loss"] > 0).all() for m in history)
+    _same_group(runs["grouped"], runs["alone"]["privileged"], "privileged#0")
+    # The critic trained: its weights left their initial values, and the actor's optimizer never saw them.
+    initial = trainer.init()
+    assert not np.allclose(initial.params["critic"][0][0][g], ts.params["critic"][0][0][g])
+    adam = next(state for state in ts.opt_state["actor"] if hasattr(state, "mu"))
+    assert set(adam.mu) == {"actor", "log_std"}
+
+
+def test_central_value_loss_and_first_step_by_hand():
+    cv = CentralValueConfig(clip_value=True, e_clip=0.2, truncate_grads=False)
+    critic = [(jnp.array([[1.0], [2.0]]), jnp.array([0.5]))]  # V = x0 + 2 x1 + 0.5
+    obs = jnp.array([[1.0, 0.0], [0.0, 1.0]])  # V = 1.5 and 2.5
+    old, returns = jnp.array([1.0, 2.4]), jnp.array([3.0, 2.0])
+    # Sample 1: V moved 0.5 from 1.0, clipped to 1.2; max((1.5-3)², (1.2-3)²) = 3.24. Sample 2: V 2.5 (clip 2.6
+    # not binding): max(0.25, 0.25) = 0.25.
+    assert float(central_value.value_loss(critic, obs, old, returns, cv, "elu")) == pytest.approx((3.24 + 0.25) / 2)
+    unclipped = cv.replace(clip_value=False)
+    assert float(central_value.value_loss(critic, obs, old, returns, unclipped, "elu")) == pytest.approx(
+        (2.25 + 0.25) / 2)
+    # One epoch, one minibatch, unclipped: Adam's first step moves every parameter by lr against its gradient's
+    # sign. dL/dV = (V - R) = [-1.5, 0.5] → dW = [-1.5, 0.5], db = -1.0.
+    tx = central_value.optimizer(unclipped.replace(mini_epochs=1))
+    new, _, loss = central_value.train(critic, tx.init(critic), 0.1, obs, old, returns, jax.random.PRNGKey(0),
+                                       unclipped.replace(mini_epochs=1), tx, 1, 2, "elu")
+    assert float(loss) == pytest.approx(1.25)
+    np.testing.assert_allclose(new[0][0], [[1.1], [1.9]], rtol=1e-5)
+    np.testing.assert_allclose(new[0][1], [0.6], rtol=1e-5)
+    # The step size: constant, or linear to 0 at max_epochs.
+    assert float(central_value.learning_rate(cv.replace(learning_rate=1e-3), 50, 100)) == pytest.approx(1e-3)
+    linear = cv.replace(learning_rate=1e-3, lr_schedule="linear")
+    assert float(central_value.learning_rate(linear, 50, 100)) == pytest.approx(5e-4)
+
+
+def test_central_value_config_reads_rl_games_layout(tmp_path):
+    path = tmp_path / "asymmetric.yaml"
+    path.write_text("""
+ppo:
+  learning_rate: 3.0e-4
+  central_value_config:
+    minibatch_size: 64
+    mini_epochs: 5
+    learning_rate: 5e-4
+    lr_schedule: adaptive
+    schedule_type: standard
+    kl_threshold: 0.016
+    clip_value: True
+    normalize_input: True
+    truncate_grads: True
+    network:
+      name: actor_critic
+      central_value: True
+      mlp:
+        units: [512, 256]
+        activation: elu
+        d2rl: False
+        initializer:
+          name: default
+        regularizer:
+          name: None
+""")
+    layers = [(str(path), load_config_file(path, "ppo")),
+              ("command-line override", parse_overrides(["ppo.central_value_config.mini_epochs=2"], "ppo"))]
+    cv = PPOConfig.resolve(layers).central_value_config
+    assert (cv.minibatch_size, cv.mini_epochs, cv.learning_rate, cv.units, cv.activation) == (
+        64, 2, 5e-4, (512, 256), "elu")
+    # Set off again by a later layer.
+    assert PPOConfig.resolve(layers + [("override", {"central_value_config": None})]).central_value_config is None
+    # A run directory's ppo.yaml (nested, with lists) reads back to the same settings.
+    from envcoder.runs.directory import RunDirectory
+    run = RunDirectory(tmp_path / "run", resume=False)
+    run.write_algorithm_config(PPOConfig.resolve(layers), "ppo")
+    again = PPOConfig.resolve([("ppo.yaml", load_config_file(tmp_path / "run" / "ppo.yaml", "ppo"))])
+    assert again == PPOConfig.resolve(layers)
+    for bad, message in (({"lr": 1e-3}, "central_value_config: unknown central_value_config setting 'lr'"),
+                         ({"network": {"name": "resnet_actor"}}, "network.name: 'resnet_actor' is not supported"),
+                         ({"network": {"mlp": {"units": [64], "d2rl": True}}}, "network.mlp.d2rl: True is not"),
+                         ({"units": "big"}, "units expects"),
+                         ("fast", "central_value_config must be a mapping")):
+        with pytest.raises(ConfigError, match=message):
+            PPOConfig.resolve([("my.yaml", {"central_value_config": bad})])
+
+
 # ---- clear errors ----------------------------------------------------------------------------------
 
 def test_errors_name_what_to_do(tmp_path):
@@ -294,6 +391,57 @@ def test_cartpole_discrete_learns_and_ranks(tmp_path, algo, envs):
         assert min(v for k, v in fitness.items() if k != "poor_spin") >= 0.9, fitness
     else:
         assert ranking[0]["fitness_mean"] >= 0.9, fitness
+
+
+# ---- resume and play, per algorithm ------------------------------------------------------------------
+
+@pytest.mark.parametrize("algo, task, files, settings", [
+    ("dqn", "CartpoleDiscrete", ["good_upright", "three_forces"],
+     ["dqn.batch_size=16", "dqn.replay_buffer_size=256", "dqn.units=[16, 16]"]),
+    ("sac", "Cartpole", ["good_upright", "alive_bonus"],
+     ["sac.batch_size=16", "sac.replay_buffer_size=256", "sac.learning_starts=1", "sac.units=[16, 16]"]),
+    ("ppo", "Cartpole", ["privileged", "alive_bonus"],  # with a central value of its own size
+     ["ppo.units=[16, 16]", "ppo.central_value_config.units=[8]", "ppo.central_value_config.mini_epochs=2"]),
+])
+def test_a_killed_run_resumes_to_the_uninterrupted_result_and_plays(tmp_path, monkeypatch, algo, task, files,
+                                                                    settings):
+    from envcoder.runs.directory import RunDirectory
+    from envcoder.runs.play import play
+
+    functions = tmp_path / "functions"
+    functions.mkdir()
+    for name in files:
+        source = CRITIC_FILE if name == "privileged" else (BUNDLED / task.lower() / f"{name}.py").read_text()
+        (functions / f"{name}.py").write_text(source)
+
+    def args(out):
+        return ["eval", "--task", task, "--algo", algo, "--functions", str(functions), "--envs-per-candidate", "16",
+                "--iterations", "6", f"{algo}.save_frequency=2", f"{algo}.save_best_after=2", *settings,
+                "--no-tensorboard", "--out", str(out)]
+
+    assert main(args(tmp_path / "whole")) == 0
+    append = RunDirectory.append_metrics
+
+    def killed_at_iteration_3(self, iteration, *rest):  # after the checkpoint of iteration 2
+        if iteration == 3:
+            raise KeyboardInterrupt
+        return append(self, iteration, *rest)
+
+    with monkeypatch.context() as killing:
+        killing.setattr(RunDirectory, "append_metrics", killed_at_iteration_3)
+        assert main(args(tmp_path / "killed")) == 130
+    assert main(["eval", "--resume", str(tmp_path / "killed")]) == 0
+    whole, resumed = (json.loads((tmp_path / run / "results.json").read_text()) for run in ("whole", "killed"))
+    assert whole["ranking"] == resumed["ranking"] and whole["groups"] == resumed["groups"]
+    assert resumed["timings"]["resumed_after_iteration"] == 2
+    with np.load(tmp_path / "whole" / "checkpoints" / "train_state.npz") as x, \
+            np.load(tmp_path / "killed" / "checkpoints" / "train_state.npz") as y:
+        assert x.files == y.files  # every leaf, replay buffers included; NaN (no best yet) equals NaN
+        assert all(np.array_equal(x[k], y[k], equal_nan=x[k].dtype.kind == "f") for k in x.files)
+    # The saved policies play: deterministic episodes of the candidate's last policy.
+    result = play(tmp_path / "whole", files[0], which="last", episodes=2)
+    assert len(result.episode_length) == 2 and all(n >= 1 for n in result.episode_length)
+    assert all(0.0 <= f <= 1.0 for f in result.task_fitness)
 
 
 # ---- SAC -------------------------------------------------------------------------------------------

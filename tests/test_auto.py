@@ -287,3 +287,21 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     assert len(dropped) == len(table) - 1
     finalists = sorted(p.stem for p in (out / "final" / "candidates").glob("*.py"))
     assert finalists == sorted(row["name"] for row in table if row["status"] == "ok")
+
+
+def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys):
+    """`auto --algo dqn` on a discrete task: every evaluation (search and final) trains with DQN and the given
+    settings; a task the algorithm cannot train is refused before anything runs."""
+    out = tmp_path / "dqn"
+    assert main(["auto", "--task", "CartpoleDiscrete", "--algo", "dqn", "--candidates-per-iteration", "2",
+                 "--iterations", "1", "--envs-per-candidate", "16", "--train-iterations", "3", "--final-seeds", "1",
+                 "--final-top", "1", "dqn.batch_size=16", "dqn.replay_buffer_size=256", "--out", str(out)]) == 0
+    evaluations = sorted(out.glob("**/config.json"))
+    assert len(evaluations) == 2  # the search's and the final one
+    for config in evaluations:
+        recorded = json.loads(config.read_text())
+        assert recorded["algo"] == "dqn" and recorded["dqn"]["batch_size"] == 16 and "ppo" not in recorded
+        assert (config.parent / "dqn.yaml").exists()
+    assert json.loads((out / "summary.json").read_text())["final_ranking"]
+    assert main(["auto", "--task", "Cartpole", "--algo", "dqn", "--out", str(tmp_path / "refused")]) == 2
+    assert "discrete actions" in capsys.readouterr().err and not (tmp_path / "refused").exists()

@@ -41,7 +41,7 @@ class Settings:
         merged: dict[str, Any] = {}
         for where, settings in layers:
             for name, value in dict(settings).items():
-                merged[name] = _checked(cls, name, value, where)
+                merged[name] = _checked(cls, name, value, where, merged.get(name))
         return cls(**merged)
 
 
@@ -108,6 +108,46 @@ class PPOConfig(Settings):
     """Task fitness at which a candidate counts as solved (reached: at least this, or at most this when lower
     is better), judged on the mean of the episodes that end in an iteration. A solved group keeps the policy
     that reached it and stops updating; the run stops when every group is solved or diverged. None: off."""
+    central_value_config: CentralValueConfig | None = None
+    """rl_games' central value: the critic trains as a network of its own, with its own optimizer, step size,
+    epochs and minibatches, on the value loss alone (the actor's loss then has no critic term). None: actor and
+    critic train together on one loss (`critic_coef`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CentralValueConfig(Settings):
+    """Settings of the critic when it trains on its own (a PPO config's `central_value_config`, as rl_games'). The
+    critic reads the candidate's `compute_critic_observation` where it has one, else the actor's observation.
+
+    rl_games' layout is accepted as written in IsaacGymEnvs configs: `network: {mlp: {units, activation}}` sets
+    `units` and `activation`; `kl_threshold` and `schedule_type` are accepted and, as in rl_games, change nothing
+    (its central value keeps a constant step size unless `lr_schedule` is linear)."""
+
+    learning_rate: float = 5e-4
+    """Adam step size of the critic."""
+    lr_schedule: str = "none"
+    """'linear' (to 0 at PPO's `max_epochs`); 'adaptive' and 'none' keep the step size constant, as rl_games."""
+    mini_epochs: int = 4
+    """Passes of the critic over each iteration's samples."""
+    minibatch_size: int | None = None
+    """Samples per critic minibatch, per candidate; None: `envs_per_candidate * horizon_length / num_minibatches`."""
+    num_minibatches: int = 2
+    """Critic minibatches per epoch when `minibatch_size` is None."""
+    clip_value: bool = True
+    """Clip the value update to ± `e_clip` around the acting value, as PPO's critic loss."""
+    e_clip: float = 0.2
+    """The value clip."""
+    normalize_input: bool = True
+    """Running mean/std normalization of the critic's own observations (a critic that reads the actor's
+    observation sees them as the actor does)."""
+    truncate_grads: bool = True
+    """Clip the critic's gradients by `grad_norm`."""
+    grad_norm: float = 1.0
+    """Global gradient-norm clip of the critic."""
+    units: tuple[int, ...] | None = None
+    """Hidden layer widths of the critic; None: PPO's `units`."""
+    activation: str | None = None
+    """Hidden activation of the critic; None: PPO's `activation`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,21 +260,65 @@ class SACConfig(OffPolicySettings):
 ALGORITHMS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
 """Each algorithm's name (`--algo`) and settings class."""
 
+NESTED = {"central_value_config": CentralValueConfig}
+"""Settings that are themselves a section of settings."""
+
+_RL_GAMES_NETWORK = {"name": ("actor_critic",), "central_value": (True,), "d2rl": (False,),
+                     "initializer": ({"name": "default"},), "regularizer": ({"name": "None"}, {"name": None})}
+"""rl_games network keys a central value section may carry, and the values envcoder builds (any other is refused)."""
+
+
+def _section_name(cls) -> str:
+    return next((f"{a.upper()}" for a, c in ALGORITHMS.items() if c is cls),
+                next((n for n, c in NESTED.items() if c is cls), cls.__name__))
+
+
+def _central_value_section(value: Any, where: str) -> dict:
+    """A `central_value_config` mapping in envcoder's names: rl_games' `network: {mlp: {units, activation}}` becomes
+    `units`/`activation`, and the keys rl_games ignores there are dropped."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: central_value_config must be a mapping of settings (or null), got {value!r}")
+    section = {k: v for k, v in value.items() if k not in ("kl_threshold", "schedule_type")}
+    network = section.pop("network", None)
+    if network is None:
+        return section
+    if not isinstance(network, Mapping):
+        raise ConfigError(f"{where}: central_value_config.network must be a mapping, got {network!r}")
+    for key, value in network.items():
+        if key == "mlp":
+            continue
+        if key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
+            raise ConfigError(f"{where}: central_value_config.network.{key}: {value!r} is not supported; envcoder's "
+                              f"critic is an MLP set by network.mlp.units and network.mlp.activation")
+    mlp = network.get("mlp") or {}
+    for key, value in mlp.items():
+        if key in ("units", "activation"):
+            section[key] = value
+        elif key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
+            raise ConfigError(f"{where}: central_value_config.network.mlp.{key}: {value!r} is not supported; "
+                              f"only units and activation can be set")
+    return section
+
 
 def _kind(cls, name: str) -> str:
     expected = typing.get_type_hints(cls)[name]
     return expected.__name__ if isinstance(expected, type) else str(expected).replace("typing.", "")
 
 
-def _checked(cls, name: str, value: Any, where: str) -> Any:
-    """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected."""
+def _checked(cls, name: str, value: Any, where: str, current: Any = None) -> Any:
+    """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected. A nested
+    section's `value` (a mapping) is merged onto the `current` one of the earlier layers."""
     hints = typing.get_type_hints(cls)
-    algo = next(a for a, c in ALGORITHMS.items() if c is cls).upper()
     if name not in hints:
         close = difflib.get_close_matches(name, list(hints), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; known settings: {', '.join(hints)}"
-        raise ConfigError(f"{where}: unknown {algo} setting {name!r}{hint}")
+        raise ConfigError(f"{where}: unknown {_section_name(cls)} setting {name!r}{hint}")
     expected = hints[name]
+    if name in NESTED:
+        if value is None or isinstance(value, NESTED[name]):
+            return value
+        earlier = dataclasses.asdict(current) if isinstance(current, NESTED[name]) else {}
+        return NESTED[name].resolve([("", earlier), (f"{where}: {name}", _central_value_section(value, where))])
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if expected is bool and isinstance(value, bool):
         return value
@@ -251,11 +335,13 @@ def _checked(cls, name: str, value: Any, where: str) -> Any:
         return value
     if expected == (float | None) and (value is None or is_int or isinstance(value, float)):
         return None if value is None else float(value)
-    if expected is str and isinstance(value, str):
+    if expected in (str, str | None) and isinstance(value, str):
         if name in CHOICES and value not in CHOICES[name]:
             raise ConfigError(f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {value!r}")
         return value
-    if expected == tuple[int, ...] and isinstance(value, (list, tuple)) and value and all(
+    if value is None and expected in (str | None, tuple[int, ...] | None):
+        return value
+    if expected in (tuple[int, ...], tuple[int, ...] | None) and isinstance(value, (list, tuple)) and value and all(
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
     raise ConfigError(f"{where}: {name} expects {_kind(cls, name)}, got {value!r} ({type(value).__name__})")
@@ -302,7 +388,14 @@ def parse_overrides(items: Sequence[str], algo: str = "ppo") -> dict:
         if not sep or not key.startswith(prefix) or len(key) == len(prefix):
             raise ConfigError(f"override {item!r}: expected {prefix}NAME=VALUE, e.g. {prefix}learning_rate=1e-3")
         try:
-            settings[key[len(prefix):]] = yaml.safe_load(text)
+            value = yaml.safe_load(text)
         except yaml.YAMLError:
             raise ConfigError(f"override {item!r}: the value is not valid YAML") from None
+        name, _, inner = key[len(prefix):].partition(".")  # ppo.central_value_config.learning_rate=1e-3
+        if not inner:
+            settings[name] = value
+        elif not isinstance(settings.get(name, {}), dict):
+            raise ConfigError(f"override {item!r}: {prefix}{name} was set as a whole earlier on the command line")
+        else:
+            settings.setdefault(name, {})[inner] = value
     return settings

@@ -25,13 +25,14 @@ def init_mlp(key, sizes, output_scale):
 
 
 def init_actor_critic(key, obs_dim: int, action_dim: int, units, sigma_init: float = 0.0,
-                      critic_obs_dim: int | None = None):
+                      critic_obs_dim: int | None = None, critic_units=None):
     """Parameters for one candidate with its own `obs_dim` and `action_dim` (and `critic_obs_dim`, the size of the
-    critic's own observation; None: the critic reads the actor's)."""
+    critic's own observation; None: the critic reads the actor's). `critic_units`: the critic's hidden widths
+    (None: `units`)."""
     k_actor, k_critic = jax.random.split(key)
     return {
         "actor": init_mlp(k_actor, (obs_dim, *units, action_dim), 0.01),
-        "critic": init_mlp(k_critic, (critic_obs_dim or obs_dim, *units, 1), 1.0),
+        "critic": init_mlp(k_critic, (critic_obs_dim or obs_dim, *(critic_units or units), 1), 1.0),
         "log_std": jnp.full((action_dim,), sigma_init, jnp.float32),
     }
 
@@ -63,13 +64,18 @@ def apply_actor(params, obs, activation: str = "elu"):
     return apply_mlp(params["actor"], obs, ACTIVATIONS[activation]), params["log_std"]
 
 
-def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None):
+def apply_critic(layers, obs, activation: str = "elu"):
+    """`obs [..., C]` (normalized) -> value `[...]` (normalized units)."""
+    return apply_mlp(layers, obs, ACTIVATIONS[activation])[..., 0]
+
+
+def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None, critic_activation: str | None = None):
     """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]`, log std `[A]`, value `[...]` (normalized
-    units) of `critic_obs [..., C]` (normalized), or of `obs` when it is None."""
-    act = ACTIVATIONS[activation]
-    mu = apply_mlp(params["actor"], obs, act)
-    value = apply_mlp(params["critic"], obs if critic_obs is None else critic_obs, act)[..., 0]
-    return mu, params["log_std"], value
+    units) of `critic_obs [..., C]` (normalized), or of `obs` when it is None. `critic_activation`: the critic's
+    (None: `activation`)."""
+    mu, log_std = apply_actor(params, obs, activation)
+    value = apply_critic(params["critic"], obs if critic_obs is None else critic_obs, critic_activation or activation)
+    return mu, log_std, value
 
 
 def init_q_network(key, obs_dim: int, num_actions: int, units):

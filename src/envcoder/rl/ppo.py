@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.networks import apply_actor_critic
+from envcoder.rl.networks import apply_actor, apply_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -126,15 +126,21 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
              discrete: bool = False, critic_rms: RunningMeanStd | None = None):
     """rl_games' PPO loss: clipped actor + 0.5·critic_coef·clipped critic − entropy_coef·entropy + bounds (the
     bounds term only for a Gaussian policy). With `batch.critic_obs`, the critic sees those (normalized by
-    `critic_rms`) instead of the actor's observations: an asymmetric actor-critic.
+    `critic_rms`) instead of the actor's observations: an asymmetric actor-critic. With a `central_value_config`
+    the critic trains on its own (`envcoder.rl.central_value`): the loss has no critic term and `params` need
+    only the actor's.
 
     Returns `(total_loss, LossInfo)`; `kl` is KL(acting policy || current policy), for the lr schedule.
     """
     def normalized(x, rms):
         return rms.normalize(x, config.clip_observations) if config.normalize_input else x
 
-    critic_obs = None if batch.critic_obs is None else normalized(batch.critic_obs, critic_rms)
-    mu, log_std, values = apply_actor_critic(params, normalized(batch.obs, obs_rms), config.activation, critic_obs)
+    obs = normalized(batch.obs, obs_rms)
+    if config.central_value_config is None:
+        critic_obs = None if batch.critic_obs is None else normalized(batch.critic_obs, critic_rms)
+        mu, log_std, values = apply_actor_critic(params, obs, config.activation, critic_obs)
+    else:
+        (mu, log_std), values = apply_actor(params, obs, config.activation), None
     advantages = batch.advantages
     if config.normalize_advantage:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -144,8 +150,10 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
     clipped_ratio = jnp.clip(ratio, 1.0 - config.e_clip, 1.0 + config.e_clip)
     actor_loss = jnp.mean(jnp.maximum(-advantages * ratio, -advantages * clipped_ratio))
 
-    values_clipped = batch.values + jnp.clip(values - batch.values, -config.e_clip, config.e_clip)
-    critic_loss = jnp.mean(jnp.maximum((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2))
+    critic_loss = jnp.zeros(())
+    if values is not None:
+        values_clipped = batch.values + jnp.clip(values - batch.values, -config.e_clip, config.e_clip)
+        critic_loss = jnp.mean(jnp.maximum((values - batch.returns) ** 2, (values_clipped - batch.returns) ** 2))
 
     if discrete:
         entropy = jnp.mean(categorical_entropy(mu, action_mask))
@@ -160,6 +168,12 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
     total = (actor_loss + 0.5 * config.critic_coef * critic_loss - config.entropy_coef * entropy
              + config.bounds_loss_coef * bounds_loss)
     return total, LossInfo(total, actor_loss, critic_loss, entropy, bounds_loss, jax.lax.stop_gradient(kl))
+
+
+def shuffled_minibatches(key, batch, num_minibatches: int, minibatch_size: int):
+    """`batch` (a pytree of `[N, ...]` leaves) in a random order, as `[num_minibatches, minibatch_size, ...]`."""
+    perm = jax.random.permutation(key, num_minibatches * minibatch_size)
+    return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch)
 
 
 def adaptive_learning_rate(learning_rate, kl, kl_threshold: float, min_lr: float = 1e-6, max_lr: float = 1e-2):

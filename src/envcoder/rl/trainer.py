@@ -1,8 +1,9 @@
 """Grouped PPO: G independent policies, one per (candidate, seed), trained in one jitted iteration.
 
 The policy is Gaussian on a continuous task and categorical on a discrete one (`Task.num_actions`); a candidate
-with `compute_critic_observation` gets an asymmetric actor-critic. `envcoder.rl.dqn.GroupedDQN` reuses all of the
-grouped machinery below for DQN.
+with `compute_critic_observation` gets an asymmetric actor-critic, and a `central_value_config` trains the critic
+apart from the actor (`envcoder.rl.central_value`). `envcoder.rl.dqn.GroupedDQN` and `envcoder.rl.sac.GroupedSAC`
+reuse all of the grouped machinery below.
 
 Layout: every per-environment array is `[G, E, ...]` (G groups × E envs per candidate). Physics runs
 over all G·E environments at once; shaping functions run per code class (see `GroupPlan.dispatch`);
@@ -37,11 +38,12 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, log_prob,
-                             masked_logits, ppo_loss)
+                             masked_logits, ppo_loss, shuffled_minibatches)
 from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.grouping import GroupPlan, group_key
@@ -187,6 +189,11 @@ class GroupedTrainer:
         # An asymmetric actor-critic where some candidate gives its critic observations of its own; the others'
         # critics then read their actor's observations (unperturbed by observation noise).
         self.asymmetric = any(s.critic_obs_dim is not None for s in self.specs)
+        # rl_games' central value: the critic trains on its own (`envcoder.rl.central_value`).
+        self.central_value = getattr(config, "central_value_config", None)
+        cv = self.central_value
+        self.critic_activation = (cv and cv.activation) or config.activation
+        self.critic_normalized = cv.normalize_input if cv else config.normalize_input
         self.critic_obs_dims = np.array([s.critic_obs_dim or s.obs_dim for s in self.specs])
         self.critic_obs_dim_max = int(self.critic_obs_dims.max()) if self.asymmetric else None
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
@@ -236,6 +243,14 @@ class GroupedTrainer:
             raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
                              f"= {batch}")
         self.num_minibatches = batch // self.minibatch_size
+        cv = self.central_value
+        if cv is not None:
+            self.critic_minibatch_size = cv.minibatch_size or max(batch // cv.num_minibatches, 1)
+            if batch % self.critic_minibatch_size:
+                raise ValueError(f"central_value_config.minibatch_size {self.critic_minibatch_size} must divide "
+                                 f"envs_per_candidate × horizon_length = {batch}")
+            self.critic_num_minibatches = batch // self.critic_minibatch_size
+            self.critic_optimizer = central_value.optimizer(cv)
         return self._adam()
 
     def _adam(self) -> optax.GradientTransformation:
@@ -487,18 +502,21 @@ class GroupedTrainer:
 
     # ---- acting ---------------------------------------------------------------------------------
 
-    def _normalized(self, rms, obs):
-        if not self.config.normalize_input:
+    def _normalized(self, rms, obs, normalize: bool | None = None):
+        """Every group's `obs` normalized by its `rms` (where `normalize`, by default the config's
+        `normalize_input`)."""
+        if not (self.config.normalize_input if normalize is None else normalize):
             return obs
         return jax.vmap(lambda r, o: r.normalize(o, self.config.clip_observations))(rms, obs)
 
     def _policy(self, params, obs_rms, obs, critic_rms=None, critic_obs=None):
         """`(mu or logits, log_std, value)` of every group; the value of `critic_obs` where the critic has its own."""
         obs = self._normalized(obs_rms, obs)
+        act, critic_act = self.config.activation, self.critic_activation
         if critic_obs is None:
-            return jax.vmap(lambda p, o: apply_actor_critic(p, o, self.config.activation))(params, obs)
-        critic_obs = self._normalized(critic_rms, critic_obs)
-        return jax.vmap(lambda p, o, c: apply_actor_critic(p, o, self.config.activation, c))(params, obs, critic_obs)
+            return jax.vmap(lambda p, o: apply_actor_critic(p, o, act, critic_activation=critic_act))(params, obs)
+        critic_obs = self._normalized(critic_rms, critic_obs, self.critic_normalized)
+        return jax.vmap(lambda p, o, c: apply_actor_critic(p, o, act, c, critic_act))(params, obs, critic_obs)
 
     def _act_deterministic(self, params, obs_rms, obs):
         """Every group's deterministic action: the mean (clipped), or the most likely action (one-hot)."""
@@ -643,11 +661,11 @@ class GroupedTrainer:
         last_obs, last_critic_obs = self._observe_noisy(env, next_key, critic=True)
         _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
         obs_rms, critic_rms = ts.obs_rms, ts.critic_rms
+        update = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))
         if cfg.normalize_input:
-            update = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))
             obs_rms = update(obs_rms, traj.obs.swapaxes(0, 1))
-            if self.asymmetric:
-                critic_rms = update(critic_rms, traj.critic_obs.swapaxes(0, 1))
+        if self.asymmetric and self.critic_normalized:
+            critic_rms = update(critic_rms, traj.critic_obs.swapaxes(0, 1))
 
         def per_group(x):
             return x.swapaxes(0, 1)  # [T, G, ...] -> [G, T, ...]
@@ -675,8 +693,13 @@ class GroupedTrainer:
         if cfg.lr_schedule == "linear":
             learning_rate = jnp.full_like(learning_rate, linear_learning_rate(cfg.learning_rate, ts.iteration,
                                                                               cfg.max_epochs))
-        params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
-            ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch, update_key, self.action_mask)
+        if self.central_value is None:
+            params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
+                ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch, update_key, self.action_mask)
+        else:
+            params, opt_state, learning_rate, losses = jax.vmap(self._update_group_central_value, in_axes=(
+                0, 0, 0, 0, 0, 0, 0, 0, None))(ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch,
+                                               update_key, self.action_mask, ts.iteration)
         updates = {"actor_loss": losses.actor, "critic_loss": losses.critic, "entropy": losses.entropy,
                    "bounds_loss": losses.bounds, "kl": losses.kl}
         return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
@@ -747,7 +770,6 @@ class GroupedTrainer:
                       action_mask):
         """PPO epochs for one group (vmapped over groups by the caller)."""
         cfg = self.config
-        n = batch.obs.shape[0]
         grad_fn = jax.grad(ppo_loss, has_aux=True)
 
         def minibatch_step(carry, mb):
@@ -760,14 +782,41 @@ class GroupedTrainer:
             return (params, opt_state, lr), info
 
         def epoch(carry, epoch_key):
-            perm = jax.random.permutation(epoch_key, n)
-            shuffled = jax.tree.map(
-                lambda x: x[perm].reshape((self.num_minibatches, self.minibatch_size) + x.shape[1:]), batch)
-            return jax.lax.scan(minibatch_step, carry, shuffled)
+            return jax.lax.scan(minibatch_step, carry, shuffled_minibatches(epoch_key, batch, self.num_minibatches,
+                                                                            self.minibatch_size))
 
         (params, opt_state, learning_rate), infos = jax.lax.scan(
             epoch, (params, opt_state, learning_rate), jax.random.split(key, cfg.mini_epochs))
         return params, opt_state, learning_rate, jax.tree.map(jnp.mean, infos)
+
+    def _update_group_central_value(self, params, opt_state, learning_rate, obs_rms, critic_rms, batch: Minibatch,
+                                    key, action_mask, iteration):
+        """`_update_group` with a central value: the actor's PPO epochs (no critic term), then the critic's own
+        epochs on the value loss (`envcoder.rl.central_value.train`)."""
+        cv = self.central_value
+        actor_key, critic_key = jax.random.split(key)
+        actor = {k: v for k, v in params.items() if k != "critic"}
+        actor, actor_opt, learning_rate, info = self._update_group(
+            actor, opt_state["actor"], learning_rate, obs_rms, None, batch._replace(critic_obs=None), actor_key,
+            action_mask)
+        clip = self.config.clip_observations
+        if batch.critic_obs is None:  # the critic reads the actor's observation, as the actor does
+            critic_obs = obs_rms.normalize(batch.obs, clip) if self.config.normalize_input else batch.obs
+        else:
+            critic_obs = critic_rms.normalize(batch.critic_obs, clip) if self.critic_normalized else batch.critic_obs
+        critic, critic_opt, critic_loss = central_value.train(
+            params["critic"], opt_state["critic"], central_value.learning_rate(cv, iteration, self.config.max_epochs),
+            critic_obs, batch.values, batch.returns, critic_key, cv, self.critic_optimizer,
+            self.critic_num_minibatches, self.critic_minibatch_size, self.critic_activation)
+        return ({**actor, "critic": critic}, {"actor": actor_opt, "critic": critic_opt}, learning_rate,
+                info._replace(critic=critic_loss))
+
+    def _init_optimizer(self, params):
+        """One group's optimizer state (with a central value, the actor's and the critic's)."""
+        if self.central_value is None:
+            return self.optimizer.init(params)
+        return {"actor": self.optimizer.init({k: v for k, v in params.items() if k != "critic"}),
+                "critic": self.critic_optimizer.init(params["critic"])}
 
     def _metrics(self, traj: Transition, updates: dict, learning_rate):
         """Per-group metrics `[G]` of one iteration (`updates`: the update's own). Episode means are NaN when no
@@ -819,7 +868,8 @@ class GroupedTrainer:
         params = None
         for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
             sized = jax.vmap(lambda k, o=obs_dim, a=action_dim, c=critic_dim: pad_actor_critic(
-                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c), self.obs_dim_max,
+                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c, self.central_value and self.central_value.units),
+                self.obs_dim_max,
                 self.action_dim_max, self.critic_obs_dim_max))(param_keys)
             params = sized if params is None else _where_group(self.dims_class == index, sized, params)
 
@@ -829,7 +879,7 @@ class GroupedTrainer:
         critic_rms = (jax.vmap(lambda _: RunningMeanStd.create((self.critic_obs_dim_max,)))(jnp.arange(G))
                       if self.asymmetric else None)
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
-        return TrainState(params, jax.vmap(self.optimizer.init)(params), jnp.full((G,), cfg.learning_rate),
+        return TrainState(params, jax.vmap(self._init_optimizer)(params), jnp.full((G,), cfg.learning_rate),
                           obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()),
                           next_keys, jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)

@@ -128,7 +128,11 @@ class RunDirectory:
         """The resolved settings of the run's algorithm as YAML (`<algo>.yaml`), reusable as `--config`."""
         if not self.writes:
             return
-        settings = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+        def plain(value):  # YAML has lists, not tuples
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return list(value) if isinstance(value, tuple) else value
+        settings = plain(dataclasses.asdict(config))
         text = f"# Resolved {algo.upper()} settings of this run (rl_games names); reuse with --config.\n"
         _write_atomic(self.path / f"{algo}.yaml", text + yaml.safe_dump(settings, sort_keys=False))
 

@@ -225,9 +225,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     console = console or Console(quiet=not lead)
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
-    if settings.algo not in task.algorithms:
-        raise ValueError(f"--algo {settings.algo}: task {task.name} is trained with {', '.join(task.algorithms)}"
-                         + (" (DQN needs discrete actions: try CartpoleDiscrete)" if settings.algo == "dqn" else ""))
+    task.check_algorithm(settings.algo)
     layers = [(str(task.config_file), task.settings(settings.algo))]
     if settings.config_file is not None:
         layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))

@@ -160,6 +160,7 @@ class AutoRun:
         self.console = console or Console()
         self.out = Path(settings.out)
         self.task = get_task(settings.task)
+        self.task.check_algorithm(settings.algo)  # before anything is written
         self.fitness_name, self.fitness = self.task.get_fitness(settings.fitness)
         self.description = settings.task_description or self.task.description
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,

@@ -113,6 +113,13 @@ class Task:
         """The algorithms (`--algo`) that can train this task: DQN needs discrete actions, SAC continuous ones."""
         return ("ppo", "dqn") if self.discrete else ("ppo", "sac")
 
+    def check_algorithm(self, algo: str) -> None:
+        """A `ValueError` that says which algorithms can train this task, unless `algo` is one of them."""
+        if algo not in self.algorithms:
+            hint = {"dqn": " (DQN needs discrete actions: try CartpoleDiscrete)",
+                    "sac": " (SAC needs continuous actions)"}.get(algo, "")
+            raise ValueError(f"--algo {algo}: task {self.name} is trained with {', '.join(self.algorithms)}{hint}")
+
     def settings(self, algo: str = "ppo") -> dict:
         """`algo`'s settings that differ from its config class's defaults for this task, from `config_file`."""
         from envcoder.rl.config import algorithm_section
