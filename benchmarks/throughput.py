@@ -143,13 +143,26 @@ def worker(args) -> dict:
     lowered = timed("iteration_trace_and_lower_s", lambda: trainer.iteration.lower(ts))
     compiled = timed("iteration_xla_compile_s", lowered.compile)
     ts2, _ = timed("iteration_first_run_s", lambda: compiled(ts))
+    # The compiled code's speed, so that a flag that compiles faster is not taken for free.
+    state = ts2
+    for _ in range(2):  # warm-up
+        state, metrics = compiled(state)
+    jax.block_until_ready(metrics)
+    tick = time.perf_counter()
+    for _ in range(args.timed_iterations):
+        state, metrics = compiled(state)
+    jax.block_until_ready(metrics)
+    device_rate = len(trainer.groups) * args.envs * config.horizon_length * args.timed_iterations / (
+        time.perf_counter() - tick)
+    ts2 = state
     lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
     timed("evaluation_xla_compile_s", lowered.compile)
     times["compile_and_first_iteration_s"] = sum(times[k] for k in (
         "iteration_trace_and_lower_s", "iteration_xla_compile_s", "iteration_first_run_s"))
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), **{k: round(v, 2) for k, v in times.items()}}
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "device_env_steps_per_s": round(device_rate),
+            **{k: round(v, 2) for k, v in times.items()}}
 
 
 def _run_worker(argv: list[str], env: dict, timeout: float) -> dict:
@@ -172,7 +185,8 @@ CUDA graphs."""
 def compile_time(args) -> dict:
     """Cold compiles under each of `args.variants` (XLA_FLAGS), then two more identical runs through the
     persistent cache the first cold run filled."""
-    base = ["--task", args.task, "--envs", str(args.envs), "--seeds", str(args.seeds), "--physics", args.physics]
+    base = ["--task", args.task, "--envs", str(args.envs), "--seeds", str(args.seeds), "--physics", args.physics,
+            "--timed-iterations", str(args.timed_iterations)]
     if args.groups:
         base += ["--groups", str(args.groups)]
     points, shared = [], tempfile.mkdtemp(prefix="envcoder-cache-")
@@ -330,6 +344,9 @@ def main():
     sub.choices["wall"].add_argument("--iterations", type=int, default=200)
     sub.choices["wall"].add_argument("--device-iterations", type=int, default=20)
     sub.choices["compile"].add_argument("--timeout", type=int, default=600)
+    for name in ("compile", "worker"):
+        sub.choices[name].add_argument("--timed-iterations", type=int, default=10,
+                                       help="iterations timed after compiling, for the compiled code's speed")
     sub.choices["compile"].add_argument("--variants", nargs="+", default=list(COMPILE_VARIANTS),
                                         help="XLA_FLAGS values to compile under, from a cold cache each")
     e = sub.add_parser("engines")
