@@ -71,8 +71,10 @@ def run(args) -> None:
 def _read(run: Path):
     import csv
 
-    with open(run / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = []  # a reference needs only its results (the kept runs in docs/ have no metrics.csv)
+    if (run / "metrics.csv").exists():
+        with open(run / "metrics.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
     return json.loads((run / "config.json").read_text()), json.loads((run / "results.json").read_text()), rows
 
 
