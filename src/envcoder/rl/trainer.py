@@ -866,10 +866,10 @@ class GroupedTrainer:
         # Every group is initialized at its own (obs size, action size), then padded: each size class is
         # initialized for all groups and each group keeps its own class's (a handful of classes, once per run).
         params = None
+        critic_units = self.central_value.units if self.central_value else None
         for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
             sized = jax.vmap(lambda k, o=obs_dim, a=action_dim, c=critic_dim: pad_actor_critic(
-                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c, self.central_value and self.central_value.units),
-                self.obs_dim_max,
+                init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c, critic_units), self.obs_dim_max,
                 self.action_dim_max, self.critic_obs_dim_max))(param_keys)
             params = sized if params is None else _where_group(self.dims_class == index, sized, params)
 
