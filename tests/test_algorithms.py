@@ -347,6 +347,9 @@ def test_errors_name_what_to_do(tmp_path):
     candidate = load_candidate(BUNDLED / "cartpole" / "alive_bonus.py")
     with pytest.raises(ValueError, match="--algo dqn needs discrete actions.*CartpoleDiscrete"):
         GroupedDQN(cartpole, [candidate], {"alive_bonus": spec}, DQNConfig(), 8, (0,), sim)
+    with pytest.raises(ValueError, match=r"central_value_config.minibatch_size 7 must divide .* = 128"):
+        GroupedTrainer(cartpole, [candidate], {"alive_bonus": spec},
+                       PPOConfig(central_value_config=CentralValueConfig(minibatch_size=7)), 8, (0,), sim)
     discrete = get_task("CartpoleDiscrete")
     two = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
     two_spec = validate_candidate(discrete, sim, two)

@@ -269,7 +269,7 @@ _RL_GAMES_NETWORK = {"name": ("actor_critic",), "central_value": (True,), "d2rl"
 
 
 def _section_name(cls) -> str:
-    return next((f"{a.upper()}" for a, c in ALGORITHMS.items() if c is cls),
+    return next((a.upper() for a, c in ALGORITHMS.items() if c is cls),
                 next((n for n, c in NESTED.items() if c is cls), cls.__name__))
 
 
