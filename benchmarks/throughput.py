@@ -161,6 +161,9 @@ def worker(args) -> dict:
         "iteration_trace_and_lower_s", "iteration_xla_compile_s", "iteration_first_run_s"))
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
+            # Programs loaded from the trace cache (a warm run) instead of traced: init, iteration, evaluation.
+            "traces_loaded": [getattr(getattr(trainer, f, None), "loaded", None) for f in (
+                "_init_jitted", "iteration", "evaluate")],
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "device_env_steps_per_s": round(device_rate),
             **{k: round(v, 2) for k, v in times.items()}}
 

@@ -38,6 +38,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from envcoder.compile_cache import CachedJit, trace_cache_dir
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
@@ -225,14 +226,34 @@ class GroupedTrainer:
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
         if self.layout is None:
-            self.iteration = jax.jit(self._iteration, donate_argnums=donate)
-            self.evaluate = jax.jit(self._evaluate)
-            self.evaluate_recorded = jax.jit(functools.partial(self._evaluate, record=True))
+            self.iteration = self._jit(self._iteration, "iteration", donate)
+            self.evaluate = self._jit(self._evaluate, "evaluate")
+            self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
+            self._init_jitted = self._jit(self._init, "init")
         else:
             self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate)
             self.evaluate = jax.jit(self._sharded_evaluate)
             self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+
+    def _jit(self, function, name: str, donate_argnums=()):
+        """`jax.jit(function)`; with the trace cache on (`envcoder.compile_cache`) and JAX physics, one whose
+        traced program a later run of the same job loads instead of tracing (MuJoCo Warp's kernels do not
+        serialize)."""
+        if trace_cache_dir() is None or self.physics != "jax":
+            return jax.jit(function, donate_argnums=donate_argnums)
+        return CachedJit(function, f"{self._trace_key}:{name}", donate_argnums)
+
+    @functools.cached_property
+    def _trace_key(self) -> str:
+        """What this trainer's traces depend on besides envcoder's code and the argument shapes: the algorithm,
+        the task, the groups and their candidates' code, constants and sizes, the settings."""
+        candidates = {g.candidate.name: g.candidate for g in self.groups}
+        return repr((type(self).__module__, type(self).__qualname__, self.task.name, self.fitness_name,
+                     self.physics, self.sim.substeps, self.num_envs, [g.label for g in self.groups],
+                     {name: (sorted(c.function_keys.items()), {api: dict(p) for api, p in c.function_params.items()},
+                             c.action_dim) for name, c in candidates.items()},
+                     [repr(spec) for spec in self.specs], repr(self.config)))
 
     def _setup_updates(self) -> optax.GradientTransformation:
         """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and
@@ -847,7 +868,7 @@ class GroupedTrainer:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`."""
         keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
         if self.layout is None:
-            state = jax.jit(self._init)(keys)
+            state = self._init_jitted(keys)
         else:
             keys = keys[np.maximum(self.layout.order, 0)]
             keys = self._put(keys)
@@ -879,7 +900,8 @@ class GroupedTrainer:
         critic_rms = (jax.vmap(lambda _: RunningMeanStd.create((self.critic_obs_dim_max,)))(jnp.arange(G))
                       if self.asymmetric else None)
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
-        return TrainState(params, jax.vmap(self._init_optimizer)(params), jnp.full((G,), cfg.learning_rate),
+        return TrainState(params, jax.vmap(self._init_optimizer)(params),
+                          jnp.full((G,), cfg.learning_rate, jnp.float32),
                           obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()),
                           next_keys, jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)

@@ -1,0 +1,103 @@
+"""The trace cache (`envcoder.compile_cache.CachedJit`): a second trainer of the same job loads its traced
+programs instead of tracing them, and trains bit for bit as a trainer without the cache does."""
+
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import BUNDLED
+from envcoder import compile_cache
+from envcoder.rl.config import PPOConfig
+from envcoder.rl.trainer import GroupedTrainer
+from envcoder.shaping.candidate import load_candidate
+from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+
+@pytest.fixture(scope="module")
+def job():
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, sim)
+    candidates = [load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",))
+                  for n in ("good_upright", "alive_bonus")]
+    specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+
+    def trainer(**config):
+        settings = PPOConfig.for_task(task.ppo_overrides, **{"horizon_length": 8, "mini_epochs": 1,
+                                                             "units": (8,), **config})
+        return GroupedTrainer(task, candidates, specs, settings, 4, (0,), sim)
+    return trainer
+
+
+def train(trainer):
+    """Everything a run computes: the initial state, two iterations' metrics and states, the evaluation."""
+    ts = trainer.init()
+    out = [jax.device_get(ts)]
+    for _ in range(2):
+        ts, metrics = trainer.iteration(ts)
+        out.append(jax.device_get((ts, metrics)))
+    out.append(jax.device_get(trainer.evaluate(ts)))
+    return out
+
+
+def assert_same(a, b):
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)
+
+
+def cached(trainer) -> list:
+    """(loaded, stored) of the trainer's init, iteration and evaluation."""
+    return [(f.loaded, f.stored) for f in (trainer._init_jitted, trainer.iteration, trainer.evaluate)]
+
+
+def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,
+                                                                                          monkeypatch):
+    without = train(job())
+    monkeypatch.setattr(compile_cache, "_TRACE_DIR", tmp_path / "traces")
+    first = job()
+    assert isinstance(first.iteration, compile_cache.CachedJit)
+    first_run = train(first)
+    assert cached(first) == [(0, 1)] * 3
+    second = job()
+    second_run = train(second)
+    assert cached(second) == [(1, 0)] * 3, "the second trainer of the same job traced again"
+    assert_same(first_run, without)
+    assert_same(second_run, without)
+    # `lower(...).compile()` (the evaluation compiled in the background) gives the same function.
+    ts = second.init()
+    assert_same(jax.device_get(second.evaluate.lower(ts).compile()(ts)),
+                jax.device_get(jax.jit(second._evaluate)(ts)))
+
+    # Other settings are another job: traced anew, not served the first job's program.
+    other = job(learning_rate=1e-2)
+    train(other)
+    assert cached(other) == [(0, 1)] * 3
+    # A damaged entry is traced anew and replaced, not an error.
+    for entry in (tmp_path / "traces").iterdir():
+        entry.write_bytes(entry.read_bytes()[:100])
+    damaged = job()
+    assert_same(train(damaged), without)
+    assert cached(damaged) == [(0, 1)] * 3
+    assert cached(job()) == [(0, 0)] * 3  # (nothing traced or loaded before the first call)
+
+
+def test_the_trace_cache_is_on_with_the_compilation_cache_and_off_with_it(job, monkeypatch):
+    monkeypatch.setattr(compile_cache, "_TRACE_DIR", None)
+    assert not isinstance(job().iteration, compile_cache.CachedJit)  # the library's default: off
+    # The commands turn it on: beside JAX's compilation cache (here the tests' own)...
+    path = compile_cache.enable_compilation_cache()
+    assert compile_cache.trace_cache_dir() == path / "envcoder-traces"
+    assert isinstance(job().iteration, compile_cache.CachedJit)
+    # ... and ENVCODER_CACHE_DIR= (empty) turns both off.
+    code = ("from envcoder import compile_cache as c; print(c.enable_compilation_cache(), c.trace_cache_dir())")
+    env = {**os.environ, "ENVCODER_CACHE_DIR": "", "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "None"]
