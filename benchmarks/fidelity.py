@@ -16,7 +16,10 @@ candidates), and by whether it finds the reference's best candidate (top-1) and 
 One flat run gives several cheap settings: its ranking after k iterations (by the training episodes' task
 fitness over the last quarter of those k, the rule the halving schedule drops candidates by) with its first
 n seeds. The last iteration is also ranked by the run's deterministic evaluation. `run` keeps a run's small
-records (config, metrics, results) in `--out` and its checkpoints in a temporary directory.
+records (config, metrics, results) in `--out` and its checkpoints in a temporary directory, or with `--run-dir`
+in that directory, where running the same command again resumes a run that was cut off. A reference cut off
+before its end (no results.json) is ranked by its training episodes over the last quarter of what it ran.
+`--rescore` compares the settings of earlier `analyze` outputs with a new reference.
 """
 
 from __future__ import annotations
@@ -46,19 +49,28 @@ def candidate_directory(task: str, into: Path) -> Path:
 
 
 def run(args) -> None:
-    from envcoder.runs.evaluation import EvalSettings, run_evaluation
+    from envcoder.runs.evaluation import EvalSettings, run_evaluation, settings_from_run
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        functions = candidate_directory(args.task, Path(scratch) / "functions")
-        settings = EvalSettings(
-            task=args.task, functions=functions, out=Path(scratch) / "run", shaper_types=(
-                "compute_reward", "compute_observation", "compute_torque", "compute_terminal"),
-            envs_per_candidate=args.envs, iterations=args.iterations, seeds=tuple(range(args.seeds)),
-            schedule=args.schedule, rungs=args.rungs, overrides={"save_frequency": 0}, tensorboard=False)
+        # A run too long for one sitting keeps its directory (checkpoints included) in --run-dir and resumes there.
+        run_dir = Path(args.run_dir) if args.run_dir else Path(scratch) / "run"
+        functions = run_dir.with_name(run_dir.name + "-functions") if args.run_dir else Path(scratch) / "functions"
+        shutil.rmtree(functions, ignore_errors=True)
+        candidate_directory(args.task, functions)
+        resume = (run_dir / "config.json").exists()
+        if resume:
+            settings = settings_from_run(run_dir)
+        else:
+            settings = EvalSettings(
+                task=args.task, functions=functions, out=run_dir, shaper_types=(
+                    "compute_reward", "compute_observation", "compute_torque", "compute_terminal"),
+                envs_per_candidate=args.envs, iterations=args.iterations, seeds=tuple(range(args.seeds)),
+                schedule=args.schedule, rungs=args.rungs,
+                overrides={"save_frequency": args.save_frequency if args.run_dir else 0}, tensorboard=False)
         try:
-            run_evaluation(settings)
+            run_evaluation(settings, resume=resume)
         finally:
             for name in KEPT:
                 if (settings.out / name).exists():
@@ -75,7 +87,10 @@ def _read(run: Path):
     if (run / "metrics.csv").exists():
         with open(run / "metrics.csv", newline="") as f:
             rows = list(csv.DictReader(f))
-    return json.loads((run / "config.json").read_text()), json.loads((run / "results.json").read_text()), rows
+    results = None  # a run cut off before its end has no results.json
+    if (run / "results.json").exists():
+        results = json.loads((run / "results.json").read_text())
+    return json.loads((run / "config.json").read_text()), results, rows
 
 
 def training_scores(rows, iterations: int, seeds: int, window: float = 0.25) -> dict[str, float]:
@@ -147,24 +162,44 @@ def seconds_until(config, results, rows, iterations: int) -> float:
 
 
 def analyze(args) -> dict:
-    ref_config, ref_results, _ = _read(Path(args.reference))
-    higher = ref_results["higher_is_better"]
-    reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
+    ref_config, ref_results, ref_rows = _read(Path(args.reference))
+    if ref_results is not None:
+        higher = ref_results["higher_is_better"]
+        reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
+        long_seconds, reached, kind = ref_results["timings"]["total_s"], ref_config["iterations"], "evaluation"
+    else:  # cut off before its end: its training episodes over the last quarter of the iterations it ran
+        from envcoder.tasks import get_task
+
+        higher = get_task(ref_config["task"]).get_fitness(ref_config["fitness"])[1].higher_is_better
+        reached = 1 + max(int(r["iteration"]) for r in ref_rows)
+        reference_scores = training_scores(ref_rows, reached, len(ref_config["seeds"]))
+        horizon = ref_config[ref_config.get("algo", "ppo")]["horizon_length"]
+        long_seconds = sum(len(ref_config["candidates"]) * len(ref_config["seeds"]) * ref_config["envs_per_candidate"]
+                           * horizon / float(r["env_steps_per_s"]) for r in ref_rows if r["candidate"] ==
+                           ref_rows[0]["candidate"] and r["seed"] == ref_rows[0]["seed"])
+        kind = "training episodes"
     reference = order(reference_scores, higher)
     table = []
 
     def add(setting: str, scores_or_order, envs: int, seeds: int, iterations: int, seconds: float, steps: float,
             note: str = ""):
         ranked = scores_or_order if isinstance(scores_or_order, list) else order(scores_or_order, higher)
+        # How much worse the cheap setting's pick is than the reference's best, in the reference's fitness.
+        regret = abs(reference_scores[ranked[0]] - reference_scores[reference[0]])
         table.append({"setting": setting, "envs": envs, "seeds": seeds, "iterations": iterations,
                       "env_steps": steps, "seconds": seconds, "note": note, "order": ranked,
-                      **agreement(ranked, reference)})
+                      **agreement(ranked, reference), "top1_regret": regret})
 
     for cheap in args.cheap:
         config, results, rows = _read(Path(cheap))
         envs, seeds_run, total = config["envs_per_candidate"], len(config["seeds"]), config["iterations"]
         horizon = config[config.get("algo", "ppo")]["horizon_length"]
         candidates = len(config["candidates"])
+        if not rows:  # a run kept without metrics.csv: its final deterministic evaluation only
+            add(f"{envs} envs × {seeds_run} seed(s) × {total} it., deterministic evaluation",
+                evaluation_scores(results, seeds_run), envs, seeds_run, total, results["timings"]["total_s"],
+                candidates * seeds_run * envs * horizon * total)
+            continue
         for k in args.iterations:
             if k > total:
                 continue
@@ -192,11 +227,14 @@ def analyze(args) -> dict:
             f"it. ({len(results['timings']['rungs'])} rungs)", [r["name"] for r in results["ranking"]],
             config["envs_per_candidate"], len(config["seeds"]), config["iterations"], results["timings"]["total_s"],
             steps)
-    long_seconds = ref_results["timings"]["total_s"]
-    summary = {"task": ref_results["task"], "fitness": ref_results["fitness"], "higher_is_better": higher,
+    for earlier in args.rescore:  # the orders of an earlier analysis, against this reference
+        for s in json.loads(Path(earlier).read_text())["settings"]:
+            add(s["setting"], s["order"], s["envs"], s["seeds"], s["iterations"], s["seconds"], s["env_steps"],
+                s["note"] or f"run of {Path(earlier).name}")
+    summary = {"task": ref_config["task"], "fitness": ref_config["fitness"], "higher_is_better": higher,
                "reference": {"envs": ref_config["envs_per_candidate"], "seeds": len(ref_config["seeds"]),
-                             "iterations": ref_config["iterations"], "seconds": long_seconds,
-                             "order": reference, "scores": reference_scores},
+                             "iterations": reached, "of_iterations": ref_config["iterations"], "ranked_by": kind,
+                             "seconds": long_seconds, "order": reference, "scores": reference_scores},
                "settings": table, "device": ref_config["versions"]["device"]}
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -207,15 +245,17 @@ def analyze(args) -> dict:
 
 def markdown(summary) -> str:
     ref = summary["reference"]
-    lines = [f"Reference: {ref['envs']} envs × {ref['seeds']} seed(s) × {ref['iterations']} iterations, "
-             f"{ref['seconds']:.0f} s; order: {', '.join(ref['order'])}", "",
-             "| setting | env steps | seconds | Spearman [95% CI] | Kendall [95% CI] | top-1 | top-3 |",
+    lines = [f"Reference: {ref['envs']} envs × {ref['seeds']} seed(s) × {ref['iterations']} iterations "
+             f"(ranked by {ref.get('ranked_by', 'evaluation')}), {ref['seconds']:.0f} s; order: "
+             + ", ".join(f"{n} {ref['scores'][n]:.3f}" for n in ref["order"]), "",
+             "| setting | env steps | seconds | Spearman [95% CI] | Kendall [95% CI] | top-1 (regret) | top-3 |",
              "|---|---:|---:|---|---|---|---:|"]
     for s in summary["settings"]:
-        lines.append(f"| {s['setting']} | {s['env_steps'] / 1e6:.0f} M | {s['seconds']:.0f} | "
+        note = f" ({s['note']})" if s["note"] else ""
+        lines.append(f"| {s['setting']}{note} | {s['env_steps'] / 1e6:.0f} M | {s['seconds']:.0f} | "
                      f"{s['spearman']:.2f} [{s['spearman_ci'][0]:.2f}, {s['spearman_ci'][1]:.2f}] | "
                      f"{s['kendall']:.2f} [{s['kendall_ci'][0]:.2f}, {s['kendall_ci'][1]:.2f}] | "
-                     f"{'yes' if s['top1'] else 'no'} | {s['top3'] * 3:.0f}/3 |")
+                     f"{'yes' if s['top1'] else 'no'} ({s['top1_regret']:.3f}) | {s['top3'] * 3:.0f}/3 |")
     return "\n".join(lines)
 
 
@@ -230,12 +270,17 @@ def main():
     r.add_argument("--schedule", default="flat")
     r.add_argument("--rungs", type=int, default=None)
     r.add_argument("--out", required=True)
+    r.add_argument("--run-dir", default=None,
+                   help="keep the run directory here and checkpoint it; a run already there is resumed")
+    r.add_argument("--save-frequency", type=int, default=50, help="iterations between checkpoints with --run-dir")
     a = sub.add_parser("analyze", help="compare cheap rankings with the reference's")
     a.add_argument("--reference", required=True)
     a.add_argument("--cheap", nargs="*", default=[])
     a.add_argument("--halving", nargs="*", default=[])
     a.add_argument("--iterations", type=int, nargs="+", default=[100, 300, 500])
     a.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 6])
+    a.add_argument("--rescore", nargs="*", default=[],
+                   help="earlier `analyze` outputs: their settings' orders are compared with this reference")
     a.add_argument("--out", default=None)
     args = parser.parse_args()
     {"run": run, "analyze": analyze}[args.command](args)
