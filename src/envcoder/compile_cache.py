@@ -10,7 +10,9 @@ for envcoder's commands:
 The compilation cache lives in `$ENVCODER_CACHE_DIR`, else `$XDG_CACHE_HOME/envcoder/jax`
 (`~/.cache/envcoder/jax`), the trace cache in its `envcoder-traces/` folder. `ENVCODER_CACHE_DIR=` (empty) turns
 both off; a compilation cache directory set through JAX itself (`JAX_COMPILATION_CACHE_DIR`, or `jax.config`)
-is left as it is and holds the traces too.
+is left as it is and holds the traces too. Both caches are trusted as code is: whoever can write them chooses
+what a run executes (the trace cache's entries hold a pickled treedef), so they belong in the user's own
+directories.
 """
 
 from __future__ import annotations
@@ -203,11 +205,15 @@ def _load(path: Path):
 def _write(path: Path, data: bytes) -> bool:
     """Write an entry atomically (a concurrent run reads a whole entry or none); False where it cannot be
     written (a read-only cache)."""
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
+            temporary = f.name
             f.write(data)
-        os.replace(f.name, path)
+        os.replace(temporary, path)
         return True
     except OSError:
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         return False
