@@ -250,3 +250,43 @@ def test_fidelity_benchmark_agreement_and_training_scores_by_hand():
     assert fidelity.training_scores(rows, 4, 1) == {"x": 4.0}
     assert fidelity.training_scores(rows, 4, 2) == {"x": (4.0 + 5.0) / 2}
     assert fidelity.training_scores(rows, 2, 1) == {"x": 2.0}
+
+
+def test_fidelity_analysis_of_a_cut_off_reference_rescores_earlier_orders_with_their_regret(tmp_path):
+    """A reference without results.json (cut off at iteration 4 of 10) is ranked by its training episodes over
+    the last quarter of what it ran; an earlier analysis's order is compared with it, with the top-1 regret."""
+    import argparse
+    import csv
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fidelity", Path(__file__).parents[1] / "benchmarks" / "fidelity.py")
+    fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fidelity)
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    (reference / "config.json").write_text(json.dumps({
+        "task": "Cartpole", "fitness": "upright", "candidates": ["a", "b", "c"], "seeds": [0],
+        "envs_per_candidate": 4, "iterations": 10, "algo": "ppo", "ppo": {"horizon_length": 2},
+        "versions": {"device": "cpu"}}))
+    final = {"a": 0.9, "b": 0.5, "c": 0.2}  # Cartpole's `upright`: higher is better, so a, b, c
+    with open(reference / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["iteration", "candidate", "seed", "env_steps_per_s", "task_fitness"])
+        for it in range(4):
+            for name, value in final.items():
+                w.writerow([it, name, 0, 24.0 * (it + 1), value if it == 3 else 0.0])
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"settings": [{"setting": "cheap", "order": ["c", "b", "a"], "envs": 4, "seeds": 1,
+                                                 "iterations": 2, "seconds": 1.0, "env_steps": 48, "note": ""}]}))
+    summary = fidelity.analyze(argparse.Namespace(reference=str(reference), cheap=[], halving=[], iterations=[2],
+                                                  seeds=[1], rescore=[str(earlier)], out=None))
+    ref = summary["reference"]
+    assert ref["order"] == ["a", "b", "c"] and ref["iterations"] == 4 and ref["of_iterations"] == 10
+    assert ref["ranked_by"] == "training episodes" and ref["scores"] == final  # last quarter of 4: iteration 3
+    # Training seconds: each iteration's 3 candidates × 4 envs × horizon 2 = 24 env steps at 24·(k+1) per s.
+    assert ref["seconds"] == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4)
+    (setting,) = summary["settings"]
+    assert setting["note"] == "run of earlier.json" and setting["spearman"] == pytest.approx(-1.0)
+    assert setting["top1_regret"] == pytest.approx(0.9 - 0.2)  # it picks c, the reference's worst
