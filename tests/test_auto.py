@@ -225,6 +225,27 @@ def test_sweep_files_become_one_candidate_file_per_variant():
     assert loop.freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
 
 
+def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
+    from envcoder import compile_cache
+    from envcoder.search.sandbox import SandboxValidator
+
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as first:
+        good, bad = first.validate([("good", GOOD_A), ("bad", NAN)])
+    assert good.ok and "NaN or inf" in bad.error
+    stored = list((tmp_path / "envcoder-verdicts").iterdir())
+    assert len(stored) == 1  # the passed verdict only: a failure is checked again next time
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as second:
+        [again] = second.validate([("good", GOOD_A, "somewhere/good.py")])
+        assert second._idle.qsize() == 0, "a worker was started for a source that passed before"
+        assert again == good
+        # Another source, name, task or limit is another verdict; a damaged entry is checked anew.
+        assert second._stored("good", GOOD_A + "\n") is None and second._stored("other", GOOD_A) is None
+        assert SandboxValidator("Cartpole", ("compute_reward",), timeout_s=30.0)._stored("good", GOOD_A) is None
+        stored[0].write_text('{"good": {"obs_dim": 4')
+        assert second._stored("good", GOOD_A) is None
+
+
 def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose():
     """A reward that is finite at the reference pose (step 0) but divides by zero one step later passes the
     reference-pose check and is caught on the short rollout's states."""

@@ -1,6 +1,7 @@
 """The trace cache (`envcoder.compile_cache.CachedJit`): a second trainer of the same job loads its traced
 programs instead of tracing them, and trains bit for bit as a trainer without the cache does."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from conftest import BUNDLED
 from envcoder import compile_cache
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import load_candidate
+from envcoder.shaping.candidate import Candidate, load_candidate
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -28,10 +29,12 @@ def job():
                   for n in ("good_upright", "alive_bonus")]
     specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
 
-    def trainer(**config):
+    def trainer(of_task=task, simulator=sim, chosen=candidates, **config):
         settings = PPOConfig.for_task(task.ppo_overrides, **{"horizon_length": 8, "mini_epochs": 1,
                                                              "units": (8,), **config})
-        return GroupedTrainer(task, candidates, specs, settings, 4, (0,), sim)
+        return GroupedTrainer(of_task, chosen, {**specs, "default": specs["alive_bonus"]}, settings, 4, (0,),
+                              simulator)
+    trainer.task, trainer.sim = task, sim
     return trainer
 
 
@@ -59,8 +62,9 @@ def cached(trainer) -> list:
 
 def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,
                                                                                           monkeypatch):
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", None)
     without = train(job())
-    monkeypatch.setattr(compile_cache, "_TRACE_DIR", tmp_path / "traces")
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     first = job()
     assert isinstance(first.iteration, compile_cache.CachedJit)
     first_run = train(first)
@@ -80,7 +84,7 @@ def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_withou
     train(other)
     assert cached(other) == [(0, 1)] * 3
     # A damaged entry is traced anew and replaced, not an error.
-    for entry in (tmp_path / "traces").iterdir():
+    for entry in (tmp_path / "envcoder-traces").iterdir():
         entry.write_bytes(entry.read_bytes()[:100])
     damaged = job()
     assert_same(train(damaged), without)
@@ -89,7 +93,7 @@ def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_withou
 
 
 def test_the_trace_cache_is_on_with_the_compilation_cache_and_off_with_it(job, monkeypatch):
-    monkeypatch.setattr(compile_cache, "_TRACE_DIR", None)
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", None)
     assert not isinstance(job().iteration, compile_cache.CachedJit)  # the library's default: off
     # The commands turn it on: beside JAX's compilation cache (here the tests' own)...
     path = compile_cache.enable_compilation_cache()
@@ -101,3 +105,38 @@ def test_the_trace_cache_is_on_with_the_compilation_cache_and_off_with_it(job, m
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["None", "None"]
+
+
+class SlipperySimulator(Simulator):
+    """Another physics under the same task: a trace of it must not be served to a plain simulator's job."""
+
+    def physics_step(self, data, ctrl, physics=None):
+        return super().physics_step(data, 0.5 * ctrl, physics)
+
+
+def test_the_trace_key_tells_apart_whatever_a_trace_reads(job):
+    """The key covers the task's content (not its name), the simulator's class, and candidates' functions
+    that carry no code key; the same job gives the same key."""
+    key = job()._trace_key
+    assert job()._trace_key == key
+    task = job.task
+    upright = next(iter(task.fitness.values()))
+
+    def heavy(key, params):
+        return {"gravity": jax.numpy.array([0.0, 0.0, -40.0])}
+
+    def heavier(key, params):
+        return {"gravity": jax.numpy.array([0.0, 0.0, -80.0])}
+    others = [
+        job(simulator=SlipperySimulator(task.model_file, task.substeps)),
+        job(of_task=dataclasses.replace(task, max_qvel=task.max_qvel / 2)),
+        job(of_task=dataclasses.replace(task, fitness={**task.fitness, "upright": dataclasses.replace(
+            upright, physics=heavy)})),
+        job(of_task=dataclasses.replace(task, fitness={**task.fitness, "upright": dataclasses.replace(
+            upright, physics=heavier)})),
+        job(of_task=dataclasses.replace(task, defaults={**task.defaults, "sample_physics": heavy})),
+        job(chosen=[Candidate("default", None, "", {"sample_physics": heavy}, "default")]),
+        job(chosen=[Candidate("default", None, "", {"sample_physics": heavier}, "default")]),
+    ]
+    keys = [key] + [t._trace_key for t in others]
+    assert len(set(keys)) == len(keys)

@@ -5,42 +5,49 @@ for envcoder's commands:
   compiled again;
 - the trace cache (`CachedJit`): the traced programs (`jax.export`'s serialized StableHLO) are loaded from disk
   instead of traced again. Tracing is Python, several seconds for a job of many candidates, and the
-  compilation cache cannot skip it: its key is the traced program.
+  compilation cache cannot skip it: its key is the traced program;
+- the sandbox's verdicts (`envcoder.search.sandbox.SandboxValidator`): a candidate file that passed validation
+  is not validated again while its source, the task, envcoder and the limits are the same.
 
 The compilation cache lives in `$ENVCODER_CACHE_DIR`, else `$XDG_CACHE_HOME/envcoder/jax`
-(`~/.cache/envcoder/jax`), the trace cache in its `envcoder-traces/` folder. `ENVCODER_CACHE_DIR=` (empty) turns
-both off; a compilation cache directory set through JAX itself (`JAX_COMPILATION_CACHE_DIR`, or `jax.config`)
-is left as it is and holds the traces too. Both caches are trusted as code is: whoever can write them chooses
-what a run executes (the trace cache's entries hold a pickled treedef), so they belong in the user's own
-directories.
+(`~/.cache/envcoder/jax`), the others in its `envcoder-traces/` and `envcoder-verdicts/` folders.
+`ENVCODER_CACHE_DIR=` (empty) turns all three off; a compilation cache directory set through JAX itself
+(`JAX_COMPILATION_CACHE_DIR`, or `jax.config`) is left as it is and holds the others too. The caches are
+trusted as code is: whoever can write them chooses what a run executes (the trace cache's entries hold a
+pickled treedef; a verdict lets a source skip the sandbox), so they belong in the user's own directories.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import functools
 import hashlib
 import os
 import pickle
 import re
+import sys
 import tempfile
+import types
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import jax
+import numpy as np
 
 MIN_COMPILE_TIME_S = 0.2
 """Compilations faster than this are not written (JAX's default, 1 s, would leave the initialization's
 small functions out, and they add up to seconds on a GPU)."""
 
 
-_TRACE_DIR: Path | None = None
-"""The trace cache's directory, None while it is off."""
+_CACHE_DIR: Path | None = None
+"""The compilation cache's directory while envcoder's caches are on (`enable_compilation_cache`), else None."""
 
 
 def enable_compilation_cache() -> Path | None:
-    """Turn both caches on (see the module docstring); returns the compilation cache's directory, or None when
+    """Turn the caches on (see the module docstring); returns the compilation cache's directory, or None when
     off."""
-    global _TRACE_DIR
+    global _CACHE_DIR
     if jax.config.jax_compilation_cache_dir:
         path = Path(jax.config.jax_compilation_cache_dir)
     else:
@@ -51,18 +58,23 @@ def enable_compilation_cache() -> Path | None:
             "envcoder" / "jax"
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
-    _TRACE_DIR = path / "envcoder-traces"
+    _CACHE_DIR = path
     return path
 
 
 def trace_cache_dir() -> Path | None:
-    """Where `CachedJit` keeps traced programs; None while the trace cache is off (the default of the library:
-    `enable_compilation_cache` turns it on)."""
-    return _TRACE_DIR
+    """Where `CachedJit` keeps traced programs; None while the caches are off (the default of the library:
+    `enable_compilation_cache` turns them on)."""
+    return _CACHE_DIR / "envcoder-traces" if _CACHE_DIR is not None else None
+
+
+def verdict_cache_dir() -> Path | None:
+    """Where the sandbox keeps the verdicts of candidates that passed; None while the caches are off."""
+    return _CACHE_DIR / "envcoder-verdicts" if _CACHE_DIR is not None else None
 
 
 @functools.cache
-def _code_fingerprint() -> str:
+def code_fingerprint() -> str:
     """A hash of envcoder's own files (code, task models and configs) and of what else shapes a trace: an edited
     checkout, another JAX or MuJoCo, or another JAX numerics setting traces anew."""
     import jaxlib
@@ -79,6 +91,78 @@ def _code_fingerprint() -> str:
     digest.update(repr([jax.__version__, jaxlib.__version__, mujoco.__version__, jax.default_backend()]
                        + [getattr(jax.config, flag, None) for flag in flags]).encode())
     return digest.hexdigest()
+
+
+def fingerprint(obj, _path: tuple = ()) -> str:
+    """A text that changes when `obj` would trace differently: what a trace cache key holds for the Python
+    objects a traced function reads (a task, a simulator's class). Functions count by their code, constants,
+    defaults and closures, classes by their name; either one defined outside envcoder also by its module's
+    file (its globals and methods); files (`Path`) by their content; containers and dataclasses by their
+    items; other objects by their type and attributes. A global changed at run time is not seen."""
+    if id(obj) in _path or len(_path) > 16:
+        return "<cycle>" if id(obj) in _path else "..."
+    inner = functools.partial(fingerprint, _path=_path + (id(obj),))
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return repr(obj)
+    if isinstance(obj, Path):
+        return f"Path({str(obj)!r}, {_file_digest(obj)})"
+    if isinstance(obj, type):
+        return f"class {obj.__module__}.{obj.__qualname__}{_module_digest(obj.__module__)}"
+    if isinstance(obj, functools.partial):
+        return f"partial({inner(obj.func)}, {inner(obj.args)}, {inner(obj.keywords)})"
+    if isinstance(obj, types.MethodType):
+        return f"method({inner(type(obj.__self__))}, {inner(obj.__func__)})"
+    if isinstance(obj, types.FunctionType):
+        closure = [cell.cell_contents for cell in obj.__closure__ or ()]
+        return (f"function {obj.__module__}.{obj.__qualname__}{_module_digest(obj.__module__)} "
+                f"{_code_digest(obj.__code__)} {inner(obj.__defaults__)} {inner(obj.__kwdefaults__)} "
+                f"{inner(closure)}")
+    if hasattr(obj, "__wrapped__"):  # jax.jit and functools.wraps
+        return f"wrapped({inner(obj.__wrapped__)})"
+    if isinstance(obj, (list, tuple)):
+        return f"{type(obj).__name__}[{', '.join(map(inner, obj))}]"
+    if isinstance(obj, (set, frozenset)):
+        return f"set[{', '.join(sorted(map(inner, obj)))}]"
+    if isinstance(obj, Mapping):
+        return "{" + ", ".join(sorted(f"{inner(k)}: {inner(v)}" for k, v in obj.items())) + "}"
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        array = np.asarray(obj)
+        return f"array({array.shape}, {array.dtype}, {hashlib.sha256(array.tobytes()).hexdigest()[:16]})"
+    if dataclasses.is_dataclass(obj):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return f"{inner(type(obj))}({inner(fields)})"
+    if isinstance(obj, enum.Enum):
+        return f"{inner(type(obj))}.{obj.name}"
+    attributes = getattr(obj, "__dict__", None)
+    if attributes is not None:
+        return f"{inner(type(obj))}({inner(attributes)})"
+    return f"{inner(type(obj))}:{re.sub(r' at 0x[0-9a-fA-F]+', '', repr(obj))}"
+
+
+def _code_digest(code: types.CodeType) -> str:
+    digest = hashlib.sha256(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        digest.update((_code_digest(const) if isinstance(const, types.CodeType) else repr(const)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _file_digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return "unreadable"
+
+
+def _module_digest(name: str) -> str:
+    """'' for envcoder's modules and the libraries' (the code fingerprint and the versions cover them), else the
+    hash of the module's file: a test's or a user's simulator, task or trainer."""
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    if name.split(".")[0] in ("envcoder", "jax", "jaxlib", "mujoco", "numpy", "builtins", "optax", "flax") or \
+            file is None:
+        return ""
+    return f"@{_file_digest(Path(file))}"
 
 
 def _aval(x) -> tuple:
@@ -115,7 +199,7 @@ class CachedJit:
             # The treedef's text, without the addresses of objects in it (MJX's static fields, which the key's
             # task model determines).
             tree = re.sub(r" at 0x[0-9a-fA-F]+", "", str(in_tree))
-            name = hashlib.sha256(repr((_code_fingerprint(), self._key, tree, signature[1])).encode()).hexdigest()
+            name = hashlib.sha256(repr((code_fingerprint(), self._key, tree, signature[1])).encode()).hexdigest()
             path = trace_cache_dir() / f"{name[:40]}.exported"
         program = _load(path) if path is not None else None
         if program is not None:
@@ -127,7 +211,7 @@ class CachedJit:
                 program = _decode(data) if data is not None else program
             except Exception:  # noqa: BLE001 - a program or treedef that does not serialize is not stored
                 data = None
-            if data is not None and path is not None and _write(path, data):
+            if data is not None and path is not None and write_atomically(path, data):
                 self.stored += 1
         if program is not None:
             exported, out_tree = program
@@ -202,7 +286,7 @@ def _load(path: Path):
         return None
 
 
-def _write(path: Path, data: bytes) -> bool:
+def write_atomically(path: Path, data: bytes) -> bool:
     """Write an entry atomically (a concurrent run reads a whole entry or none); False where it cannot be
     written (a read-only cache)."""
     temporary = None

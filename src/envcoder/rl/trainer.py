@@ -38,7 +38,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from envcoder.compile_cache import CachedJit, trace_cache_dir
+from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
@@ -247,12 +247,15 @@ class GroupedTrainer:
     @functools.cached_property
     def _trace_key(self) -> str:
         """What this trainer's traces depend on besides envcoder's code and the argument shapes: the algorithm,
-        the task, the groups and their candidates' code, constants and sizes, the settings."""
+        the task (its functions and model), the simulator, the groups and their candidates' code, constants and
+        sizes, the settings."""
         candidates = {g.candidate.name: g.candidate for g in self.groups}
-        return repr((type(self).__module__, type(self).__qualname__, self.task.name, self.fitness_name,
-                     self.physics, self.sim.substeps, self.num_envs, [g.label for g in self.groups],
-                     {name: (sorted(c.function_keys.items()), {api: dict(p) for api, p in c.function_params.items()},
-                             c.action_dim) for name, c in candidates.items()},
+        return repr((fingerprint(type(self)), fingerprint(self.task), self.fitness_name, fingerprint(type(self.sim)),
+                     fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.num_envs,
+                     [g.label for g in self.groups],
+                     {name: (sorted((api, c.function_keys.get(api) or fingerprint(f)) for api, f in c.functions.items()),
+                             {api: dict(p) for api, p in c.function_params.items()}, c.action_dim)
+                      for name, c in candidates.items()},
                      [repr(spec) for spec in self.specs], repr(self.config)))
 
     def _setup_updates(self) -> optax.GradientTransformation:

@@ -19,6 +19,7 @@ end. A candidate's own `print` goes to stderr, never into the protocol.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import queue
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from envcoder.compile_cache import code_fingerprint, verdict_cache_dir, write_atomically
 from envcoder.shaping.validate import CandidateSpec
 
 
@@ -174,8 +176,11 @@ class _Worker:
 class SandboxValidator:
     """Validate candidate sources in worker processes; the verdicts keep the candidates' order.
 
-    Workers stay up between calls (their start, importing JAX and rolling out the task, is the slow part)
-    until `close()`; one is replaced only after a candidate hung or killed it. Use as a context manager.
+    Workers start when a source needs checking and stay up between calls (their start, importing JAX and
+    rolling out the task, is the slow part) until `close()`; one is replaced only after a candidate hung or
+    killed it. Use as a context manager. A verdict that passed is kept, in memory and, while envcoder's caches
+    are on (`envcoder.compile_cache`), on disk: the same source under the same name, task, limits and envcoder
+    is not checked again, by this validator or a later run's.
     """
 
     def __init__(self, task: str, shaper_types: Sequence[str], timeout_s: float = 120.0, memory_gib: float = 4.0,
@@ -200,14 +205,14 @@ class SandboxValidator:
 
     def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
         """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`).
-        Raises `SandboxError` only when no worker can start. A verdict that passed is remembered: the same
-        name and source are not checked again (`envcoder auto` evaluates the drafts it validated)."""
+        Raises `SandboxError` only when no worker can start. A verdict that passed is remembered (see the
+        class): `envcoder auto` evaluates the drafts it validated, and a rerun of a job skips the sandbox."""
         todo: queue.Queue = queue.Queue()
+        verdicts: list[Verdict | None] = []
         for i, (name, source, *path) in enumerate(drafts):
-            if (name, source) in self._passed:
-                continue
-            todo.put((i, name, source, path[0] if path else f"{name}.py"))
-        verdicts: list[Verdict | None] = [self._passed.get((d[0], d[1])) for d in drafts]
+            verdicts.append(self._passed.get((name, source)) or self._stored(name, source))
+            if verdicts[i] is None:
+                todo.put((i, name, source, path[0] if path else f"{name}.py"))
         errors: list[BaseException] = []
 
         def serve():
@@ -233,6 +238,7 @@ class SandboxValidator:
                             for v, s in reply["specs"].items()}, reply["errors"])
                         if verdicts[i].ok:
                             self._passed[(name, source)] = verdicts[i]
+                            self._store(name, source, reply["specs"])
             except BaseException as err:  # noqa: BLE001 - reported to the caller below
                 errors.append(err)
             finally:
@@ -247,6 +253,33 @@ class SandboxValidator:
         if errors:
             raise errors[0]
         return [v for v in verdicts if v is not None]
+
+    def _verdict_file(self, name: str, source: str) -> Path | None:
+        folder = verdict_cache_dir()
+        if folder is None:
+            return None
+        key = repr((code_fingerprint(), self.task, self.shaper_types, self.timeout_s, self.memory_bytes, name,
+                    source))
+        return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
+
+    def _stored(self, name: str, source: str) -> Verdict | None:
+        """A passed verdict kept on disk by an earlier run, or None (none, or unreadable: checked anew)."""
+        path = self._verdict_file(name, source)
+        try:
+            specs = json.loads(path.read_text()) if path is not None else None
+            verdict = Verdict(name, {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]),
+                                                      s["critic_obs_dim"]) for v, s in specs.items()})
+        except Exception:  # noqa: BLE001 - a missing or damaged entry is a cache miss
+            return None
+        if verdict.ok:
+            self._passed[(name, source)] = verdict
+            return verdict
+        return None
+
+    def _store(self, name: str, source: str, specs: dict) -> None:
+        path = self._verdict_file(name, source)
+        if path is not None:
+            write_atomically(path, json.dumps(specs).encode())
 
     def close(self) -> None:
         while True:
