@@ -37,11 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 KEPT = ("config.json", "metrics.csv", "results.json", "failures.json")
 
 
-def candidate_directory(task: str, into: Path) -> Path:
-    """The task's bundled candidates and the fidelity set's, in one directory."""
+def candidate_directory(task: str, into: Path, only: list[str] | None = None) -> Path:
+    """The task's bundled candidates and the fidelity set's (or those named in `only`), in one directory."""
     into.mkdir(parents=True, exist_ok=True)
     for source in (ROOT / "user_functions" / task.lower(), ROOT / "benchmarks" / "fidelity" / task.lower()):
         for path in sorted(source.glob("*.py")):
+            if only and path.stem not in only:
+                continue
             if (into / path.name).exists():
                 raise ValueError(f"{path.name} is in both user_functions/{task.lower()} and benchmarks/fidelity")
             shutil.copy(path, into)
@@ -58,7 +60,10 @@ def run(args) -> None:
         run_dir = Path(args.run_dir) if args.run_dir else Path(scratch) / "run"
         functions = run_dir.with_name(run_dir.name + "-functions") if args.run_dir else Path(scratch) / "functions"
         shutil.rmtree(functions, ignore_errors=True)
-        candidate_directory(args.task, functions)
+        candidate_directory(args.task, functions, args.only)
+        missing = set(args.only or ()) - {p.stem for p in functions.glob("*.py")}
+        if missing:
+            raise ValueError(f"--only: no candidate file named {', '.join(sorted(missing))}")
         resume = (run_dir / "config.json").exists()
         if resume:
             settings = settings_from_run(run_dir)
@@ -66,7 +71,8 @@ def run(args) -> None:
             settings = EvalSettings(
                 task=args.task, functions=functions, out=run_dir, shaper_types=(
                     "compute_reward", "compute_observation", "compute_torque", "compute_terminal"),
-                envs_per_candidate=args.envs, iterations=args.iterations, seeds=tuple(range(args.seeds)),
+                envs_per_candidate=args.envs, iterations=args.iterations,
+                seeds=tuple(range(args.first_seed, args.first_seed + args.seeds)),
                 schedule=args.schedule, rungs=args.rungs,
                 overrides={"save_frequency": args.save_frequency if args.run_dir else 0}, tensorboard=False)
         try:
@@ -266,6 +272,8 @@ def main():
     r.add_argument("--task", required=True)
     r.add_argument("--envs", type=int, required=True)
     r.add_argument("--seeds", type=int, default=1)
+    r.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, first-seed + 1, ... (default 0)")
+    r.add_argument("--only", nargs="+", default=None, metavar="NAME", help="train only these candidates")
     r.add_argument("--iterations", type=int, required=True)
     r.add_argument("--schedule", default="flat")
     r.add_argument("--rungs", type=int, default=None)

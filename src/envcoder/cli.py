@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from envcoder.rl.config import ALGORITHMS
-from envcoder.runs.schedule import SCHEDULES
+from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
 from envcoder.shaping.candidate import ALIASES, SHAPER_TYPES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
@@ -205,10 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="physics engine of the evaluations: jax or warp (default as for eval)")
     auto.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
-    auto.add_argument("--final-seeds", dest="final_seeds", type=_positive_int, default=5,
-                      help="seeds of the final re-evaluation of the best candidates (default 5)")
+    auto.add_argument("--final-seeds", dest="final_seeds", type=_positive_int, default=2,
+                      help="seeds of the final re-evaluation of the best candidates (default 2)")
     auto.add_argument("--final-top", dest="final_top", type=_positive_int, default=3,
                       help="how many of the best candidates the final evaluation re-trains (default 3)")
+    auto.add_argument("--final-envs", dest="final_envs", type=_positive_int, default=None, metavar="N",
+                      help=f"envs per candidate of the final evaluation (default {FINAL_ENVS} on a GPU, the full-budget "
+                           "ranking of docs/benchmarks/fidelity.md; on a CPU --envs-per-candidate's)")
     _limits(auto, "an evaluation's")
     _devices(auto, hosts=False)
     auto.add_argument("--request-timeout", dest="request_timeout_s", type=float, default=120.0, metavar="S",
@@ -350,8 +353,7 @@ def _auto(args) -> int:
             base_url=args.base_url, candidates_per_iteration=args.candidates_per_iteration,
             iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
             train_iterations=args.train_iterations, seeds=args.seeds, schedule=args.schedule,
-            final_seeds=args.final_seeds,
-            final_top=args.final_top, seed=args.seed, initial=initial, config_file=args.config,
+            final_seeds=args.final_seeds, final_top=args.final_top, final_envs_per_candidate=args.final_envs, seed=args.seed, initial=initial, config_file=args.config,
             algo=args.algo, overrides=parse_overrides(args.overrides, args.algo), fitness=args.fitness,
             physics=args.physics,
             validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,

@@ -44,6 +44,7 @@ from rich.console import Console
 
 from envcoder.runs.directory import write_json
 from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
+from envcoder.runs.schedule import FINAL_ENVS
 from envcoder.search import prompts
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.sandbox import SandboxValidator
@@ -80,9 +81,12 @@ class AutoSettings:
     candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
     environments to the others. The final evaluation is always flat. Flat is the default because halving saved
     no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
-    final_seeds: int = 5
+    final_seeds: int = 2
     final_top: int = 3
     """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
+    final_envs_per_candidate: int | None = None
+    """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
+    accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""
     seed: int = 0
     initial: tuple[Path, ...] = ()
     """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
@@ -128,7 +132,18 @@ class AutoSettings:
         data["price"] = tuple(data["price"]) if data.get("price") else None
         if "ppo" in data:  # runs started before --algo
             data["overrides"] = data.pop("ppo")
+        data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
         return cls(**data)
+
+    def resolved(self) -> "AutoSettings":
+        """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps
+        them on another machine)."""
+        if self.final_envs_per_candidate is not None:
+            return self
+        import jax
+
+        final = FINAL_ENVS if jax.default_backend() != "cpu" else self.envs_per_candidate
+        return dataclasses.replace(self, final_envs_per_candidate=final)
 
 
 class AutoRunExistsError(FileExistsError):
@@ -156,6 +171,7 @@ class AutoRun:
     """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
 
     def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False):
+        settings = settings.resolved()
         self.s = settings
         self.console = console or Console()
         self.out = Path(settings.out)
@@ -274,7 +290,8 @@ class AutoRun:
 
     # ---- evaluating -------------------------------------------------------------------------------
 
-    def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat") -> dict | None:
+    def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
+                  envs: int | None = None) -> dict | None:
         """`run_evaluation` on a directory of candidates; a finished evaluation is read back, an unfinished
         one (a killed run) starts over."""
         results_file = eval_dir / "results.json"
@@ -284,7 +301,7 @@ class AutoRun:
             shutil.rmtree(eval_dir)
         settings = EvalSettings(
             task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
-            envs_per_candidate=self.s.envs_per_candidate, iterations=self.s.train_iterations,
+            envs_per_candidate=envs or self.s.envs_per_candidate, iterations=self.s.train_iterations,
             seeds=tuple(range(self.s.seed, self.s.seed + seeds)), algo=self.s.algo, schedule=schedule,
             rungs=2 if schedule == "halving" else None,  # more rungs decide too early (fidelity.md)
             overrides=dict(self.s.overrides),
@@ -395,8 +412,10 @@ class AutoRun:
             (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
             for name, h in finalists.items():
                 (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
-            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) × {self.s.final_seeds} seeds")
-            results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds)
+            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) × {self.s.final_seeds} seeds × "
+                              f"{self.s.final_envs_per_candidate} envs")
+            results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
+                                     envs=self.s.final_envs_per_candidate)
         calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
         costs = [c["cost_usd"] for c in calls]
         summary = {
