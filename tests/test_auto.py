@@ -217,6 +217,16 @@ def test_settings_round_trip_through_auto_json(tmp_path):
     assert AutoSettings.from_json(json.loads(json.dumps(s.to_json()))) == dataclasses.replace(s)
 
 
+def test_the_final_evaluation_budget_is_resolved_once_and_old_runs_keep_theirs(tmp_path):
+    s = settings(tmp_path, "http://127.0.0.1:9")
+    assert s.final_envs_per_candidate is None
+    assert s.resolved().final_envs_per_candidate == s.envs_per_candidate  # on a CPU: the search's envs
+    assert dataclasses.replace(s, final_envs_per_candidate=64).resolved().final_envs_per_candidate == 64
+    old = s.to_json()
+    del old["final_envs_per_candidate"]  # an auto.json written before --final-envs: its final ran at the search's
+    assert AutoSettings.from_json(dict(old, envs_per_candidate=32)).final_envs_per_candidate == 32
+
+
 def test_sweep_files_become_one_candidate_file_per_variant():
     source = "PARAMS = {'W': [0.5, 2.0],\n          'K': [1]}\nW = 1.0\nK = 3\n\ndef compute_reward(state):\n    return W * K\n"
     variants = dict(loop.freeze_sweep(source))
