@@ -4,6 +4,7 @@ pairwise win probabilities and the still-improving check against hand-worked num
 
 import csv
 import json
+import math
 import shutil
 
 import numpy as np
@@ -13,7 +14,7 @@ from conftest import BUNDLED
 from envcoder.cli import main
 from envcoder.rl.trainer import TrainState
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.ranking import rank, still_improving, win_probabilities
+from envcoder.runs.ranking import mean_ci, rank, still_improving, win_probabilities
 from envcoder.runs.schedule import Rung, carry_over, rungs, survivors
 
 ITERATIONS, ENVS = 24, 16
@@ -82,17 +83,39 @@ def test_carry_over_takes_the_survivors_rows_and_the_overlap_of_padded_sizes():
 
 
 def test_win_probability_by_hand():
-    # a's seeds are all above b's: a wins every resample. c's two seeds straddle d's constant 0.5: a resample of c
-    # takes (0.4, 0.4), (0.4, 0.8), (0.8, 0.4), (0.8, 0.8) equally often, with means 0.4, 0.6, 0.6, 0.8: 3/4 win.
-    p = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 0.5], "c": [0.4, 0.8], "d": [0.5, 0.5], "one": [1.0]},
-                          samples=20000)
-    assert p["a"]["b"] == 1.0 and p["b"]["a"] == 0.0
-    assert p["c"]["d"] == pytest.approx(0.75, abs=0.02) and p["d"]["c"] == pytest.approx(0.25, abs=0.02)
+    # Welch's t. c = (0.4, 0.8) against the constant d = 0.5: difference 0.1, standard error sqrt(0.08 / 2) = 0.2,
+    # 1 degree of freedom (a Cauchy distribution): P = 1/2 + atan(0.5) / pi.
+    p = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 1.0], "c": [0.4, 0.8], "d": [0.5, 0.5], "one": [1.0]})
+    assert p["c"]["d"] == pytest.approx(0.5 + math.atan(0.5) / math.pi) and p["d"]["c"] == pytest.approx(
+        0.5 - math.atan(0.5) / math.pi)
+    # a against b: equal variances 0.5, difference 1, standard error sqrt(0.5 / 2 + 0.5 / 2), t = sqrt(2), 2 degrees
+    # of freedom, whose CDF is 1/2 + t / (2 sqrt(2 + t^2)) = 1/2 + sqrt(2) / 4.
+    assert p["a"]["b"] == pytest.approx(0.5 + math.sqrt(2) / 4) and p["b"]["a"] == pytest.approx(0.5 - math.sqrt(2) / 4)
     assert "one" not in p and "one" not in p["a"]  # one seed: no spread to reason from
-    lower = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 0.5]}, higher_is_better=False)
-    assert lower["a"]["b"] == 0.0
-    # ties count half: equal constant seeds
+    lower = win_probabilities({"a": [1.0, 2.0], "b": [0.0, 1.0]}, higher_is_better=False)
+    assert lower["a"]["b"] == pytest.approx(0.5 - math.sqrt(2) / 4)
+    # no spread: certain, and equal constants tie at a half
+    assert win_probabilities({"x": [1.0, 1.0], "y": [0.0, 0.0]})["x"]["y"] == 1.0
     assert win_probabilities({"x": [1.0, 1.0], "y": [1.0, 1.0]})["x"]["y"] == 0.5
+
+
+def test_two_seeds_that_never_overlap_are_not_a_certain_win():
+    # The case measured on Ant (docs/benchmarks/fidelity.md): two seeds each, every value of one above every
+    # value of the other. A bootstrap over seeds called that 1.00; a third seed reversed the pair.
+    p = win_probabilities({"forward_velocity": [3.049, 4.886], "forward_only": [2.592, 2.938]})
+    assert 0.7 < p["forward_velocity"]["forward_only"] < 0.9
+
+
+def test_a_95_percent_interval_from_few_seeds_holds_the_true_mean_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    for seeds in (2, 3, 6):
+        draws = rng.normal(1.0, 0.5, size=(4000, seeds))
+        covered = [low <= 1.0 <= high for low, high in map(mean_ci, draws)]
+        assert np.mean(covered) == pytest.approx(0.95, abs=0.015), seeds
+    # by hand: 2 seeds (1, 2): mean 1.5, standard error 0.5, t(0.975, 1 dof) = tan(0.475 pi)
+    np.testing.assert_allclose(mean_ci([1.0, 2.0]), (1.5 - 0.5 * math.tan(0.475 * math.pi),
+                                                       1.5 + 0.5 * math.tan(0.475 * math.pi)))
+    assert mean_ci([0.7, 0.7, 0.7]) == pytest.approx((0.7, 0.7)) and mean_ci([0.3]) == (0.3, 0.3)
 
 
 def test_still_improving_by_hand():

@@ -632,8 +632,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
     console.print(ranking_table(ranking, f"{fitness_name}: {fitness.doc}", trust["win_probability"]))
     tied = not_separable_from_best(ranking, fitness.higher_is_better)
     if tied:
-        console.print(f"not separable at 95%: the confidence intervals of {', '.join(tied)} overlap the best one's "
-                      f"({ranking[0].name}); more seeds would tell them apart", highlight=False)
+        console.print(f"not separable at 95%: {ranking[0].name} does not beat {', '.join(tied)} at 95% over "
+                      "these seeds; more seeds would tell them apart", highlight=False)
     results["not_separable_from_best"] = tied
     improving = trust["best_still_improving"]
     if improving and improving["improving"]:
