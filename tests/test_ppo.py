@@ -1,10 +1,17 @@
 """PPO math against plain loops and a hand-worked example."""
 
+import functools
+import os
+import subprocess
+import sys
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from envcoder.rl.config import PPOConfig
+from envcoder.rl.networks import init_actor_critic, init_per_group
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_entropy, gaussian_log_prob,
                              linear_learning_rate, ppo_loss)
@@ -104,3 +111,30 @@ def test_running_mean_std_matches_numpy():
     np.testing.assert_allclose(rms.mean, both.mean(0), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(rms.var, both.var(0), rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(rms.denormalize(rms.normalize(jnp.asarray(a))), a, rtol=1e-4, atol=1e-4)
+
+
+INIT_MANY_GROUPS = """
+import jax
+from envcoder.rl.networks import init_actor_critic, init_per_group
+init = jax.jit(lambda keys: [init_per_group(lambda k, o=o: init_actor_critic(k, o, 12, (512, 256, 128)), keys)
+                             for o in (48, 60, 235)])
+jax.block_until_ready(init(jax.random.split(jax.random.PRNGKey(0), 10)))
+print("done")
+"""
+
+
+def test_many_groups_initialize_on_a_few_cpu_cores():
+    # Vmapped over 10 groups at Anymal's layer sizes, jaxlib's batched QR (the orthogonal initialization) hung on
+    # a 2-core machine every time; `init_per_group` loops on the CPU. A subprocess, so a hang fails, not stalls.
+    out = subprocess.run([sys.executable, "-c", INIT_MANY_GROUPS], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert out.returncode == 0 and "done" in out.stdout, out.stderr[-2000:]
+
+
+def test_groups_initialized_in_a_loop_equal_vmapped_ones():
+    keys = jax.random.split(jax.random.PRNGKey(3), 4)
+    init = functools.partial(init_actor_critic, obs_dim=7, action_dim=3, units=(16, 8))
+    looped = jax.jit(lambda k: init_per_group(lambda key: init(key), k))(keys)
+    vmapped = jax.jit(jax.vmap(lambda key: init(key)))(keys)
+    for a, b in zip(jax.tree.leaves(looped), jax.tree.leaves(vmapped)):
+        np.testing.assert_array_equal(a, b)

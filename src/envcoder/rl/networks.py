@@ -14,6 +14,17 @@ import jax.numpy as jnp
 ACTIVATIONS = {"elu": jax.nn.elu, "relu": jax.nn.relu, "tanh": jnp.tanh, "silu": jax.nn.silu}
 
 
+def init_per_group(init, keys):
+    """`init(key)` for each group's key of `keys [G, 2]`, stacked over groups: vmapped, except on the CPU.
+
+    There jaxlib's batched QR (the orthogonal initialization) can deadlock its thread pool when two batched QRs
+    run at once on a machine with few cores: on 2 cores, Anymal's 512-unit layers hang `init` every time, with
+    every thread idle. A loop over the groups gives the same values (the same QR per matrix) without it."""
+    if jax.default_backend() == "cpu":
+        return jax.lax.map(init, keys)
+    return jax.vmap(init)(keys)
+
+
 def init_mlp(key, sizes, output_scale):
     layers = []
     keys = jax.random.split(key, len(sizes) - 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from envcoder.rl.networks import init_per_group
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.replay import Replay
 from envcoder.rl.trainer import BestPolicy, GroupedTrainer, Transition, TrainState, _where_group
@@ -54,7 +55,7 @@ class OffPolicyTrainer(GroupedTrainer):
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         params = None
         for index, (obs_dim, action_dim, _) in enumerate(self._dims):
-            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim: self._init_params(k, o, a))(param_keys)
+            sized = init_per_group(lambda k, o=obs_dim, a=action_dim: self._init_params(k, o, a), param_keys)
             params = sized if params is None else _where_group(self.dims_class == index, sized, params)
         G = self.rows
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))

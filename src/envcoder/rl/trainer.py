@@ -41,7 +41,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
+from envcoder.rl.networks import (apply_actor, apply_actor_critic, init_actor_critic, init_per_group,
+                                  pad_actor_critic)
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, log_prob,
                              masked_logits, ppo_loss, shuffled_minibatches)
@@ -892,9 +893,9 @@ class GroupedTrainer:
         params = None
         critic_units = self.central_value.units if self.central_value else None
         for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
-            sized = jax.vmap(lambda k, o=obs_dim, a=action_dim, c=critic_dim: pad_actor_critic(
+            sized = init_per_group(lambda k, o=obs_dim, a=action_dim, c=critic_dim: pad_actor_critic(
                 init_actor_critic(k, o, a, cfg.units, cfg.sigma_init, c, critic_units), self.obs_dim_max,
-                self.action_dim_max, self.critic_obs_dim_max))(param_keys)
+                self.action_dim_max, self.critic_obs_dim_max), param_keys)
             params = sized if params is None else _where_group(self.dims_class == index, sized, params)
 
         G = self.rows
