@@ -98,6 +98,11 @@ def wall(args) -> dict:
             "physics": trainer.physics, "iterations": args.iterations, "run_wall_s": round(run_s, 2),
             "timings": timings, "wall_steady_env_steps_per_s": round(timings["steady_env_steps_per_s"]),
             "metrics_csv_median_env_steps_per_s": round(sorted(rates[1:])[len(rates[1:]) // 2]),
+            # Where the wall clock went: the seconds of each iteration's interval beyond the device's time for it,
+            # summed, and the iterations with the most.
+            "excess_s": round(sum(max(0.0, steps / r - steps / device_rate) for r in rates[1:]), 2),
+            "slowest_intervals": [(i, round(steps / rates[i] - steps / device_rate, 3)) for i in sorted(
+                range(1, len(rates)), key=lambda i: rates[i])[:8]],
             "device_env_steps_per_s": round(device_rate), "device_iterations": args.device_iterations,
             "wall_over_device": round(timings["steady_env_steps_per_s"] / device_rate, 4),
             "train_state_checkpoint_mib": round(checkpoint_bytes / 2**20, 1),

@@ -38,6 +38,9 @@ from envcoder.sim import Simulator
 from envcoder.sim.simulator import default_physics
 from envcoder.tasks import get_task
 
+GIL_SWITCH_INTERVAL_S = 2e-4
+"""Python's thread switch interval while training (see `run_evaluation`)."""
+
 
 class OutOfGPUMemoryError(RuntimeError):
     """The grouped run does not fit in the device's memory; the message says which settings to change."""
@@ -510,6 +513,12 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[best]}"))
+    # While the device trains, other threads run Python: the evaluation's tracing (seconds, cold) and the background
+    # writer. Python hands the GIL over every 5 ms by default, and the training loop waits for it at each of its
+    # many short calls, so the device starved for ~1 s per iteration while the evaluation traced (H200, cold:
+    # wall/device 0.82 against 0.97 with 0.2 ms; docs/benchmarks/throughput.md).
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         with Progress(*columns, console=console, transient=False) as progress:
             bar = progress.add_task("training", total=settings.iterations, completed=first, rate="compiling…",
@@ -592,6 +601,7 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
             if steady[1]:
                 timings["steady_env_steps_per_s"] = steady[0] / steady[1]
     finally:
+        sys.setswitchinterval(switch_interval)
         writer.close()
         run_dir.close()
         if tensorboard is not None:
