@@ -79,12 +79,11 @@ def win_probabilities(per_seed: dict[str, list[float]], higher_is_better: bool =
     """`p[a][b]`: the probability that candidate `a`'s mean task fitness beats `b`'s (`beat_probability` over
     their finite seeds). Candidates with fewer than two finite seeds get no entry: one seed says nothing about
     the spread."""
-    summary = {}
+    sign, summary = (1.0 if higher_is_better else -1.0), {}
     for name, values in per_seed.items():
         values = np.asarray(values, dtype=np.float64)
         values = values[np.isfinite(values)]
         if len(values) >= 2:
-            sign = 1.0 if higher_is_better else -1.0
             summary[name] = (sign * values.mean(), values.std(ddof=1), len(values))
     return {a: {b: beat_probability(*sa, *sb) for b, sb in summary.items() if b != a} for a, sa in summary.items()}
 
@@ -118,9 +117,10 @@ def not_separable_from_best(ranking: list[Ranked], higher_is_better: bool = True
     trained as long as the best and have two seeds or more (as has the best) are compared."""
     if not ranking or ranking[0].seeds < 2:
         return []
-    sign = 1.0 if higher_is_better else -1.0
-    best = ranking[0]
+    sign, best = (1.0 if higher_is_better else -1.0), ranking[0]
+
+    def beaten(r: Ranked) -> bool:
+        return beat_probability(sign * best.fitness_mean, best.fitness_std, best.seeds, sign * r.fitness_mean,
+                                r.fitness_std, r.seeds) >= 0.5 + level / 2
     return [r.name for r in ranking[1:] if r.seeds > 1 and r.eliminated_at == best.eliminated_at
-            and np.isfinite(r.fitness_mean) and beat_probability(
-        sign * best.fitness_mean, best.fitness_std, best.seeds, sign * r.fitness_mean, r.fitness_std, r.seeds)
-        < 0.5 + level / 2]
+            and np.isfinite(r.fitness_mean) and not beaten(r)]
