@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from conftest import BUNDLED
 from envcoder.cli import main
 from envcoder.rl.trainer import TrainState
 from envcoder.runs.directory import RunDirectory
+from envcoder.runs.evaluation import GIL_SWITCH_INTERVAL_S
 from envcoder.runs.ranking import mean_ci, rank, still_improving, win_probabilities
 from envcoder.runs.schedule import Rung, carry_over, rungs, survivors
 
@@ -169,7 +171,15 @@ def halving(tmp_path_factory):
     functions.mkdir()
     for name in NAMES:
         shutil.copy(BUNDLED / "cartpole" / f"{name}.py", functions)
-    assert main(eval_args(functions, root / "whole")) == 0
+    # Training runs with a short thread switch interval (the evaluation traces in a background thread meanwhile:
+    # docs/benchmarks/throughput.md) and gives the process its own back.
+    before, seen, append = sys.getswitchinterval(), [], RunDirectory.append_metrics
+    with pytest.MonkeyPatch.context() as watching:
+        watching.setattr(RunDirectory, "append_metrics",
+                         lambda self, *a, **k: (seen.append(sys.getswitchinterval()), append(self, *a, **k))[1])
+        assert main(eval_args(functions, root / "whole")) == 0
+    assert seen and all(x == pytest.approx(GIL_SWITCH_INTERVAL_S) for x in seen)
+    assert sys.getswitchinterval() == before and before != pytest.approx(GIL_SWITCH_INTERVAL_S)
     for name, iteration, checkpointed in (("inside", 15, 15), ("between", 8, 8)):
         with pytest.MonkeyPatch.context() as killing:
             killing.setattr(RunDirectory, "append_metrics", killed_at(iteration))
