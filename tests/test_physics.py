@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from envcoder.sim import Simulator
+from envcoder.sim.simulator import STEP_INPUTS
 from envcoder.tasks import get_task
 
 STEPS = 25
@@ -71,3 +72,36 @@ def test_jax_engine_follows_mujoco_c(task_name):
     # Forces agree once the landing impulse (a step or two, split differently by the one-iteration solvers) is
     # over: the last 10 control steps.
     np.testing.assert_allclose(forces[-10:], expected_forces[-10:], atol=0.03 * weight)
+
+
+def test_a_step_reads_only_the_state_fields_so_a_placed_robot_steps_as_a_reset_one():
+    """The trainer resets environments with `Simulator.place` (no forward pass) and selects between environments
+    only the fields of `STEP_INPUTS`; both are exact only if a physics step computes every other field before it
+    reads it. Checked here: data from `reset` (forward computed), from `place`, and from `place` with every other
+    float field poisoned with NaN take the same two control steps, to the bit."""
+    task = get_task("Anymal")
+    sim = Simulator(task.model_file, task.substeps)
+    model = sim.mj_model
+    rng = np.random.default_rng(1)
+    qpos = np.asarray(sim.qpos0, np.float32).copy()
+    qpos[2] += 0.02  # feet in contact within the two steps
+    qpos[7:] += rng.uniform(-0.2, 0.2, model.nq - 7)
+    qvel = rng.uniform(-0.5, 0.5, model.nv).astype(np.float32)
+    ctrl = (rng.uniform(-0.1, 0.1, (2, model.nu)) * model.actuator_ctrlrange[:, 1]).astype(np.float32)
+
+    @jax.jit
+    def two_steps(data):
+        for step_ctrl in ctrl:
+            data = sim.step(data, step_ctrl)
+        return data.qpos, data.qvel, sim.task_contact_forces(task, data)
+
+    placed = sim.place(jnp.asarray(qpos), jnp.asarray(qvel))
+    poisoned = jax.tree_util.tree_map_with_path(
+        lambda path, x: x if path[0].name in STEP_INPUTS or not jnp.issubdtype(x.dtype, jnp.floating)
+        else jnp.full_like(x, jnp.nan), placed)
+    assert any(np.isnan(x).any() for x in jax.tree.leaves(poisoned))
+    expected = two_steps(jax.jit(sim.reset)(jnp.asarray(qpos), jnp.asarray(qvel)))
+    assert np.abs(np.asarray(expected[2])).max() > 1.0  # the feet touched the floor: the solver ran
+    for data in (placed, poisoned):
+        for got, want in zip(two_steps(data), expected):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

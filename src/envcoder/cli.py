@@ -155,8 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
     ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
     ev.add_argument("--physics", choices=("jax", "warp"), default=None,
-                    help="physics engine: jax (MJX) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang); default: warp "
-                         "on a GPU where warp-lang is installed, else jax")
+                    help="physics engine: jax (MJX, the default) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang)")
     _limits(ev, "the training iteration's")
     _devices(ev)
     ev.add_argument("--resume", type=Path, default=None, metavar="RUN",

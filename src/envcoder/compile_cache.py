@@ -35,6 +35,11 @@ from typing import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
+"""XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner compiles and times
+Triton variants of every fusion (hundreds of extra kernels); for the training iteration it took a quarter of XLA's
+compile time (docs/benchmarks/throughput.md § 2)."""
+
 MIN_COMPILE_TIME_S = 0.2
 """Compilations faster than this are not written (JAX's default, 1 s, would leave the initialization's
 small functions out, and they add up to seconds on a GPU)."""
@@ -165,6 +170,19 @@ def _module_digest(name: str) -> str:
     return f"@{_file_digest(Path(file))}"
 
 
+@functools.cache
+def xla_options() -> dict:
+    """`XLA_OPTIONS` of the default backend that this XLA knows (an option it does not know is left out: older
+    and newer jaxlibs rename such options)."""
+    options = dict(XLA_OPTIONS.get(jax.default_backend(), {}))
+    for name in list(options):
+        try:
+            jax.jit(lambda x: x + 1, compiler_options={name: options[name]}).lower(np.float32(0)).compile()
+        except Exception:  # noqa: BLE001 - XLA's "No such compile option"
+            del options[name]
+    return options
+
+
 def _aval(x) -> tuple:
     return tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))
 
@@ -180,10 +198,12 @@ class CachedJit:
     time. Called, it takes and returns the function's pytrees; `lower(...).compile()` gives a callable that does.
     """
 
-    def __init__(self, function: Callable, key: str, donate_argnums: Sequence[int] = ()):
+    def __init__(self, function: Callable, key: str, donate_argnums: Sequence[int] = (),
+                 compiler_options: dict | None = None):
         if tuple(donate_argnums) not in ((), (0,)):
             raise ValueError(f"CachedJit donates its first argument or none, not {donate_argnums}")
         self._function, self._key, self._donate = function, key, tuple(donate_argnums)
+        self._options = compiler_options
         self._programs: dict = {}  # argument signature -> (jit of the exported program, output treedef), or None
         self.loaded = self.stored = 0  # programs loaded from the cache / traced and written to it, for timings
 
@@ -215,7 +235,7 @@ class CachedJit:
                 self.stored += 1
         if program is not None:
             exported, out_tree = program
-            program = (jax.jit(exported.call, donate_argnums=flat_donate), out_tree)
+            program = (jax.jit(exported.call, donate_argnums=flat_donate, compiler_options=self._options), out_tree)
         self._programs[signature] = program
         return program
 
@@ -243,7 +263,7 @@ class CachedJit:
 
     @functools.cached_property
     def _plain(self):
-        return jax.jit(self._function, donate_argnums=self._donate)
+        return jax.jit(self._function, donate_argnums=self._donate, compiler_options=self._options)
 
     def lower(self, *args) -> "_Lowered":
         program = self._program(args)

@@ -38,7 +38,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir
+from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir, xla_options
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import (apply_actor, apply_actor_critic, init_actor_critic, init_per_group,
@@ -52,7 +52,6 @@ from envcoder.shaping.grouping import GroupPlan, group_key
 from envcoder.shaping.validate import CandidateSpec, split_reward
 from envcoder.sim import Simulator
 from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
-from envcoder.sim.simulator import default_physics
 from envcoder.tasks.base import Task
 
 
@@ -154,7 +153,7 @@ class GroupedTrainer:
                  simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None,
                  devices: int | None = None, sharded: bool | None = None):
         """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
-        ("jax" or "warp"; None: the faster one where it runs, see `default_physics`) is built. `devices`: how
+        ("jax" or "warp"; None: "jax", the faster on a GPU too, docs/benchmarks/throughput.md) is built. `devices`: how
         many of the visible devices to shard the groups over (None: all). `sharded`: build the sharded program
         (None: where there are several devices; True on one device measures its cost against the plain one)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
@@ -177,9 +176,7 @@ class GroupedTrainer:
         self.mesh = jax.sharding.Mesh(np.array(self.devices), (GROUP_AXIS,))
         self.rows = self.layout.per_device if self.layout else len(self.groups)  # groups a traced function sees
         worlds = len(self.groups) * envs_per_candidate
-        if physics is None and devices > 1:
-            physics = "jax"
-        self.sim = simulator or Simulator(task.model_file, task.substeps, physics or default_physics(), worlds)
+        self.sim = simulator or Simulator(task.model_file, task.substeps, physics or "jax", worlds)
         if self.sim.physics == "warp" and self.sim.worlds != worlds:
             raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
         self.physics = self.sim.physics
@@ -232,18 +229,20 @@ class GroupedTrainer:
             self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
             self._init_jitted = self._jit(self._init, "init")
         else:
-            self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate)
-            self.evaluate = jax.jit(self._sharded_evaluate)
-            self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True))
+            options = xla_options()
+            self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate, compiler_options=options)
+            self.evaluate = jax.jit(self._sharded_evaluate, compiler_options=options)
+            self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True),
+                                             compiler_options=options)
         self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 
     def _jit(self, function, name: str, donate_argnums=()):
-        """`jax.jit(function)`; with the trace cache on (`envcoder.compile_cache`) and JAX physics, one whose
-        traced program a later run of the same job loads instead of tracing (MuJoCo Warp's kernels do not
-        serialize)."""
+        """`jax.jit(function)` with envcoder's XLA options (`xla_options`); with the trace cache on
+        (`envcoder.compile_cache`) and JAX physics, one whose traced program a later run of the same job loads
+        instead of tracing (MuJoCo Warp's kernels do not serialize)."""
         if trace_cache_dir() is None or self.physics != "jax":
-            return jax.jit(function, donate_argnums=donate_argnums)
-        return CachedJit(function, f"{self._trace_key}:{name}", donate_argnums)
+            return jax.jit(function, donate_argnums=donate_argnums, compiler_options=xla_options())
+        return CachedJit(function, f"{self._trace_key}:{name}", donate_argnums, xla_options())
 
     @functools.cached_property
     def _trace_key(self) -> str:
@@ -443,12 +442,15 @@ class GroupedTrainer:
     def _reset_pool(self, keys, curriculum: dict, held_out=None):
         """Fresh reset states for every environment: `(data, commands, contact_forces, physics)` `[G, E, ...]`.
         `curriculum`: each group's values; `held_out`: a fitness's own `sample_physics`, used for every group
-        instead of the candidates' (an evaluation under a fixed randomization)."""
+        instead of the candidates' (an evaluation under a fixed randomization).
+
+        A reset places the robot (`Simulator.place`) without a physics pass, as Isaac Gym's resets do: the
+        environment's first state has no contact forces (zeros) until its first physics step."""
         G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
-        reference = self.sim.reset(self.sim.qpos0, jnp.zeros(self.sim.mj_model.nv))  # one forward, broadcast
-        forces = jnp.broadcast_to(self.sim.task_contact_forces(self.task, reference),
-                                  (G, E, len(self.task.contact_geoms), 3))
-        base_env = EnvState(self.sim.broadcast(reference, (G, E)), jnp.zeros((G, E, self.task.num_commands)),
+        forces = jnp.zeros((G, E, len(self.task.contact_geoms), 3))
+        base_env = EnvState(self.sim.place(jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq)),
+                                           jnp.zeros((G, E, self.sim.mj_model.nv))),
+                            jnp.zeros((G, E, self.task.num_commands)),
                             jnp.zeros((G, E, nu)), jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None,
                             forces, {}, None, curriculum)
         base = self._state(base_env)
@@ -460,10 +462,9 @@ class GroupedTrainer:
             return self.plan.concat([{**jax.tree.map(c.take, base), **o} for o, c in zip(outputs, classes)], classes)
         reset_state = self.plan.dispatch("sample_initial_state", (k_init, base), fill)
         qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
-        data = jax.vmap(jax.vmap(self.sim.reset))(qpos.astype(jnp.float32), qvel.astype(jnp.float32),
-                                                  self._model_fields(physics))
+        data = self.sim.place(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
         commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
-        return data, commands, self.sim.task_contact_forces(self.task, data), physics
+        return data, commands, forces, physics
 
     def _sample_physics(self, keys, curriculum: dict, held_out=None) -> dict:
         """Every environment's randomized fields `[G, E, ...]` for its next episode ({} when nothing is
@@ -599,13 +600,14 @@ class GroupedTrainer:
         def physics_step(_, carry):
             # compute_torque runs at every physics step with the action held (a PD controller sees the
             # joints move), as legged_gym does within its decimation loop.
-            data, ctrl = carry
-            forces = self.sim.task_contact_forces(self.task, data)
+            data, ctrl, forces = carry
             now = env._replace(data=data, torques=ctrl, contact_forces=forces)
             ctrl = self.sim.clip_ctrl(self._torque(applied, self._state(now)))
-            return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields), ctrl
+            data = jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields)
+            return data, ctrl, self.sim.task_contact_forces(self.task, data)
 
-        data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
+        data, ctrl, stepped_forces = jax.lax.fori_loop(0, self.sim.substeps, physics_step,
+                                                       (env.data, env.torques, env.contact_forces))
         if "push_interval" in env.physics:  # a push changes the base's velocity at once
             interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
             now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
@@ -622,8 +624,7 @@ class GroupedTrainer:
         sane = _all_finite_per_env((data.qpos, data.qvel))
         sane = sane & (jnp.max(jnp.abs(data.qvel), axis=-1) <= self.task.max_qvel)
         physics_ok = sane | ~_all_finite_per_env(ctrl)
-        forces = jnp.where(physics_ok[..., None, None], self.sim.task_contact_forces(self.task, data),
-                           env.contact_forces)
+        forces = jnp.where(physics_ok[..., None, None], stepped_forces, env.contact_forces)
         data = self.sim.select(physics_ok, data, env.data)
         ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1
@@ -876,7 +877,8 @@ class GroupedTrainer:
         else:
             keys = keys[np.maximum(self.layout.order, 0)]
             keys = self._put(keys)
-            state = jax.jit(self._sharded(GroupedTrainer._init, (PartitionSpec(GROUP_AXIS),), _state_specs()))(keys)
+            state = jax.jit(self._sharded(GroupedTrainer._init, (PartitionSpec(GROUP_AXIS),), _state_specs()),
+                            compiler_options=xla_options())(keys)
         # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
         # not be donated twice.
         return state._replace(best=state.best._replace(

@@ -35,7 +35,6 @@ from envcoder.shaping.candidate import (CandidateError, LoadFailure, candidate_f
 from envcoder.shaping.grouping import GroupPlan
 from envcoder.shaping.validate import CandidateSpec
 from envcoder.sim import Simulator
-from envcoder.sim.simulator import default_physics
 from envcoder.tasks import get_task
 
 GIL_SWITCH_INTERVAL_S = 2e-4
@@ -90,8 +89,8 @@ class EvalSettings:
     wandb_project: str | None = None
     """Log to Weights & Biases under this project, one W&B run per candidate and seed (None: off)."""
     physics: str | None = None
-    """Physics engine for training and evaluation: "jax" or "warp" (None: the faster one where it runs, see
-    `envcoder.sim.simulator.default_physics`). Candidates are validated on the JAX engine either way."""
+    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax", the faster on a GPU too, see
+    docs/benchmarks/throughput.md). Candidates are validated on the JAX engine either way."""
     validation_timeout_s: float = 120.0
     """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
     running one function) may take."""
@@ -309,10 +308,8 @@ def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: Ru
 
 
 def _physics(settings: EvalSettings) -> str:
-    """The run's physics engine: the one asked for, else the faster one where it runs (JAX when the groups are
-    sharded over several devices: Warp steps one device's environments)."""
-    devices = len(jax.devices()) if settings.devices is None else settings.devices
-    return settings.physics or ("jax" if devices > 1 else default_physics())
+    """The run's physics engine: the one asked for, else JAX."""
+    return settings.physics or "jax"
 
 
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:

@@ -34,14 +34,14 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 PHYSICS_ENGINES = ("jax", "warp")
 
+STEP_INPUTS = ("time", "qpos", "qvel", "act", "history", "qacc_warmstart", "plugin_state", "ctrl", "qfrc_applied",
+               "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat", "userdata")
+"""The fields of MJX's data that a physics step reads (MuJoCo's integration state and inputs): `mjx.step` computes
+every other field from these before it reads it, so data holding only these (`Simulator.place`) steps as data
+with everything computed (`Simulator.reset`) does."""
+
 CONTACTS_PER_PAIR = 4
 """Contacts one geom pair may produce (a box on a plane makes 4; a sphere 1): sizes Warp's contact list."""
-
-
-def default_physics() -> str:
-    """The faster engine where it runs: Warp on a CUDA GPU when warp-lang is installed, else JAX
-    (docs/benchmarks/throughput.md compares them)."""
-    return "warp" if jax.default_backend() == "gpu" and mjx_warp.WARP_INSTALLED else "jax"
 
 
 class Simulator:
@@ -163,13 +163,16 @@ class Simulator:
         return sign[:, :, None] * world_force[:, None, :]
 
     def select(self, mask: jnp.ndarray, a: mjx.Data, b: mjx.Data) -> mjx.Data:
-        """Per environment, `a` where `mask` (the data's leading axes) else `b`. Warp's arrays that hold all
-        worlds together (its contact list, recomputed at every step) are taken from `a`."""
-        def where(x, y, per_world):
-            if not per_world:
-                return x
+        """Per environment, the state of `a` where `mask` (the data's leading axes) else `b`'s: the fields a
+        physics step starts from (`STEP_INPUTS`). The other fields are `b`'s: derived quantities, which every
+        physics step computes anew before it reads them, and Warp's arrays that hold all worlds together (its
+        contact list). Selecting only the state keeps a rollout from copying every derived array of every
+        environment at every step (a third of the compiled step's kernels were such selects)."""
+        def where(path, x, y):
+            if path[0].name not in STEP_INPUTS:
+                return y
             return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y)
-        return jax.tree.map(where, a, b, self._per_world)
+        return jax.tree_util.tree_map_with_path(where, a, b)
 
     def broadcast(self, data: mjx.Data, shape: tuple[int, ...]) -> mjx.Data:
         """One environment's data repeated over leading axes `shape` (Warp's all-world arrays as they are)."""
@@ -190,6 +193,13 @@ class Simulator:
         `physics`: this environment's randomized fields (`envcoder.sim.randomization.FIELDS`), if any."""
         data = self._data0.replace(qpos=qpos, qvel=qvel)
         return mjx.forward(self.model_for(physics), data)
+
+    def place(self, qpos: jnp.ndarray, qvel: jnp.ndarray) -> mjx.Data:
+        """Physics data at `qpos [..., nq]`, `qvel [..., nv]` (any leading axes), derived quantities not computed:
+        the next `physics_step` computes them from these, as `reset` would. What the trainer resets environments
+        with: a forward pass of its own would add a second copy of MJX's pipeline to the compiled program (a
+        quarter of its kernels, and of its compile time)."""
+        return self.broadcast(self._data0, qpos.shape[:-1]).replace(qpos=qpos, qvel=qvel)
 
     def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
         """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges)."""

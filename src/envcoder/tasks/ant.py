@@ -82,7 +82,8 @@ TASK = Task(
         "motor_efforts": StateField("[E, 8]", "N·m", "torque limit of each joint's motor (150), same order"),
         "targets": StateField("[E, 3]", "m", "walk target from sample_goal (default (1000, 0, 0): far along +x)"),
         "contact_forces": StateField("[E, 4, 3]", "N", "net contact force of the floor on each foot "
-                                                       "(foot_1…foot_4), world frame"),
+                                                       "(foot_1…foot_4), world frame; zero in an episode's first "
+                                                       "state (a reset places the robot without a physics step)"),
         "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
                                              "largest A)"),
         "torques": StateField("[E, 8]", "N·m", "last motor torques (after the limits), joint order"),

@@ -143,7 +143,9 @@ TASK = Task(
         "commands": StateField("[E, 3]", "m/s, m/s, rad/s", "commanded base velocity from sample_goal: vx, vy in "
                                                            "the base frame, yaw rate"),
         "contact_forces": StateField("[E, 4, 3]", "N", "net contact force of the floor on each foot (LF, LH, RF, "
-                                                       "RH), world frame; only the feet collide in this model"),
+                                                       "RH), world frame; only the feet collide in this model; zero "
+                                                       "in an episode's first state (a reset places the robot "
+                                                       "without a physics step)"),
         "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
                                              "largest A)"),
         "torques": StateField("[E, 12]", "N·m", "joint torques of the last physics step (after the 80 N·m limit)"),

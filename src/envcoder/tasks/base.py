@@ -74,7 +74,9 @@ class Task:
     build_state: Callable[..., dict]
     """`(sim, data, contact_forces, commands, actions, torques, progress_buf) -> state` for one environment,
     from the `Simulator`, its MJX data, the contact forces on `contact_geoms` (`[len(contact_geoms), 3]`) and
-    the framework's buffers (`commands` is what `sample_goal` returned)."""
+    the framework's buffers (`commands` is what `sample_goal` returned). Of `data` it may read only the physics
+    state (`envcoder.sim.simulator.STEP_INPUTS`: `qpos`, `qvel`, ...): a freshly reset environment's derived
+    quantities are not computed until its first physics step (`Simulator.place`)."""
     physics_from_state: Callable[[State], tuple]
     """`state -> (qpos, qvel)`: where a reset sampler's state puts the physics."""
     defaults: Mapping[str, Callable]

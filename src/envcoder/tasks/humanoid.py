@@ -93,7 +93,9 @@ TASK = Task(
         "motor_efforts": StateField("[E, 21]", "N·m", "torque limit of each joint's motor, same order"),
         "targets": StateField("[E, 3]", "m", "run target from sample_goal (default (1000, 0, 0): far along +x)"),
         "contact_forces": StateField("[E, 2, 3]", "N", "net contact force of the floor on each foot (right, left), "
-                                                       "world frame; only the feet collide in this model"),
+                                                       "world frame; only the feet collide in this model; zero in an "
+                                                       "episode's first state (a reset places the robot without a "
+                                                       "physics step)"),
         "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
                                              "largest A)"),
         "torques": StateField("[E, 21]", "N·m", "last motor torques (after the limits), joint order"),
