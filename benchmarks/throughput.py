@@ -115,7 +115,7 @@ def worker(args) -> dict:
     import jax
 
     from core import stamp
-    from envcoder.compile_cache import enable_compilation_cache
+    from envcoder.compile_cache import XLA_OPTIONS, enable_compilation_cache, xla_options
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.trainer import GroupedTrainer
     from envcoder.runs.evaluation import EvalSettings, build_candidates
@@ -125,6 +125,8 @@ def worker(args) -> dict:
     from envcoder.tasks import get_task
 
     enable_compilation_cache()
+    if args.xla_options:  # e.g. '{"xla_gpu_experimental_enable_fusion_autotuner": true}': envcoder's XLA options
+        XLA_OPTIONS[jax.default_backend()] = json.loads(args.xla_options)
     times = {}
     tick = time.perf_counter()
     task = get_task(args.task)
@@ -159,6 +161,10 @@ def worker(args) -> dict:
     jax.block_until_ready(metrics)
     device_rate = len(trainer.groups) * args.envs * config.horizon_length * args.timed_iterations / (
         time.perf_counter() - tick)
+    metrics = jax.device_get(metrics)  # the last iteration's: a sanity check of the compiled program's training
+    sanity = {"physics_failures_last_iteration": float(metrics["physics_failures"].sum()),
+              "diverged_groups": int(metrics["diverged"].sum()),
+              "mean_task_fitness_per_step": float(metrics["task_fitness_per_step"].mean())}
     ts2 = state
     lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
     timed("evaluation_xla_compile_s", lowered.compile)
@@ -169,7 +175,8 @@ def worker(args) -> dict:
             # Programs loaded from the trace cache (a warm run) instead of traced: init, iteration, evaluation.
             "traces_loaded": [getattr(getattr(trainer, f, None), "loaded", None) for f in (
                 "_init_jitted", "iteration", "evaluate")],
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "device_env_steps_per_s": round(device_rate),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "xla_options": xla_options(),
+            "device_env_steps_per_s": round(device_rate), **sanity,
             **{k: round(v, 2) for k, v in times.items()}}
 
 
@@ -194,14 +201,14 @@ def compile_time(args) -> dict:
     """Cold compiles under each of `args.variants` (XLA_FLAGS), then two more identical runs through the
     persistent cache the first cold run filled."""
     base = ["--task", args.task, "--envs", str(args.envs), "--seeds", str(args.seeds), "--physics", args.physics,
-            "--timed-iterations", str(args.timed_iterations)]
+            "--timed-iterations", str(args.timed_iterations), "--xla-options", args.xla_options]
     if args.groups:
         base += ["--groups", str(args.groups)]
     points, shared = [], tempfile.mkdtemp(prefix="envcoder-cache-")
     runs = [(f"cold, XLA_FLAGS={flags!r}", flags, shared if i == 0 else tempfile.mkdtemp(prefix="envcoder-cache-"))
             for i, flags in enumerate(args.variants)]
     runs += [("second run, warm persistent cache", args.variants[0], shared), ("third run, warm", args.variants[0],
-                                                                              shared)]
+                                                                              shared)][:args.warm_runs]
     for name, flags, cache_dir in runs:
         env = {**os.environ, "ENVCODER_CACHE_DIR": cache_dir, "XLA_FLAGS": flags}
         points.append({"case": name, **_run_worker(base, env, args.timeout)})
@@ -357,6 +364,12 @@ def main():
                                        help="iterations timed after compiling, for the compiled code's speed")
     sub.choices["compile"].add_argument("--variants", nargs="+", default=list(COMPILE_VARIANTS),
                                         help="XLA_FLAGS values to compile under, from a cold cache each")
+    sub.choices["compile"].add_argument("--warm-runs", type=int, default=2,
+                                        help="runs through the first variant's filled caches after the cold ones")
+    for name in ("compile", "worker"):
+        sub.choices[name].add_argument("--xla-options", default="",
+                                       help="JSON: envcoder's XLA options for this backend instead of its own "
+                                            "(envcoder.compile_cache.XLA_OPTIONS)")
     e = sub.add_parser("engines")
     e.add_argument("--envs", type=int, nargs="+", default=[4096, 16384, 65536, 262144])
     e.add_argument("--physics", nargs="+", default=["jax", "warp"])

@@ -1,0 +1,139 @@
+"""Where XLA's compile time goes: one program compiled under JAX's profiler, its phases and passes summed.
+
+    python benchmarks/compile_probe.py iteration --task Anymal --seeds 6 --out DIR     # the README job's iteration
+    python benchmarks/compile_probe.py physics --task Anymal --groups 60 --out DIR     # MJX alone, same envs
+    python benchmarks/compile_probe.py iteration --task Anymal --seeds 6 --default-only --out DIR
+
+Writes DIR/<name>.json (phase and pass seconds, kernel count) and DIR/<name>.hlo.txt.gz (the optimized HLO).
+Run each in a fresh process with ENVCODER_CACHE_DIR= (no caches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def summarize_trace(folder: Path, top: int = 80) -> dict:
+    """Seconds per event name of the profiler's trace (complete events), largest first."""
+    path = next(folder.rglob("perfetto_trace.json.gz"))
+    data = json.load(gzip.open(path))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    seconds, count = collections.Counter(), collections.Counter()
+    threads = collections.defaultdict(float)
+    for e in events:
+        if e.get("ph") == "X":
+            seconds[e["name"]] += e.get("dur", 0) / 1e6
+            count[e["name"]] += 1
+            threads[e.get("tid")] += 0
+    return {"events": [(name, round(s, 3), count[name]) for name, s in seconds.most_common(top)],
+            "threads_seen": len(threads)}
+
+
+def build(args):
+    from throughput import _functions
+
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.runs.evaluation import EvalSettings, build_candidates
+    from envcoder.shaping.candidate import SHAPER_TYPES, Candidate
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    task = get_task(args.task)
+    sim = Simulator(task.model_file, task.substeps)
+    config = PPOConfig.for_task(task.ppo_overrides)
+    if args.default_only:
+        count = args.groups or 60
+        candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(count)]
+        spec = validate_candidate(task, sim, candidates[0], sample_state(task, sim))
+        specs = {c.name: spec for c in candidates}
+        seeds = (0,)
+    else:
+        settings = EvalSettings(task=args.task, functions=_functions(args.task, args.groups), out=Path("unused"),
+                                shaper_types=SHAPER_TYPES, envs_per_candidate=args.envs,
+                                seeds=tuple(range(args.seeds)))
+        candidates, _ = build_candidates(settings)
+        state = sample_state(task, sim)
+        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+        seeds = settings.seeds
+    return GroupedTrainer(task, candidates, specs, config, args.envs, seeds, physics="jax")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["iteration", "init", "evaluate", "physics"])
+    parser.add_argument("--task", default="Anymal")
+    parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--groups", type=int, default=None)
+    parser.add_argument("--envs", type=int, default=256)
+    parser.add_argument("--default-only", action="store_true")
+    parser.add_argument("--name", default=None)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    import jax
+    import jax.numpy as jnp
+
+    from core import stamp
+
+    name = args.name or args.what + ("_default" if args.default_only else "")
+    times = {}
+    tick = time.perf_counter()
+    if args.what == "physics":
+        from envcoder.sim import Simulator
+        from envcoder.tasks import get_task
+        task = get_task(args.task)
+        sim = Simulator(task.model_file, task.substeps)
+        G, E = args.groups or 60, args.envs
+
+        def rollout(data, key):
+            def step(d, k):
+                u = jax.random.uniform(k, (G, E, sim.mj_model.nu), minval=-1, maxval=1)
+                return jax.vmap(jax.vmap(sim.step))(d, u), None
+            return jax.lax.scan(step, data, jax.random.split(key, 24))[0]
+        data = jax.jit(lambda: jax.vmap(jax.vmap(lambda _: sim.reset(sim.qpos0, jnp.zeros(sim.mj_model.nv))))(
+            jnp.zeros((G, E))))()
+        fn, fn_args = jax.jit(rollout), (data, jax.random.PRNGKey(0))
+    else:
+        trainer = build(args)
+        times["setup_s"] = time.perf_counter() - tick
+        keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), jnp.uint32)
+        if args.what == "init":
+            fn, fn_args = jax.jit(trainer._init), (keys,)
+        else:
+            ts = jax.eval_shape(trainer._init, keys)
+            fn = jax.jit(trainer._iteration if args.what == "iteration" else trainer._evaluate)
+            fn_args = (ts,)
+    tick = time.perf_counter()
+    lowered = fn.lower(*fn_args)
+    times["trace_and_lower_s"] = time.perf_counter() - tick
+    trace_dir = Path(tempfile.mkdtemp(prefix="envcoder-probe-"))
+    tick = time.perf_counter()
+    with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
+        compiled = lowered.compile()
+    times["xla_compile_s"] = time.perf_counter() - tick
+    hlo = compiled.as_text()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with gzip.open(args.out / f"{name}.hlo.txt.gz", "wt") as f:
+        f.write(hlo)
+    kernels = sum(1 for line in hlo.splitlines() if line.lstrip().startswith("%") and " fusion(" in line)
+    result = {**stamp(), "name": name, "what": args.what, "task": args.task,
+              **{k: round(v, 2) for k, v in times.items()}, "fusions_in_hlo": kernels,
+              "hlo_chars": len(hlo), **summarize_trace(trace_dir)}
+    (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "events"}), flush=True)
+    for event, s, n in result["events"][:45]:
+        print(f"{s:9.3f}s {n:6d}  {event[:110]}")
+
+
+if __name__ == "__main__":
+    main()
