@@ -28,14 +28,12 @@ def summarize_trace(folder: Path, top: int = 80) -> dict:
     data = json.load(gzip.open(path))
     events = data["traceEvents"] if isinstance(data, dict) else data
     seconds, count = collections.Counter(), collections.Counter()
-    threads = collections.defaultdict(float)
-    for e in events:
-        if e.get("ph") == "X":
-            seconds[e["name"]] += e.get("dur", 0) / 1e6
-            count[e["name"]] += 1
-            threads[e.get("tid")] += 0
+    complete = [e for e in events if e.get("ph") == "X"]
+    for e in complete:
+        seconds[e["name"]] += e.get("dur", 0) / 1e6
+        count[e["name"]] += 1
     return {"events": [(name, round(s, 3), count[name]) for name, s in seconds.most_common(top)],
-            "threads_seen": len(threads)}
+            "threads_seen": len({e.get("tid") for e in complete})}
 
 
 def build(args):

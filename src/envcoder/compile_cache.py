@@ -36,9 +36,9 @@ import jax
 import numpy as np
 
 XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
-"""XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner compiles and times
-Triton variants of every fusion (hundreds of extra kernels); for the training iteration it took a quarter of XLA's
-compile time (docs/benchmarks/throughput.md § 2)."""
+"""XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
+emitter by compiling and timing variants while it compiles, so the same program could compile to other kernels on
+another run; off, the README job compiled as fast and ran as fast (docs/benchmarks/throughput.md § 2)."""
 
 MIN_COMPILE_TIME_S = 0.2
 """Compilations faster than this are not written (JAX's default, 1 s, would leave the initialization's

@@ -153,9 +153,9 @@ class GroupedTrainer:
                  simulator: Simulator | None = None, fitness: str | None = None, physics: str | None = None,
                  devices: int | None = None, sharded: bool | None = None):
         """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
-        ("jax" or "warp"; None: "jax", the faster on a GPU too, docs/benchmarks/throughput.md) is built. `devices`: how
-        many of the visible devices to shard the groups over (None: all). `sharded`: build the sharded program
-        (None: where there are several devices; True on one device measures its cost against the plain one)."""
+        ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
+        (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
+        measures its cost against the plain one)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.plan = GroupPlan(task, candidates, seeds)

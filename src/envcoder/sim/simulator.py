@@ -38,7 +38,7 @@ STEP_INPUTS = ("time", "qpos", "qvel", "act", "history", "qacc_warmstart", "plug
                "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat", "userdata")
 """The fields of MJX's data that a physics step reads (MuJoCo's integration state and inputs): `mjx.step` computes
 every other field from these before it reads it, so data holding only these (`Simulator.place`) steps as data
-with everything computed (`Simulator.reset`) does."""
+with everything computed (`Simulator.reset`) does (`tests/test_physics.py` checks it, to the bit)."""
 
 CONTACTS_PER_PAIR = 4
 """Contacts one geom pair may produce (a box on a plane makes 4; a sphere 1): sizes Warp's contact list."""
@@ -167,7 +167,7 @@ class Simulator:
         physics step starts from (`STEP_INPUTS`). The other fields are `b`'s: derived quantities, which every
         physics step computes anew before it reads them, and Warp's arrays that hold all worlds together (its
         contact list). Selecting only the state keeps a rollout from copying every derived array of every
-        environment at every step (a third of the compiled step's kernels were such selects)."""
+        environment at every step."""
         def where(path, x, y):
             if path[0].name not in STEP_INPUTS:
                 return y
@@ -198,7 +198,7 @@ class Simulator:
         """Physics data at `qpos [..., nq]`, `qvel [..., nv]` (any leading axes), derived quantities not computed:
         the next `physics_step` computes them from these, as `reset` would. What the trainer resets environments
         with: a forward pass of its own would add a second copy of MJX's pipeline to the compiled program (a
-        quarter of its kernels, and of its compile time)."""
+        quarter of the training iteration's kernels)."""
         return self.broadcast(self._data0, qpos.shape[:-1]).replace(qpos=qpos, qvel=qvel)
 
     def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
