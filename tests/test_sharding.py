@@ -34,11 +34,14 @@ def leaves(run: dict, prefix: str) -> list[np.ndarray]:
 
 
 def assert_same_state(a: list, b: list):
+    """Equal to float32 summation order: the sharded program has other shapes, so XLA may sum in another order, and
+    two iterations of Adam grow those last-bit differences to a few 1e-5 of a weight (seen: 1.9e-6 on one weight of
+    0.067); a group trained on another group's data would differ everywhere."""
     assert len(a) == len(b) > 0
     for x, y in zip(a, b):
         assert x.shape == y.shape
         if x.dtype.kind == "f":
-            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5)
         else:
             np.testing.assert_array_equal(x, y)
 
@@ -52,8 +55,8 @@ def test_sharded_run_equals_single_device_group_by_group(sharded):
         np.testing.assert_allclose(sharded[f"{head}/{name}"], sharded[f"{head.replace('_1_', '_5_')}/{name}"],
                                    rtol=1e-4, atol=1e-5, err_msg=name)
         assert sharded[f"{head}/{name}"].shape == (len(sharded["labels"]),)  # inert rows are never reported
-    for name in ("task_fitness", "episode_length", "shaped_return"):
-        np.testing.assert_allclose(sharded[f"eval_1/{name}"], sharded[f"eval_5/{name}"], rtol=1e-4, atol=1e-4)
+    for name in ("task_fitness", "episode_length", "shaped_return"):  # episodes of hundreds of steps grow those
+        np.testing.assert_allclose(sharded[f"eval_1/{name}"], sharded[f"eval_5/{name}"], rtol=1e-3, atol=1e-4)
     # The NaN candidate diverged on its own rows only, and the others trained.
     diverged = sharded["metrics_5_1/diverged"]
     labels = list(sharded["labels"])
