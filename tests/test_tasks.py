@@ -57,12 +57,13 @@ def _rollout(name):
             env, info = trainer._env_step(env, actions, pool, jax.random.split(k, 2))
             obs = trainer._observe(trainer._state(env))
             return env, (obs, info["reward"], info["terminal"], env.data.qpos)
-        return jax.lax.scan(step, env, jax.random.split(key, STEPS))
+        return jax.lax.scan(step, env, jax.random.split(key, STEPS)), env.contact_forces
 
-    env, (obs, reward, terminal, qpos) = run(jax.random.PRNGKey(0))
+    (env, (obs, reward, terminal, qpos)), reset_forces = run(jax.random.PRNGKey(0))
     final_state = jax.tree.map(lambda x: x[groups.index("standing")], trainer._state(env))
     return dict(task=task, sim=sim, trainer=trainer, random=random_group, standing=groups.index("standing"),
-                obs=obs, reward=reward, terminal=terminal, qpos=qpos, final_state=final_state, state=state)
+                obs=obs, reward=reward, terminal=terminal, qpos=qpos, final_state=final_state, state=state,
+                reset_forces=reset_forces)
 
 
 _CACHE = {}
@@ -111,6 +112,8 @@ def test_legged_robot_stands_with_zero_action(rollout):
 
 
 def test_anymal_feet_carry_the_robots_weight():
+    # A reset places the robot without a physics step: no contact forces until the first one.
+    assert not np.asarray(_cached_rollout("Anymal")["reset_forces"]).any()
     final = _cached_rollout("Anymal")["final_state"]
     weight = float(_cached_rollout("Anymal")["sim"].mj_model.body_mass.sum()) * 9.81
     total = np.asarray(final["contact_forces"]).sum(axis=1)  # [E, 3]
