@@ -105,3 +105,52 @@ def test_a_step_reads_only_the_state_fields_so_a_placed_robot_steps_as_a_reset_o
     for data in (placed, poisoned):
         for got, want in zip(two_steps(data), expected):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+CONTACT_TORQUE = '''
+ACTION_DIM = 12
+
+
+def compute_torque(action, state):
+    return 40.0 * action + 0.05 * jnp.sum(state["contact_forces"][:, :, 2], axis=1, keepdims=True)
+'''
+
+
+def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
+    """`compute_torque` runs at every physics step of a control step. The contact forces it reads are the last
+    physics step's: the control step's own at its first substep, then each substep's. The trainer computes them
+    only where a torque reads them (as here); checked against a plain loop of `Simulator` calls, and against a
+    wrong loop that holds the control step's forces through its substeps, which must differ."""
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.shaping.candidate import load_candidate
+    from envcoder.shaping.validate import sample_state, validate_candidate
+
+    task = get_task("Anymal")
+    sim = Simulator(task.model_file, task.substeps)
+    candidate = load_candidate("contact_torque.py", ("compute_torque",), name="contact_torque",
+                               source="import jax.numpy as jnp\n" + CONTACT_TORQUE)
+    spec = validate_candidate(task, sim, candidate, sample_state(task, sim))
+    config = PPOConfig.for_task(task.ppo_overrides, units=(8,), horizon_length=2)
+    trainer = GroupedTrainer(task, [candidate], {candidate.name: spec}, config, 2, (0,), sim)
+    env = trainer._fresh_env(jax.random.split(jax.random.PRNGKey(0), 1), {})
+    pool = (env.data, env.commands, env.contact_forces, env.physics)
+    actions = jnp.full((1, 2, trainer.action_dim_max), 0.05)
+    step = jax.jit(lambda env, k: trainer._env_step(env, actions, pool, k[None])[0])
+    for i in range(4):  # the robot drops onto its feet
+        env = step(env, jax.random.PRNGKey(i))
+    assert float(env.contact_forces[..., 2].sum(axis=-1).min()) > 50.0  # it stands on the floor
+    stepped = step(env, jax.random.PRNGKey(9))
+
+    def plain(hold):
+        data, forces = env.data, env.contact_forces
+        for _ in range(task.substeps):
+            ctrl = sim.clip_ctrl(40.0 * actions + 0.05 * forces[..., 2].sum(axis=-1, keepdims=True))
+            data = jax.vmap(jax.vmap(sim.physics_step))(data, ctrl)
+            forces = forces if hold else sim.task_contact_forces(task, data)
+        return data.qpos, sim.task_contact_forces(task, data)
+    qpos, forces = jax.jit(lambda: plain(False))()
+    np.testing.assert_allclose(stepped.data.qpos, qpos, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(stepped.contact_forces, forces, rtol=1e-4, atol=1e-3)
+    held_qpos, _ = jax.jit(lambda: plain(True))()
+    assert np.abs(np.asarray(held_qpos) - np.asarray(qpos)).max() > 1e-4

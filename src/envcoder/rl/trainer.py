@@ -597,17 +597,21 @@ class GroupedTrainer:
             past_actions = history[:, :, :-1]
         model_fields = self._model_fields(env.physics)
 
-        def physics_step(_, carry):
+        def physics_step(i, carry):
             # compute_torque runs at every physics step with the action held (a PD controller sees the
-            # joints move), as legged_gym does within its decimation loop.
-            data, ctrl, forces = carry
+            # joints move), as legged_gym does within its decimation loop. The contact forces it sees are the
+            # last physics step's: the control step's own at the first substep (zero after a reset, whose
+            # data holds no solve yet). They are computed here, not carried, so that XLA drops them where the
+            # torque does not read them (most controllers): over Warp's all-world contact list they are a
+            # scatter that cost as much as the physics step.
+            data, ctrl = carry
+            forces = jnp.where(i == 0, env.contact_forces, self.sim.task_contact_forces(self.task, data))
             now = env._replace(data=data, torques=ctrl, contact_forces=forces)
             ctrl = self.sim.clip_ctrl(self._torque(applied, self._state(now)))
-            data = jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields)
-            return data, ctrl, self.sim.task_contact_forces(self.task, data)
+            return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields), ctrl
 
-        data, ctrl, stepped_forces = jax.lax.fori_loop(0, self.sim.substeps, physics_step,
-                                                       (env.data, env.torques, env.contact_forces))
+        data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
+        stepped_forces = self.sim.task_contact_forces(self.task, data)
         if "push_interval" in env.physics:  # a push changes the base's velocity at once
             interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
             now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
