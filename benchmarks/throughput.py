@@ -5,10 +5,15 @@
     python benchmarks/throughput.py wall --task Anymal --groups 1024 --iterations 40 --out wall1024.json
     # where compile time goes: tracing, XLA, autotuning; a second identical run through the persistent cache
     python benchmarks/throughput.py compile --task Anymal --seeds 6 --out compile.json
+    # ... and a run with one candidate's code edited, as an `auto` generation compiles, through the same caches
+    python benchmarks/throughput.py compile --task Anymal --seeds 6 --variants "" --warm-runs 1 \
+        --edit tracking_sigma.py "0.02 * jnp.exp" "0.03 * jnp.exp" --out compile_edit.json
     # MuJoCo Warp against MJX's JAX engine: the same states and controls, trajectories compared
     python benchmarks/throughput.py agree --task Anymal --envs 1024 --steps 100 --out agree_anymal.json
     # physics-only and training env-steps/s per physics engine and env count (groups of 256 envs)
     python benchmarks/throughput.py engines --task Ant --envs 4096 16384 65536 262144 --physics jax warp --out e.json
+    # where a training iteration's GPU time goes, per kernel (JAX's profiler)
+    python benchmarks/throughput.py kernels --task Anymal --total-envs 16384 --physics warp --out k.json
 
 Every point that compiles from scratch runs in its own subprocess (`worker`) with its own empty compilation
 cache, so points do not share compiled code or GPU memory.
@@ -130,7 +135,8 @@ def worker(args) -> dict:
     times = {}
     tick = time.perf_counter()
     task = get_task(args.task)
-    settings = EvalSettings(task=args.task, functions=_functions(args.task, args.groups), out=Path("unused"),
+    functions = args.functions or _functions(args.task, args.groups)
+    settings = EvalSettings(task=args.task, functions=functions, out=Path("unused"),
                             shaper_types=SHAPER_TYPES, envs_per_candidate=args.envs, seeds=tuple(range(args.seeds)))
     candidates, _ = build_candidates(settings)
     sim = Simulator(task.model_file, task.substeps)
@@ -209,9 +215,19 @@ def compile_time(args) -> dict:
             for i, flags in enumerate(args.variants)]
     runs += [("second run, warm persistent cache", args.variants[0], shared), ("third run, warm", args.variants[0],
                                                                               shared)][:args.warm_runs]
-    for name, flags, cache_dir in runs:
+    if args.edit:  # what an `auto` generation pays: one candidate's code changed, every cache warm
+        file, before, after = args.edit
+        edited = Path(tempfile.mkdtemp(prefix="envcoder-functions-")) / "edited"
+        shutil.copytree(_functions(args.task, args.groups), edited)
+        source = (edited / file).read_text()
+        if before not in source:
+            raise SystemExit(f"--edit: {before!r} is not in {file}")
+        (edited / file).write_text(source.replace(before, after))
+        runs.append((f"{file} edited ({before} -> {after}), warm caches", args.variants[0], shared,
+                     ["--functions", str(edited)]))
+    for name, flags, cache_dir, *more in runs:
         env = {**os.environ, "ENVCODER_CACHE_DIR": cache_dir, "XLA_FLAGS": flags}
-        points.append({"case": name, **_run_worker(base, env, args.timeout)})
+        points.append({"case": name, **_run_worker(base + (more[0] if more else []), env, args.timeout)})
         print(json.dumps(points[-1]), flush=True)
     return {"points": points}
 
@@ -233,6 +249,64 @@ def engines(args) -> dict:
     return {"points": points}
 
 
+def _default_trainer(task, sim, groups: int, envs_per_group: int, horizon: int):
+    """A trainer of `groups` copies of the task's default shaping on `sim`'s engine."""
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.shaping.candidate import Candidate
+    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.sim import Simulator
+
+    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=horizon)
+    validation_sim = Simulator(task.model_file, task.substeps)
+    default = Candidate("default", None, "", {}, "default")
+    spec = validate_candidate(task, validation_sim, default, sample_state(task, validation_sim))
+    candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(groups)]
+    return GroupedTrainer(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
+                          simulator=sim)
+
+
+def kernels(args) -> dict:
+    """Where a training iteration's GPU time goes: two iterations of the task's default shaping (groups of 256
+    envs) traced with JAX's profiler after warm-up, GPU time summed per kernel name, per iteration."""
+    import collections
+    import gzip
+
+    import jax
+
+    from core import stamp
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    task = get_task(args.task)
+    groups = max(args.total_envs // 256, 1)
+    sim = Simulator(task.model_file, task.substeps, physics=args.physics, worlds=groups * 256)
+    trainer = _default_trainer(task, sim, groups, 256, 24)
+    ts = trainer.init()
+    for _ in range(3):
+        ts, metrics = trainer.iteration(ts)
+    jax.block_until_ready(metrics)
+    folder = Path(tempfile.mkdtemp(prefix="envcoder-kernels-"))
+    with jax.profiler.trace(str(folder), create_perfetto_trace=True):
+        for _ in range(2):
+            ts, metrics = trainer.iteration(ts)
+        jax.block_until_ready(metrics)
+    data = json.load(gzip.open(next(folder.rglob("perfetto_trace.json.gz"))))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    gpu = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+           and "GPU" in e["args"]["name"]}
+    ms, calls = collections.Counter(), collections.Counter()
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") in gpu:
+            ms[e["name"][:140]] += e.get("dur", 0) / 1e3 / 2
+            calls[e["name"][:140]] += 0.5
+    top = [(name, round(t, 2), int(calls[name])) for name, t in ms.most_common(40)]
+    for name, t, n in top:
+        print(f"{t:9.2f} ms {n:6d}  {name}", flush=True)
+    return {**stamp(), "task": args.task, "physics": args.physics, "total_envs": groups * 256,
+            "gpu_ms_per_iteration": round(sum(ms.values()), 1), "kernels_ms_calls_per_iteration": top}
+
+
 def engine_point(args) -> dict:
     """Physics-only env-steps/s (random controls held for the control step) and training env-steps/s (the
     task's default shaping, groups of 256 envs) for `total_envs` environments on one engine."""
@@ -240,11 +314,7 @@ def engine_point(args) -> dict:
     import jax.numpy as jnp
 
     from core import peak_memory_gb, stamp, time_training
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.shaping.candidate import Candidate
     from envcoder.sim import Simulator
-    from envcoder.shaping.validate import sample_state, validate_candidate
     from envcoder.tasks import get_task
 
     task = get_task(args.task)
@@ -273,14 +343,7 @@ def engine_point(args) -> dict:
     jax.block_until_ready(qpos)
     physics_rate = args.total_envs * horizon * args.iterations / (time.perf_counter() - tick)
 
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=horizon)
-    validation_sim = Simulator(task.model_file, task.substeps)
-    default = Candidate("default", None, "", {}, "default")
-    spec = validate_candidate(task, validation_sim, default, sample_state(task, validation_sim))
-    candidates = [Candidate(f"default_{i}", None, "", {}, "default")
-                  for i in range(groups)]
-    trainer = GroupedTrainer(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
-                             simulator=sim)
+    trainer = _default_trainer(task, sim, groups, envs_per_group, horizon)
     metrics, train_compile_s, train_s = time_training(trainer, args.iterations)
     train_rate = args.total_envs * horizon * args.iterations / train_s
     return {**stamp(), "task": args.task, "physics": args.physics, "total_envs": args.total_envs,
@@ -366,6 +429,11 @@ def main():
                                         help="XLA_FLAGS values to compile under, from a cold cache each")
     sub.choices["compile"].add_argument("--warm-runs", type=int, default=2,
                                         help="runs through the first variant's filled caches after the cold ones")
+    sub.choices["compile"].add_argument("--edit", nargs=3, metavar=("FILE", "OLD", "NEW"), default=None,
+                                        help="then one more run through those caches with OLD replaced by NEW in "
+                                             "the candidate file FILE (a new program, as in `auto`)")
+    sub.choices["worker"].add_argument("--functions", type=Path, default=None,
+                                       help="candidate files (default: the task's bundled ones)")
     for name in ("compile", "worker"):
         sub.choices[name].add_argument("--xla-options", default="",
                                        help="JSON: envcoder's XLA options for this backend instead of its own "
@@ -381,6 +449,10 @@ def main():
     p = sub.add_parser("engine-point")
     p.add_argument("--total-envs", type=int, required=True)
     p.add_argument("--physics", default="jax")
+    k = sub.add_parser("kernels")
+    k.add_argument("--total-envs", type=int, default=16384)
+    k.add_argument("--physics", default="jax")
+    k.add_argument("--task", default="Anymal")
     for q in (e, p):
         q.add_argument("--task", default="Ant")
         q.add_argument("--iterations", type=int, default=10)
@@ -388,7 +460,7 @@ def main():
         q.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = {"wall": wall, "compile": compile_time, "worker": worker, "engines": engines,
-              "engine-point": engine_point, "agree": agree}[args.command](args)
+              "engine-point": engine_point, "agree": agree, "kernels": kernels}[args.command](args)
     print(json.dumps(result), flush=True)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
