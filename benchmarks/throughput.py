@@ -8,6 +8,8 @@
     # ... and a run with one candidate's code edited, as an `auto` generation compiles, through the same caches
     python benchmarks/throughput.py compile --task Anymal --seeds 6 --variants "" --warm-runs 1 \
         --edit tracking_sigma.py "0.02 * jnp.exp" "0.03 * jnp.exp" --out compile_edit.json
+    # do two XLA compiles overlap? A cold run that compiles the iteration and the evaluation in two threads
+    python benchmarks/throughput.py compile --task Anymal --seeds 6 --variants "" --warm-runs 0 --concurrent
     # MuJoCo Warp against MJX's JAX engine: the same states and controls, trajectories compared
     python benchmarks/throughput.py agree --task Anymal --envs 1024 --steps 100 --out agree_anymal.json
     # physics-only and training env-steps/s per physics engine and env count (groups of 256 envs)
@@ -22,6 +24,7 @@ cache, so points do not share compiled code or GPU memory.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import json
 import os
@@ -154,7 +157,16 @@ def worker(args) -> dict:
         return result
     ts = timed("init_s", trainer.init)
     lowered = timed("iteration_trace_and_lower_s", lambda: trainer.iteration.lower(ts))
-    compiled = timed("iteration_xla_compile_s", lowered.compile)
+    if args.concurrent:  # both programs traced first, then compiled at once in two threads
+        lowered_evaluation = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts))
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            tick = time.perf_counter()
+            evaluation = pool.submit(timed, "evaluation_xla_compile_s", lowered_evaluation.compile)
+            compiled = pool.submit(timed, "iteration_xla_compile_s", lowered.compile).result()
+            evaluation.result()
+            times["both_xla_compiles_wall_s"] = time.perf_counter() - tick
+    else:
+        compiled = timed("iteration_xla_compile_s", lowered.compile)
     ts2, _ = timed("iteration_first_run_s", lambda: compiled(ts))
     # The compiled code's speed, so that a flag that compiles faster is not taken for free.
     state = ts2
@@ -171,16 +183,18 @@ def worker(args) -> dict:
     sanity = {"physics_failures_last_iteration": float(metrics["physics_failures"].sum()),
               "diverged_groups": int(metrics["diverged"].sum()),
               "mean_task_fitness_per_step": float(metrics["task_fitness_per_step"].mean())}
-    ts2 = state
-    lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
-    timed("evaluation_xla_compile_s", lowered.compile)
+    if not args.concurrent:
+        ts2 = state
+        lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
+        timed("evaluation_xla_compile_s", lowered.compile)
     times["compile_and_first_iteration_s"] = sum(times[k] for k in (
         "iteration_trace_and_lower_s", "iteration_xla_compile_s", "iteration_first_run_s"))
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
-            # Programs loaded from the trace cache (a warm run) instead of traced: init, iteration, evaluation.
-            "traces_loaded": [getattr(getattr(trainer, f, None), "loaded", None) for f in (
-                "_init_jitted", "iteration", "evaluate")],
+            # Programs loaded from the trace cache (a warm run) instead of traced: init, the iteration's two
+            # stages, evaluation.
+            "traces_loaded": [getattr(f, "loaded", None) for f in (
+                trainer._init_jitted, trainer.iteration.collect, trainer.iteration.learn, trainer.evaluate)],
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "xla_options": xla_options(),
             "device_env_steps_per_s": round(device_rate), **sanity,
             **{k: round(v, 2) for k, v in times.items()}}
@@ -225,6 +239,9 @@ def compile_time(args) -> dict:
         (edited / file).write_text(source.replace(before, after))
         runs.append((f"{file} edited ({before} -> {after}), warm caches", args.variants[0], shared,
                      ["--functions", str(edited)]))
+    if args.concurrent:  # do two XLA compiles in one process overlap? The iteration and evaluation at once
+        runs.append(("cold, iteration and evaluation compiled at once", args.variants[0],
+                     tempfile.mkdtemp(prefix="envcoder-cache-"), ["--concurrent"]))
     for name, flags, cache_dir, *more in runs:
         env = {**os.environ, "ENVCODER_CACHE_DIR": cache_dir, "XLA_FLAGS": flags}
         points.append({"case": name, **_run_worker(base + (more[0] if more else []), env, args.timeout)})
@@ -432,6 +449,11 @@ def main():
     sub.choices["compile"].add_argument("--edit", nargs=3, metavar=("FILE", "OLD", "NEW"), default=None,
                                         help="then one more run through those caches with OLD replaced by NEW in "
                                              "the candidate file FILE (a new program, as in `auto`)")
+    sub.choices["compile"].add_argument("--concurrent", action="store_true",
+                                        help="then one more cold run that compiles the iteration and the evaluation "
+                                             "in two threads at once")
+    sub.choices["worker"].add_argument("--concurrent", action="store_true",
+                                       help="trace the iteration and the evaluation, then compile both at once")
     sub.choices["worker"].add_argument("--functions", type=Path, default=None,
                                        help="candidate files (default: the task's bundled ones)")
     for name in ("compile", "worker"):

@@ -56,8 +56,9 @@ def assert_same(a, b):
 
 
 def cached(trainer) -> list:
-    """(loaded, stored) of the trainer's init, iteration and evaluation."""
-    return [(f.loaded, f.stored) for f in (trainer._init_jitted, trainer.iteration, trainer.evaluate)]
+    """(loaded, stored) of the trainer's init, the iteration's two stages and the evaluation."""
+    return [(f.loaded, f.stored) for f in (trainer._init_jitted, trainer.iteration.collect, trainer.iteration.learn,
+                                           trainer.evaluate)]
 
 
 def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,
@@ -66,12 +67,13 @@ def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_withou
     without = train(job())
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     first = job()
-    assert isinstance(first.iteration, compile_cache.CachedJit)
+    assert isinstance(first.iteration.collect, compile_cache.CachedJit)
+    assert isinstance(first.iteration.learn, compile_cache.CachedJit)
     first_run = train(first)
-    assert cached(first) == [(0, 1)] * 3
+    assert cached(first) == [(0, 1)] * 4
     second = job()
     second_run = train(second)
-    assert cached(second) == [(1, 0)] * 3, "the second trainer of the same job traced again"
+    assert cached(second) == [(1, 0)] * 4, "the second trainer of the same job traced again"
     assert_same(first_run, without)
     assert_same(second_run, without)
     # `lower(...).compile()` (the evaluation compiled in the background) gives the same function.
@@ -82,23 +84,23 @@ def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_withou
     # Other settings are another job: traced anew, not served the first job's program.
     other = job(learning_rate=1e-2)
     train(other)
-    assert cached(other) == [(0, 1)] * 3
+    assert cached(other) == [(0, 1)] * 4
     # A damaged entry is traced anew and replaced, not an error.
     for entry in (tmp_path / "envcoder-traces").iterdir():
         entry.write_bytes(entry.read_bytes()[:100])
     damaged = job()
     assert_same(train(damaged), without)
-    assert cached(damaged) == [(0, 1)] * 3
-    assert cached(job()) == [(0, 0)] * 3  # (nothing traced or loaded before the first call)
+    assert cached(damaged) == [(0, 1)] * 4
+    assert cached(job()) == [(0, 0)] * 4  # (nothing traced or loaded before the first call)
 
 
 def test_the_trace_cache_is_on_with_the_compilation_cache_and_off_with_it(job, monkeypatch):
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", None)
-    assert not isinstance(job().iteration, compile_cache.CachedJit)  # the library's default: off
+    assert not isinstance(job().iteration.learn, compile_cache.CachedJit)  # the library's default: off
     # The commands turn it on: beside JAX's compilation cache (here the tests' own)...
     path = compile_cache.enable_compilation_cache()
     assert compile_cache.trace_cache_dir() == path / "envcoder-traces"
-    assert isinstance(job().iteration, compile_cache.CachedJit)
+    assert isinstance(job().iteration.learn, compile_cache.CachedJit)
     # ... and ENVCODER_CACHE_DIR= (empty) turns both off.
     code = ("from envcoder import compile_cache as c; print(c.enable_compilation_cache(), c.trace_cache_dir())")
     env = {**os.environ, "ENVCODER_CACHE_DIR": "", "JAX_PLATFORMS": "cpu"}
@@ -153,3 +155,55 @@ def test_xla_options_keep_what_this_xla_knows(monkeypatch):
         assert compile_cache.xla_options() == {"xla_cpu_enable_fast_math": False}
     finally:
         compile_cache.xla_options.cache_clear()
+
+
+def test_a_staged_iteration_is_learn_of_collect_and_compiles_the_stages_at_once():
+    """`StagedIteration(collect, learn)(x) == learn((x, collect(x)))`, compiled once per argument signature; the
+    first stage compiles in a thread of its own while the second is traced (here its compile waits until the second
+    stage's tracing has begun, which a sequential lower-compile-lower would never let happen)."""
+    import threading
+
+    def collect(x):
+        return {"doubled": 2.0 * x["a"], "total": x["a"].sum()}
+
+    def learn(args):
+        x, collected = args
+        return {"a": x["a"] + collected["doubled"]}, collected["total"]
+
+    learn_traced, compiled_in = threading.Event(), []
+
+    class Watched:
+        def __init__(self, jitted, on_lower=None, on_compile=None):
+            self.jitted, self.on_lower, self.on_compile = jitted, on_lower, on_compile
+
+        def lower(self, *args):
+            lowered = self.jitted.lower(*args)
+            if self.on_lower:
+                self.on_lower()
+            watched = self
+
+            class Lowered:
+                out_info = lowered.out_info
+
+                def compile(self):
+                    if watched.on_compile:
+                        watched.on_compile()
+                    return lowered.compile()
+            return Lowered()
+
+    def collect_compiles():
+        compiled_in.append(threading.current_thread().name)
+        assert learn_traced.wait(timeout=60), "the second stage was not traced while the first compiled"
+
+    staged = compile_cache.StagedIteration(Watched(jax.jit(collect), on_compile=collect_compiles),
+                                           Watched(jax.jit(learn), on_lower=learn_traced.set))
+    x = {"a": np.arange(3.0, dtype=np.float32)}
+    state, total = staged(x)
+    assert compiled_in and compiled_in[0].startswith("envcoder-compile")
+    np.testing.assert_array_equal(state["a"], [0.0, 3.0, 6.0])
+    assert float(total) == 3.0
+    state, total = staged(state)
+    np.testing.assert_array_equal(state["a"], [0.0, 9.0, 18.0])
+    assert staged._cache_size() == 1 and len(compiled_in) == 1
+    staged({"a": np.arange(4.0, dtype=np.float32)})  # another shape: compiled anew
+    assert staged._cache_size() == 2

@@ -76,6 +76,20 @@ def test_seeds_train_independently(runs):
     np.testing.assert_allclose(p0["actor"][0][0], p_alone["actor"][0][0], rtol=1e-5, atol=1e-6)
 
 
+def test_the_iterations_two_stages_compute_the_whole_iteration(runs):
+    """On one device the iteration runs as two programs (`_collect`, then `_learn`: `StagedIteration`); they
+    compute what the iteration as one program (`_iteration`, the sharded runs' form) computes."""
+    trainer = runs["alone"][0]
+    staged = whole = trainer.init()
+    whole_iteration = jax.jit(trainer._iteration)
+    for _ in range(ITERATIONS):
+        staged, staged_metrics = trainer.iteration(staged)
+        whole, whole_metrics = whole_iteration(whole)
+    for a, b in zip(jax.tree.leaves(jax.device_get((staged, staged_metrics))),
+                    jax.tree.leaves(jax.device_get((whole, whole_metrics)))):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_the_iteration_compiles_once(runs):
     """The state `init` returns has the types the iteration returns (a weak-typed leaf would recompile the
     whole iteration at its second call: ~30 s on a GPU)."""

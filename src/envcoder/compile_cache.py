@@ -19,6 +19,7 @@ pickled treedef; a verdict lets a source skip the sandbox), so they belong in th
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import enum
 import functools
@@ -282,9 +283,61 @@ class _Lowered:
     def __init__(self, lowered, out_tree):
         self._lowered, self._out_tree = lowered, out_tree
 
+    @property
+    def out_info(self):
+        return jax.tree.unflatten(self._out_tree, self._lowered.out_info)
+
     def compile(self):
         compiled, out_tree = self._lowered.compile(), self._out_tree
         return lambda *args: jax.tree.unflatten(out_tree, compiled(*jax.tree.leaves(args)))
+
+
+class StagedIteration:
+    """`learn((state, collect(state)))`, run as two programs that compile at once.
+
+    XLA runs its optimization passes over one program on one thread, and on a GPU they are most of a compile: one
+    program in two halves, compiled in two threads, takes about the longer half's time instead of the sum (H100:
+    two programs of 33 s and 19 s compiled together in 33 s, docs/benchmarks/throughput.md § 2). The second
+    stage is traced while the first compiles. `collect` and `learn` are `jax.jit`s or `CachedJit`s; `learn` may
+    donate its argument. Called, it takes and returns the pytrees; `lower(state).compile()` gives a callable that
+    does, as `jax.jit`'s stages do.
+    """
+
+    def __init__(self, collect, learn):
+        self.collect, self.learn = collect, learn
+        self._compiled: dict = {}  # the state's signature -> the compiled iteration
+
+    def __call__(self, state):
+        leaves, tree = jax.tree.flatten(state)
+        signature = (tree, tuple(_aval(x) for x in leaves))  # as jax.jit's: a weak-typed leaf compiles anew
+        if signature not in self._compiled:
+            self._compiled[signature] = self.lower(state).compile()
+        return self._compiled[signature](state)
+
+    def lower(self, state) -> "_StagedLowered":
+        collect = self.collect.lower(state)
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envcoder-compile")
+        pending = pool.submit(collect.compile)  # XLA releases the GIL: the second stage traces meanwhile
+        pool.shutdown(wait=False)  # its thread ends with the compile
+        collected = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), collect.out_info)
+        return _StagedLowered(pending, self.learn.lower((state, collected)))
+
+    def _cache_size(self) -> int:
+        """How many iterations (argument signatures) this has compiled."""
+        return len(self._compiled)
+
+
+class _StagedLowered:
+    def __init__(self, pending: concurrent.futures.Future, learn):
+        self._pending, self._learn = pending, learn
+
+    def compile(self):
+        learn = self._learn.compile()
+        collect = self._pending.result()
+
+        def iteration(state):
+            return learn((state, collect(state)))
+        return iteration
 
 
 def _encode(exported, out_tree) -> bytes:

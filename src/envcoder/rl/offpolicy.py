@@ -87,11 +87,18 @@ class OffPolicyTrainer(GroupedTrainer):
         env, (traj, next_obs, terminals) = jax.lax.scan(step, ts.env, step_keys)
         return env, traj, next_obs, terminals
 
-    def _iteration(self, ts: TrainState):
+    def _collect(self, ts: TrainState) -> dict:
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
         pool = self._reset_pool(reset_key, ts.env.curriculum)
         env, traj, next_obs, terminals = self._rollout(ts, rollout_key, pool)
+        return dict(env=env, traj=traj, next_obs=next_obs, terminals=terminals, next_key=next_key,
+                    update_key=update_key)
+
+    def _learn(self, args: tuple[TrainState, dict]):
+        ts, collected = args
+        env, traj, next_obs, terminals = (collected[k] for k in ("env", "traj", "next_obs", "terminals"))
+        next_key, update_key = collected["next_key"], collected["update_key"]
 
         def per_group(x):  # [T, G, E, ...] -> [G, T·E, ...]
             x = x.swapaxes(0, 1)

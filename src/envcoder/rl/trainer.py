@@ -38,7 +38,7 @@ import numpy as np
 import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
-from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir, xla_options
+from envcoder.compile_cache import CachedJit, StagedIteration, fingerprint, trace_cache_dir, xla_options
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import (apply_actor, apply_actor_critic, init_actor_critic, init_per_group,
@@ -224,7 +224,8 @@ class GroupedTrainer:
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
         if self.layout is None:
-            self.iteration = self._jit(self._iteration, "iteration", donate)
+            self.iteration = StagedIteration(self._jit(self._collect, "collect"),
+                                             self._jit(self._learn, "learn", donate))
             self.evaluate = self._jit(self._evaluate, "evaluate")
             self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
             self._init_jitted = self._jit(self._init, "init")
@@ -682,14 +683,28 @@ class GroupedTrainer:
     # ---- one training iteration ------------------------------------------------------------------
 
     def _iteration(self, ts: TrainState):
-        cfg = self.config
+        """One training iteration: `(next train state, metrics)`. The sharded program runs it whole; on one
+        device it runs as its two stages, each its own program (`StagedIteration`)."""
+        return self._learn((ts, self._collect(ts)))
+
+    def _collect(self, ts: TrainState) -> dict:
+        """The iteration's first stage: the rollout from `ts` (`env`: the environments after it; `traj` fields
+        `[T, G, E, ...]`), the critic's values of its last observations, and the keys the second stage uses."""
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
         pool = self._reset_pool(reset_key, ts.env.curriculum)
-        env, traj = self._rollout(ts, rollout_key, pool)  # traj fields [T, G, E, ...]
-
+        env, traj = self._rollout(ts, rollout_key, pool)
         last_obs, last_critic_obs = self._observe_noisy(env, next_key, critic=True)
         _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
+        return dict(env=env, traj=traj, last_values=last_values, next_key=next_key, update_key=update_key)
+
+    def _learn(self, args: tuple[TrainState, dict]):
+        """The iteration's second stage, from `(ts, ts's _collect)`: normalizers, GAE, the PPO epochs, isolation
+        and metrics. One argument, so that a program can donate all of it."""
+        ts, collected = args
+        cfg = self.config
+        env, traj, last_values = collected["env"], collected["traj"], collected["last_values"]
+        next_key, update_key = collected["next_key"], collected["update_key"]
         obs_rms, critic_rms = ts.obs_rms, ts.critic_rms
         update = jax.vmap(lambda rms, o: rms.update(o.reshape(-1, o.shape[-1])))
         if cfg.normalize_input:
