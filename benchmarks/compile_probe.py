@@ -3,6 +3,8 @@
     python benchmarks/compile_probe.py iteration --task Anymal --seeds 6 --out DIR     # the README job's iteration
     python benchmarks/compile_probe.py physics --task Anymal --groups 60 --out DIR     # MJX alone, same envs
     python benchmarks/compile_probe.py iteration --task Anymal --seeds 6 --default-only --out DIR
+    python benchmarks/compile_probe.py collect --task Anymal --seeds 6 --out DIR       # the iteration's first stage
+    python benchmarks/compile_probe.py learn --task Anymal --seeds 6 --out DIR         # ... and its second
 
 Writes DIR/<name>.json (phase and pass seconds, kernel count) and DIR/<name>.hlo.txt.gz (the optimized HLO).
 Run each in a fresh process with ENVCODER_CACHE_DIR= (no caches).
@@ -69,7 +71,9 @@ def build(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["iteration", "init", "evaluate", "physics"])
+    parser.add_argument("what", choices=["iteration", "collect", "learn", "init", "evaluate", "physics"],
+                        help="the program: the whole iteration, one of the two stages it runs as on one device "
+                             "(collect, learn), init, the evaluation, or MJX's physics alone")
     parser.add_argument("--task", default="Anymal")
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--groups", type=int, default=None)
@@ -109,8 +113,9 @@ def main():
             fn, fn_args = jax.jit(trainer._init), (keys,)
         else:
             ts = jax.eval_shape(trainer._init, keys)
-            fn = jax.jit(trainer._iteration if args.what == "iteration" else trainer._evaluate)
-            fn_args = (ts,)
+            fn = jax.jit({"iteration": trainer._iteration, "collect": trainer._collect, "learn": trainer._learn,
+                          "evaluate": trainer._evaluate}[args.what])
+            fn_args = ((ts, jax.eval_shape(trainer._collect, ts)),) if args.what == "learn" else (ts,)
     tick = time.perf_counter()
     lowered = fn.lower(*fn_args)
     times["trace_and_lower_s"] = time.perf_counter() - tick

@@ -1,4 +1,4 @@
-"""Grouped PPO: G independent policies, one per (candidate, seed), trained in one jitted iteration.
+"""Grouped PPO: G independent policies, one per (candidate, seed), trained together in jitted iterations.
 
 The policy is Gaussian on a continuous task and categorical on a discrete one (`Task.num_actions`); a candidate
 with `compute_critic_observation` gets an asymmetric actor-critic, and a `central_value_config` trains the critic
@@ -11,6 +11,10 @@ networks, normalizers, GAE, losses and optimizer steps are the single-policy fun
 `envcoder.rl.ppo` vmapped over the group axis. Nothing mixes across groups, so a group's result depends
 only on its candidate, its seed and the config.
 
+On one device an iteration runs as two programs, the rollout (`_collect`) and the update (`_learn`), which
+compile at once (`envcoder.compile_cache.StagedIteration`): XLA compiles one program on one thread, and two
+programs compiled at once on a GPU took about the longer one's time (docs/benchmarks/throughput.md § 2).
+
 Over several devices the group axis is sharded (`jax.shard_map` over a one-axis mesh): every device steps and
 trains its own block of groups (see `GroupPlan.layout`), and only metrics and evaluation results cross devices.
 The train state is then held in the layout's row order, padded with inert groups; `to_host` and `to_device`
@@ -20,7 +24,7 @@ Usage:
     trainer = GroupedTrainer(task, candidates, specs, config, envs_per_candidate=256, seeds=(0,))
     state = trainer.init()
     for _ in range(config.max_epochs):
-        state, metrics = trainer.iteration(state)      # one jitted call
+        state, metrics = trainer.iteration(state)      # jitted, asynchronous
     fitness = trainer.evaluate(state)                  # deterministic episodes, task fitness per group
 """
 
