@@ -156,6 +156,8 @@ def worker(args) -> dict:
         times[name] = time.perf_counter() - tick
         return result
     ts = timed("init_s", trainer.init)
+    # The iteration's first stage compiles in a thread while its second is traced (`StagedIteration`): since
+    # 2026-11-25 only the sum, compile_and_first_iteration_s, compares with figures measured before.
     lowered = timed("iteration_trace_and_lower_s", lambda: trainer.iteration.lower(ts))
     if args.concurrent:  # both programs traced first, then compiled at once in two threads
         lowered_evaluation = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts))
