@@ -594,11 +594,6 @@ class GroupedTrainer:
     def _env_step(self, env: EnvState, clipped_actions, pool, key):
         """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs. `key [G, 2]`:
         the step's randomness (pushes)."""
-        return self._after_physics(env, clipped_actions, self._physics(env, clipped_actions), pool, key)
-
-    def _physics(self, env: EnvState, clipped_actions):
-        """The control step's physics: the substeps under the candidates' torques. `(data, ctrl, contact forces
-        of data, past actions)`."""
         applied, past_actions = clipped_actions, env.past_actions
         if past_actions is not None:  # the motors get the action of `action_latency` steps ago
             history = jnp.concatenate([clipped_actions[:, :, None], past_actions], axis=2)
@@ -621,11 +616,7 @@ class GroupedTrainer:
             return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields), ctrl
 
         data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
-        return data, ctrl, self.sim.task_contact_forces(self.task, data), past_actions
-
-    def _after_physics(self, env: EnvState, clipped_actions, physics, pool, key):
-        """`_env_step` after its physics (`_physics(env, clipped_actions)`)."""
-        data, ctrl, stepped_forces, past_actions = physics
+        stepped_forces = self.sim.task_contact_forces(self.task, data)
         if "push_interval" in env.physics:  # a push changes the base's velocity at once
             interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
             now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
@@ -672,37 +663,26 @@ class GroupedTrainer:
         return self._select(done, reset, after), info
 
     def _rollout(self, ts: TrainState, keys, pool):
-        def step(env, step_keys):
-            acted = self._act(ts, env, step_keys)
-            return self._record(ts, env, acted, self._physics(env, acted["clipped"]), pool)
-
-        step_keys = jax.vmap(lambda k: jax.random.split(k, self.config.horizon_length))(keys).swapaxes(0, 1)
-        return jax.lax.scan(step, ts.env, step_keys)
-
-    def _act(self, ts: TrainState, env: EnvState, step_keys) -> dict:
-        """A rollout step's first part: the policy's observations, values and sampled actions (`step_keys
-        [G, 2]`)."""
-        env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
-        obs, critic_obs = self._observe_noisy(env, env_keys, critic=True)
-        mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
-        actions, log_probs = self._sample(mu, log_std, step_keys)
-        return dict(env_keys=env_keys, obs=obs, critic_obs=critic_obs, mu=mu, values=values, actions=actions,
-                    log_probs=log_probs, clipped=jnp.clip(actions, -1.0, 1.0))
-
-    def _record(self, ts: TrainState, env: EnvState, acted: dict, physics, pool):
-        """A rollout step's last part, after `_act` and `_physics`: rewards, ends and resets; `(the environments
-        after the step, its Transition)`."""
         cfg = self.config
-        env, info = self._after_physics(env, acted["clipped"], physics, pool, acted["env_keys"])
-        values = acted["values"]
-        values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
-        rewards = info["reward"] * cfg.reward_scale
-        if cfg.value_bootstrap:
-            rewards = rewards + cfg.gamma * values_raw * info["truncated"]
-        return env, Transition(acted["obs"], acted["critic_obs"], acted["actions"], acted["log_probs"], acted["mu"],
-                               values, rewards, info["done"].astype(jnp.float32), info["reward"], info["components"],
-                               info["episode_return"], info["episode_fitness"], info["episode_length"],
-                               info["fitness_step"], info["physics_failures"])
+
+        def step(env, step_keys):
+            env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
+            obs, critic_obs = self._observe_noisy(env, env_keys, critic=True)
+            mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+            actions, log_probs = self._sample(mu, log_std, step_keys)
+            env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool, env_keys)
+            values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
+            rewards = info["reward"] * cfg.reward_scale
+            if cfg.value_bootstrap:
+                rewards = rewards + cfg.gamma * values_raw * info["truncated"]
+            return env, Transition(obs, critic_obs, actions, log_probs, mu, values, rewards,
+                                   info["done"].astype(jnp.float32),
+                                   info["reward"], info["components"], info["episode_return"],
+                                   info["episode_fitness"], info["episode_length"], info["fitness_step"],
+                                   info["physics_failures"])
+
+        step_keys = jax.vmap(lambda k: jax.random.split(k, cfg.horizon_length))(keys).swapaxes(0, 1)
+        return jax.lax.scan(step, ts.env, step_keys)
 
     # ---- one training iteration ------------------------------------------------------------------
 
@@ -714,22 +694,13 @@ class GroupedTrainer:
     def _collect(self, ts: TrainState) -> dict:
         """The iteration's first stage: the rollout from `ts` (`env`: the environments after it; `traj` fields
         `[T, G, E, ...]`), the critic's values of its last observations, and the keys the second stage uses."""
-        started = self._start(ts)
-        env, traj = self._rollout(ts, started["rollout_key"], started["pool"])
-        return dict(env=env, traj=traj, last_values=self._last_values(ts, env, started["next_key"]),
-                    next_key=started["next_key"], update_key=started["update_key"])
-
-    def _start(self, ts: TrainState) -> dict:
-        """The iteration's keys and its pool of reset states."""
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
-        return dict(pool=self._reset_pool(reset_key, ts.env.curriculum), next_key=next_key,
-                    rollout_key=rollout_key, update_key=update_key)
-
-    def _last_values(self, ts: TrainState, env: EnvState, next_key):
-        """The critic's values of the rollout's last observations."""
+        pool = self._reset_pool(reset_key, ts.env.curriculum)
+        env, traj = self._rollout(ts, rollout_key, pool)
         last_obs, last_critic_obs = self._observe_noisy(env, next_key, critic=True)
-        return self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)[2]
+        _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
+        return dict(env=env, traj=traj, last_values=last_values, next_key=next_key, update_key=update_key)
 
     def _learn(self, args: tuple[TrainState, dict]):
         """The iteration's second stage, from `(ts, ts's _collect)`: normalizers, GAE, the PPO epochs, isolation
