@@ -122,7 +122,7 @@ def worker(args) -> dict:
     the first run of the iteration, the same for the evaluation, and `trainer.init`."""
     import jax
 
-    from core import stamp
+    from core import peak_memory_gb, stamp
     from envcoder.compile_cache import XLA_OPTIONS, enable_compilation_cache, xla_options
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.trainer import GroupedTrainer
@@ -182,7 +182,8 @@ def worker(args) -> dict:
     device_rate = len(trainer.groups) * args.envs * config.horizon_length * args.timed_iterations / (
         time.perf_counter() - tick)
     metrics = jax.device_get(metrics)  # the last iteration's: a sanity check of the compiled program's training
-    sanity = {"physics_failures_last_iteration": float(metrics["physics_failures"].sum()),
+    sanity = {"peak_memory_gib": round(peak_memory_gb(), 2),  # the allocator's peak, preallocation or not
+              "physics_failures_last_iteration": float(metrics["physics_failures"].sum()),
               "diverged_groups": int(metrics["diverged"].sum()),
               "mean_task_fitness_per_step": float(metrics["task_fitness_per_step"].mean())}
     if not args.concurrent:

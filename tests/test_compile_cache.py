@@ -207,3 +207,22 @@ def test_a_staged_iteration_is_learn_of_collect_and_compiles_the_stages_at_once(
     assert staged._cache_size() == 1 and len(compiled_in) == 1
     staged({"a": np.arange(4.0, dtype=np.float32)})  # another shape: compiled anew
     assert staged._cache_size() == 2
+
+
+def test_a_donating_second_stage_lowers_without_jax_s_warning_about_unused_buffers():
+    """The trainer's second stage donates all of its input, more buffers than its outputs can reuse; JAX's warning
+    that lists them would print at the start of every run. (The same stage lowered alone warns.)"""
+    import warnings
+
+    def learn(args):
+        state, collected = args
+        return state + collected.sum()
+    x = np.ones(3, np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        jax.jit(learn, donate_argnums=0).lower((x, 2.0 * x))
+        assert any("donated buffers" in str(w.message) for w in caught)
+        caught.clear()
+        staged = compile_cache.StagedIteration(jax.jit(lambda s: 2.0 * s), jax.jit(learn, donate_argnums=0))
+        np.testing.assert_array_equal(staged.lower(x).compile()(x), [7.0, 7.0, 7.0])
+    assert not [w for w in caught if "donated buffers" in str(w.message)]

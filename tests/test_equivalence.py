@@ -95,3 +95,16 @@ def test_the_iteration_compiles_once(runs):
     whole iteration at its second call: ~30 s on a GPU)."""
     for trainer, _, _ in runs.values():
         assert trainer.iteration._cache_size() == 1
+
+
+def test_the_checkpoint_copy_is_compiled_with_the_evaluation(runs):
+    """`compile_evaluation` also compiles the checkpoints' device copy (`snapshot`), which otherwise compiled at
+    the first checkpoint and stalled training there; the copy holds the state's values in buffers of its own."""
+    trainer = runs["alone"][0]
+    ts = trainer.init()
+    trainer.compile_evaluation(ts).result()
+    copied = trainer._compiled_copy(ts)
+    for a, b in zip(jax.tree.leaves(copied), jax.tree.leaves(ts)):
+        np.testing.assert_array_equal(a, b)
+        assert a.unsafe_buffer_pointer() != b.unsafe_buffer_pointer() or a.nbytes == 0
+    assert trainer._copy._cache_size() == 0  # nothing was compiled through the call path

@@ -30,6 +30,7 @@ import re
 import sys
 import tempfile
 import types
+import warnings
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -320,7 +321,12 @@ class StagedIteration:
         pending = pool.submit(collect.compile)  # XLA releases the GIL: the second stage traces meanwhile
         pool.shutdown(wait=False)  # its thread ends with the compile
         collected = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), collect.out_info)
-        return _StagedLowered(pending, self.learn.lower((state, collected)))
+        with warnings.catch_warnings():
+            # A donating second stage frees all of its input as it starts; what it cannot reuse for its outputs (the
+            # rollout, one of two environment states) JAX would list in a warning at every run's start.
+            warnings.filterwarnings("ignore", "Some donated buffers were not usable")
+            learn = self.learn.lower((state, collected))
+        return _StagedLowered(pending, learn)
 
     def _cache_size(self) -> int:
         """How many iterations (argument signatures) this has compiled."""
