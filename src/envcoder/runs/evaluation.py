@@ -89,8 +89,8 @@ class EvalSettings:
     wandb_project: str | None = None
     """Log to Weights & Biases under this project, one W&B run per candidate and seed (None: off)."""
     physics: str | None = None
-    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax", which trained the README job 1.6×
-    faster on an H100, docs/benchmarks/throughput.md). Candidates are validated on the JAX engine either way."""
+    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax"; docs/benchmarks/throughput.md § 2
+    and § 3 compare them). Candidates are validated on the JAX engine either way."""
     validation_timeout_s: float = 120.0
     """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
     running one function) may take."""

@@ -97,7 +97,7 @@ class AutoSettings:
     """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
     fitness: str | None = None
     physics: str | None = None
-    """Physics engine of the evaluations ("jax" or "warp"; None: the faster one where it runs)."""
+    """Physics engine of the evaluations ("jax" or "warp"; None: "jax", as for `envcoder eval`)."""
     validation_timeout_s: float = 120.0
     validation_memory_gib: float = 4.0
     validation_workers: int = 2
