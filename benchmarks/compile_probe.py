@@ -80,6 +80,8 @@ def main():
     parser.add_argument("--envs", type=int, default=256)
     parser.add_argument("--default-only", action="store_true")
     parser.add_argument("--name", default=None)
+    parser.add_argument("--xla-options", default=None,
+                        help="XLA options (JSON) over the trainer's (envcoder.compile_cache.xla_options)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     import jax
@@ -88,6 +90,8 @@ def main():
     from core import stamp
 
     name = args.name or args.what + ("_default" if args.default_only else "")
+    from envcoder.compile_cache import xla_options
+    options = {**xla_options(), **json.loads(args.xla_options or "{}")}  # as the trainer compiles it
     times = {}
     tick = time.perf_counter()
     if args.what == "physics":
@@ -104,17 +108,17 @@ def main():
             return jax.lax.scan(step, data, jax.random.split(key, 24))[0]
         data = jax.jit(lambda: jax.vmap(jax.vmap(lambda _: sim.reset(sim.qpos0, jnp.zeros(sim.mj_model.nv))))(
             jnp.zeros((G, E))))()
-        fn, fn_args = jax.jit(rollout), (data, jax.random.PRNGKey(0))
+        fn, fn_args = jax.jit(rollout, compiler_options=options), (data, jax.random.PRNGKey(0))
     else:
         trainer = build(args)
         times["setup_s"] = time.perf_counter() - tick
         keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), jnp.uint32)
         if args.what == "init":
-            fn, fn_args = jax.jit(trainer._init), (keys,)
+            fn, fn_args = jax.jit(trainer._init, compiler_options=options), (keys,)
         else:
             ts = jax.eval_shape(trainer._init, keys)
             fn = jax.jit({"iteration": trainer._iteration, "collect": trainer._collect, "learn": trainer._learn,
-                          "evaluate": trainer._evaluate}[args.what])
+                          "evaluate": trainer._evaluate}[args.what], compiler_options=options)
             fn_args = ((ts, jax.eval_shape(trainer._collect, ts)),) if args.what == "learn" else (ts,)
     tick = time.perf_counter()
     lowered = fn.lower(*fn_args)
@@ -129,7 +133,7 @@ def main():
     with gzip.open(args.out / f"{name}.hlo.txt.gz", "wt") as f:
         f.write(hlo)
     kernels = sum(1 for line in hlo.splitlines() if line.lstrip().startswith("%") and " fusion(" in line)
-    result = {**stamp(), "name": name, "what": args.what, "task": args.task,
+    result = {**stamp(), "name": name, "what": args.what, "task": args.task, "xla_options": options,
               **{k: round(v, 2) for k, v in times.items()}, "fusions_in_hlo": kernels,
               "hlo_chars": len(hlo), **summarize_trace(trace_dir)}
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
