@@ -82,6 +82,9 @@ def main():
     parser.add_argument("--name", default=None)
     parser.add_argument("--xla-options", default=None,
                         help="XLA options (JSON) over the trainer's (envcoder.compile_cache.xla_options)")
+    parser.add_argument("--prewarm", action="store_true",
+                        help="first compile (unprofiled) the policy's forward pass on the rollout's observations, "
+                             "alone: does XLA reuse its GEMM autotuning results in the profiled program?")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     import jax
@@ -120,6 +123,13 @@ def main():
             fn = jax.jit({"iteration": trainer._iteration, "collect": trainer._collect, "learn": trainer._learn,
                           "evaluate": trainer._evaluate}[args.what], compiler_options=options)
             fn_args = ((ts, jax.eval_shape(trainer._collect, ts)),) if args.what == "learn" else (ts,)
+            if args.prewarm:
+                def policy(ts):
+                    obs, critic_obs = trainer._observe_noisy(ts.env, ts.key, critic=True)
+                    return trainer._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+                tick = time.perf_counter()
+                jax.jit(policy, compiler_options=options).lower(ts).compile()
+                times["prewarm_s"] = time.perf_counter() - tick
     tick = time.perf_counter()
     lowered = fn.lower(*fn_args)
     times["trace_and_lower_s"] = time.perf_counter() - tick

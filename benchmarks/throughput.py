@@ -8,8 +8,6 @@
     # ... and a run with one candidate's code edited, as an `auto` generation compiles, through the same caches
     python benchmarks/throughput.py compile --task Anymal --seeds 6 --variants "" --warm-runs 1 \
         --edit tracking_sigma.py "0.02 * jnp.exp" "0.03 * jnp.exp" --out compile_edit.json
-    # do two XLA compiles overlap? A cold run that compiles the iteration and the evaluation in two threads
-    python benchmarks/throughput.py compile --task Anymal --seeds 6 --variants "" --warm-runs 0 --concurrent
     # MuJoCo Warp against MJX's JAX engine: the same states and controls, trajectories compared
     python benchmarks/throughput.py agree --task Anymal --envs 1024 --steps 100 --out agree_anymal.json
     # physics-only and training env-steps/s per physics engine and env count (groups of 256 envs)
@@ -24,7 +22,6 @@ cache, so points do not share compiled code or GPU memory.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
 import json
 import os
@@ -118,8 +115,9 @@ def wall(args) -> dict:
 
 
 def worker(args) -> dict:
-    """One compile measurement (`compile` runs it in a subprocess): tracing and lowering, XLA compilation and
-    the first run of the iteration, the same for the evaluation, and `trainer.init`."""
+    """One compile measurement (`compile` runs it in a subprocess): `trainer.init` (on one device it traces the
+    iteration, which then compiles in the background), the iteration's first call (what is left of its compile,
+    and its first run), the compiled iteration's device rate, the evaluation's tracing and XLA compile."""
     import jax
 
     from core import peak_memory_gb, stamp
@@ -155,21 +153,13 @@ def worker(args) -> dict:
         jax.block_until_ready(result)
         times[name] = time.perf_counter() - tick
         return result
-    ts = timed("init_s", trainer.init)
-    # The iteration's first stage compiles in a thread while its second is traced (`StagedIteration`): since
-    # 2026-11-25 only the sum, compile_and_first_iteration_s, compares with figures measured before.
-    lowered = timed("iteration_trace_and_lower_s", lambda: trainer.iteration.lower(ts))
-    if args.concurrent:  # both programs traced first, then compiled at once in two threads
-        lowered_evaluation = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts))
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            tick = time.perf_counter()
-            evaluation = pool.submit(timed, "evaluation_xla_compile_s", lowered_evaluation.compile)
-            compiled = pool.submit(timed, "iteration_xla_compile_s", lowered.compile).result()
-            evaluation.result()
-            times["both_xla_compiles_wall_s"] = time.perf_counter() - tick
-    else:
-        compiled = timed("iteration_xla_compile_s", lowered.compile)
-    ts2, _ = timed("iteration_first_run_s", lambda: compiled(ts))
+    # Since 2026-11-25 `init(prepare_iteration=True)` traces the iteration for its state's shapes while `init`
+    # compiles, and the iteration compiles in the background from then on (`StagedIteration.prepare`), as `eval`
+    # runs it: only the sum of init and the first call, init_compile_and_first_iteration_s, compares with figures
+    # measured before.
+    ts = timed("init_s", lambda: trainer.init(prepare_iteration=True))
+    ts2, _ = timed("iteration_first_call_s", lambda: trainer.iteration(ts))
+    compiled = trainer.iteration
     # The compiled code's speed, so that a flag that compiles faster is not taken for free.
     state = ts2
     for _ in range(2):  # warm-up
@@ -186,12 +176,10 @@ def worker(args) -> dict:
               "physics_failures_last_iteration": float(metrics["physics_failures"].sum()),
               "diverged_groups": int(metrics["diverged"].sum()),
               "mean_task_fitness_per_step": float(metrics["task_fitness_per_step"].mean())}
-    if not args.concurrent:
-        ts2 = state
-        lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
-        timed("evaluation_xla_compile_s", lowered.compile)
-    times["compile_and_first_iteration_s"] = sum(times[k] for k in (
-        "iteration_trace_and_lower_s", "iteration_xla_compile_s", "iteration_first_run_s"))
+    ts2 = state
+    lowered = timed("evaluation_trace_and_lower_s", lambda: trainer.evaluate.lower(ts2))
+    timed("evaluation_xla_compile_s", lowered.compile)
+    times["init_compile_and_first_iteration_s"] = times["init_s"] + times["iteration_first_call_s"]
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
             # Programs loaded from the trace cache (a warm run) instead of traced: init, the iteration's two
@@ -242,9 +230,6 @@ def compile_time(args) -> dict:
         (edited / file).write_text(source.replace(before, after))
         runs.append((f"{file} edited ({before} -> {after}), warm caches", args.variants[0], shared,
                      ["--functions", str(edited)]))
-    if args.concurrent:  # do two XLA compiles in one process overlap? The iteration and evaluation at once
-        runs.append(("cold, iteration and evaluation compiled at once", args.variants[0],
-                     tempfile.mkdtemp(prefix="envcoder-cache-"), ["--concurrent"]))
     for name, flags, cache_dir, *more in runs:
         env = {**os.environ, "ENVCODER_CACHE_DIR": cache_dir, "XLA_FLAGS": flags}
         points.append({"case": name, **_run_worker(base + (more[0] if more else []), env, args.timeout)})
@@ -452,11 +437,6 @@ def main():
     sub.choices["compile"].add_argument("--edit", nargs=3, metavar=("FILE", "OLD", "NEW"), default=None,
                                         help="then one more run through those caches with OLD replaced by NEW in "
                                              "the candidate file FILE (a new program, as in `auto`)")
-    sub.choices["compile"].add_argument("--concurrent", action="store_true",
-                                        help="then one more cold run that compiles the iteration and the evaluation "
-                                             "in two threads at once")
-    sub.choices["worker"].add_argument("--concurrent", action="store_true",
-                                       help="trace the iteration and the evaluation, then compile both at once")
     sub.choices["worker"].add_argument("--functions", type=Path, default=None,
                                        help="candidate files (default: the task's bundled ones)")
     for name in ("compile", "worker"):

@@ -40,11 +40,13 @@ def job():
 
 def train(trainer):
     """Everything a run computes: the initial state, two iterations' metrics and states, the evaluation."""
-    ts = trainer.init()
+    ts = trainer.init(prepare_iteration=True)
+    assert trainer.iteration._cache_size() == 1, "init did not prepare the iteration for its state"
     out = [jax.device_get(ts)]
     for _ in range(2):
         ts, metrics = trainer.iteration(ts)
         out.append(jax.device_get((ts, metrics)))
+    assert trainer.iteration._cache_size() == 1, "the prepared iteration was not the one called"
     out.append(jax.device_get(trainer.evaluate(ts)))
     return out
 
@@ -207,6 +209,58 @@ def test_a_staged_iteration_is_learn_of_collect_and_compiles_the_stages_at_once(
     assert staged._cache_size() == 1 and len(compiled_in) == 1
     staged({"a": np.arange(4.0, dtype=np.float32)})  # another shape: compiled anew
     assert staged._cache_size() == 2
+
+
+def test_a_prepared_iteration_compiles_in_the_background_and_a_stage_that_fails_to_trace_raises_at_the_call():
+    """`prepare(shapes)` traces both stages and returns while they compile in threads of their own (here the first
+    stage's compile waits until `prepare` has returned); the first call runs what they compiled. A stage that does
+    not trace is not an error of `prepare`: the call traces it again and raises there."""
+    import threading
+
+    returned, compiled_in = threading.Event(), []
+
+    class Watched:
+        def __init__(self, jitted, wait=False):
+            self.jitted, self.wait = jitted, wait
+
+        def lower(self, *args):
+            lowered, watched = self.jitted.lower(*args), self
+
+            class Lowered:
+                out_info = lowered.out_info
+
+                def compile(self):
+                    compiled_in.append(threading.current_thread().name)
+                    assert not watched.wait or returned.wait(timeout=60), "prepare waited for the compile"
+                    return lowered.compile()
+            return Lowered()
+
+    def collect(x):
+        return 2.0 * x
+
+    def learn(args):
+        x, doubled = args
+        return x + doubled
+
+    x = np.arange(3.0, dtype=np.float32)
+    shapes = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    staged = compile_cache.StagedIteration(Watched(jax.jit(collect), wait=True), Watched(jax.jit(learn)))
+    staged.prepare(shapes)
+    returned.set()
+    assert staged._cache_size() == 1
+    np.testing.assert_array_equal(staged(x), [0.0, 3.0, 6.0])
+    assert staged._cache_size() == 1 and len(compiled_in) == 2
+    assert all(name.startswith("envcoder-compile") for name in compiled_in)
+    staged.prepare(shapes)  # prepared already: nothing is traced or compiled again
+    assert len(compiled_in) == 2
+
+    def broken(args):
+        raise ValueError("learn does not trace")
+    staged = compile_cache.StagedIteration(jax.jit(collect), jax.jit(broken))
+    staged.prepare(shapes)
+    assert staged._cache_size() == 0
+    with pytest.raises(ValueError, match="learn does not trace"):
+        staged(x)
 
 
 def test_a_donating_second_stage_lowers_without_jax_s_warning_about_unused_buffers():

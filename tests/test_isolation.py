@@ -144,7 +144,8 @@ def compute_reward(state):
 
 @pytest.mark.parametrize("source, limit, message", [
     (HANGS_IN_TRAINING, ["--compile-timeout", "60"],
-     "compiling the training iteration took longer than 60 s while tracing compute_reward() of hangs (a Python loop"),
+     "compiling the initialization and the training iteration took longer than 60 s while tracing compute_reward() "
+     "of hangs (a Python loop"),
     (LOOPS_ON_THE_DEVICE, ["--iteration-timeout", "5"],
      "training iteration 0 did not finish in 5 s; the candidates with a lax.while_loop, which can run for ever on "
      "the device: hangs;"),

@@ -29,6 +29,7 @@ import pickle
 import re
 import sys
 import tempfile
+import threading
 import types
 import warnings
 from pathlib import Path
@@ -293,6 +294,26 @@ class _Lowered:
         return lambda *args: jax.tree.unflatten(out_tree, compiled(*jax.tree.leaves(args)))
 
 
+def in_thread(function: Callable, name: str) -> concurrent.futures.Future:
+    """`function()` run in a daemon thread of its own (XLA releases the GIL while it compiles; a process that ends
+    before the result is needed does not wait for it); the future gives its result or raises its exception."""
+    future = concurrent.futures.Future()
+
+    def run():
+        try:
+            future.set_result(function())
+        except BaseException as err:  # noqa: BLE001 - raised where the result is asked for
+            future.set_exception(err)
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
+
+
+def _signature(tree) -> tuple:
+    """A pytree's structure and leaves' avals, as `jax.jit` tells calls apart (a weak-typed leaf compiles anew)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple(_aval(x) for x in leaves)
+
+
 class StagedIteration:
     """`learn((state, collect(state)))`, run as two programs that compile at once.
 
@@ -301,7 +322,8 @@ class StagedIteration:
     two programs of 33 s and 19 s compiled together in 33 s, docs/benchmarks/throughput.md § 2). The second
     stage is traced while the first compiles. `collect` and `learn` are `jax.jit`s or `CachedJit`s; `learn` may
     donate its argument. Called, it takes and returns the pytrees; `lower(state).compile()` gives a callable that
-    does, as `jax.jit`'s stages do.
+    does, as `jax.jit`'s stages do; `prepare(shapes)` traces both stages ahead of the first call and compiles them
+    in the background.
     """
 
     def __init__(self, collect, learn):
@@ -309,17 +331,33 @@ class StagedIteration:
         self._compiled: dict = {}  # the state's signature -> the compiled iteration
 
     def __call__(self, state):
-        leaves, tree = jax.tree.flatten(state)
-        signature = (tree, tuple(_aval(x) for x in leaves))  # as jax.jit's: a weak-typed leaf compiles anew
+        signature = _signature(state)
         if signature not in self._compiled:
             self._compiled[signature] = self.lower(state).compile()
         return self._compiled[signature](state)
 
+    def prepare(self, state) -> None:
+        """Trace both stages for `state` (arrays or `jax.ShapeDtypeStruct`s) now and compile them in background
+        threads: the first call with a state of this signature waits only for what is left of the compile. What
+        the trainer does while its `init` compiles. A stage that fails to trace is left to that call, which traces
+        it again and raises the error where it always has."""
+        signature = _signature(state)
+        if signature in self._compiled:
+            return
+        try:
+            lowered = self.lower(state)
+        except Exception:  # noqa: BLE001 - raised again by the first call
+            return
+        collect, learn = lowered._pending, in_thread(lowered._learn.compile, "envcoder-compile-learn")
+
+        def iteration(state):
+            return learn.result()((state, collect.result()(state)))
+        self._compiled[signature] = iteration
+
     def lower(self, state) -> "_StagedLowered":
         collect = self.collect.lower(state)
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="envcoder-compile")
-        pending = pool.submit(collect.compile)  # XLA releases the GIL: the second stage traces meanwhile
-        pool.shutdown(wait=False)  # its thread ends with the compile
+        # XLA releases the GIL: the second stage traces meanwhile
+        pending = in_thread(collect.compile, "envcoder-compile-collect")
         collected = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), collect.out_info)
         with warnings.catch_warnings():
             # A donating second stage frees all of its input as it starts; what it cannot reuse for its outputs (the

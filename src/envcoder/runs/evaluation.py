@@ -376,8 +376,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
         return guard(settings.iteration_timeout_s, describe_run(what, settings.iteration_timeout_s, candidates,
                                                                 "--iteration-timeout"))
 
-    with compiling("compiling the initialization"):
-        train_state = trainer.init()
+    with compiling("compiling the initialization and the training iteration"):  # traced here, compiled meanwhile
+        train_state = trainer.init(prepare_iteration=True)
     last_fitness = np.full(len(labels), np.nan)
     first = 0
     if resume and has_train_state(run_dir.checkpoints):
@@ -586,8 +586,8 @@ def _train_and_rank(settings, task, fitness_name, fitness, config, make_trainer,
                 labels, own_components, steps_per_iteration = describe_rung(trainer)
                 candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
                 rows = np.array([old_labels.index(label) for label in labels])
-                with compiling("initializing the next rung"):
-                    fresh = trainer.to_host(trainer.init())
+                with compiling("initializing the next rung and compiling its iteration"):
+                    fresh = trainer.to_host(trainer.init(prepare_iteration=True))
                 train_state = trainer.to_device(carry_over(host, rows, fresh))
                 del host, fresh
                 last_fitness, best_written = last_fitness[rows], best_written[rows]
