@@ -256,9 +256,10 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         assert second._stored("good", GOOD_A) is None
 
 
-def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose():
+def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose(monkeypatch):
     """A reward that is finite at the reference pose (step 0) but divides by zero one step later passes the
-    reference-pose check and is caught on the short rollout's states."""
+    reference-pose check and is caught on the short rollout's states. MuJoCo C computes those states: no MJX
+    physics is compiled (a sandbox worker's start)."""
     from envcoder.shaping.candidate import CandidateError, load_candidate
     from envcoder.shaping.validate import rollout_states, sample_state, validate_candidate
     from envcoder.sim import Simulator
@@ -266,6 +267,11 @@ def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose
 
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
+
+    def no_mjx(*args, **kwargs):
+        raise AssertionError("the sample states ran MJX's physics")
+    for name in ("reset", "physics_step", "step"):
+        monkeypatch.setattr(Simulator, name, no_mjx)
     late = load_candidate("late_nan.py", source="def compute_reward(state):\n"
                                                 "    return 1.0 / (1.0 - state['progress_buf'].astype(float))\n")
     validate_candidate(task, sim, late, sample_state(task, sim))  # progress 0 everywhere: finite

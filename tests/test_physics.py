@@ -154,3 +154,28 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     np.testing.assert_allclose(stepped.contact_forces, forces, rtol=1e-4, atol=1e-3)
     held_qpos, _ = jax.jit(lambda: plain(True))()
     assert np.abs(np.asarray(held_qpos) - np.asarray(qpos)).max() > 1e-4
+
+
+def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
+    """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `put_data`; no MJX program to
+    compile): the task's state built from them equals the one built from MJX's own forward pass of the same
+    poses, contact forces included (float64 C against float32 MJX), on Anymal standing and moving."""
+    from envcoder.shaping.validate import _builder
+
+    task = get_task("Anymal")
+    sim = Simulator(task.model_file, task.substeps)
+    model, envs = sim.mj_model, 3
+    rng = np.random.default_rng(0)
+    qpos = np.tile(np.asarray(sim.qpos0, np.float64), (envs, 1))
+    qpos[:, 7:] += rng.uniform(-0.2, 0.2, (envs, model.nq - 7))
+    qpos[:, 2] -= 0.01  # the feet press into the floor: contacts with forces
+    qvel = rng.uniform(-0.5, 0.5, (envs, model.nv))
+    build = jax.jit(_builder(task, sim))
+    buffers = (jnp.zeros((envs, task.num_commands)), jnp.zeros((envs, model.nu)), jnp.zeros((envs, model.nu)),
+               jnp.zeros((envs,), jnp.int32))
+    from_c = build(sim.put_data(sim.mujoco_data(qpos, qvel)), *buffers)
+    from_mjx = build(jax.jit(jax.vmap(sim.reset))(jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32)),
+                     *buffers)
+    assert float(jnp.abs(from_c["contact_forces"]).max()) > 10.0  # the floor pushes
+    for name in from_c:
+        np.testing.assert_allclose(from_c[name], from_mjx[name], rtol=1e-3, atol=1e-3, err_msg=name)

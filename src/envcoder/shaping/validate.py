@@ -40,15 +40,15 @@ class CandidateSpec:
 
 def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
     """The task's state at the model's reference pose with a default goal, for `num_envs` environments."""
-    data = jax.jit(jax.vmap(lambda _: simulator.reset(simulator.qpos0, jnp.zeros(simulator.mj_model.nv))))(
-        jnp.arange(num_envs))
-    nu = simulator.mj_model.nu
-    actions = jnp.zeros((num_envs, _action_size(task, nu)))
-    build = _builder(task, simulator)
-    state = build(data, jnp.zeros((num_envs, task.num_commands)), actions, jnp.zeros((num_envs, nu)),
-                  jnp.zeros((num_envs,), jnp.int32))
+    nu, nv = simulator.mj_model.nu, simulator.mj_model.nv
+    qpos = np.tile(np.asarray(simulator.qpos0), (num_envs, 1))
+    data = simulator.put_data(simulator.mujoco_data(qpos, np.zeros((num_envs, nv))))
+    build = jax.jit(_builder(task, simulator))
+    actions, zeros = jnp.zeros((num_envs, _action_size(task, nu))), jnp.zeros((num_envs, nu))
+    progress = jnp.zeros((num_envs,), jnp.int32)
+    state = build(data, jnp.zeros((num_envs, task.num_commands)), actions, zeros, progress)
     commands = task.defaults["sample_goal"](jax.random.PRNGKey(0), state)  # a goal as training will see
-    return {**state, **build(data, commands, actions, jnp.zeros((num_envs, nu)), jnp.zeros((num_envs,), jnp.int32))}
+    return {**state, **build(data, commands, actions, zeros, progress)}
 
 
 def _action_size(task, nu: int) -> int:
@@ -70,6 +70,9 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
     The envs start from the task's default reset and goal distributions and take uniform random actions
     through the default action mapping, so a candidate is checked on moving, varied states (a reward that
     divides by a velocity, or takes a log of a height, shows its NaN here) and not only on the reference pose.
+    MuJoCo C steps the physics, with the default controller at every physics step as in training, and the task
+    builds its states from MJX data as in training: no MJX program is compiled, so a validation worker starts in
+    seconds (the MJX rollout it replaces compiled for 14-70 s on a 2-core CPU, docs/benchmarks/throughput.md § 4).
     """
     start = sample_state(task, simulator, num_envs)
     nu = simulator.mj_model.nu
@@ -78,36 +81,39 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
     torque = task.defaults["compute_torque"]
 
     @jax.jit
-    def run():
+    def begin():
         qpos, qvel = task.physics_from_state({**start, **task.defaults["sample_initial_state"](k_init, start)})
-        data = jax.vmap(simulator.reset)(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
-        commands = task.defaults["sample_goal"](k_goal, start).astype(jnp.float32)
-        zeros = jnp.zeros((num_envs, nu))
+        return qpos, qvel, task.defaults["sample_goal"](k_goal, start).astype(jnp.float32)
 
-        def step(carry, key):
-            data, torques, progress = carry
-            if task.discrete:
-                actions = jax.random.randint(key, (num_envs,), 0, task.num_actions)
-            else:
-                actions = jax.random.uniform(key, (num_envs, nu), minval=-1.0, maxval=1.0)
-            last = jax.nn.one_hot(actions, task.num_actions) if task.discrete else actions  # state["actions"]
+    @jax.jit
+    def act(key):
+        if task.discrete:
+            actions = jax.random.randint(key, (num_envs,), 0, task.num_actions)
+            return actions, jax.nn.one_hot(actions, task.num_actions)  # state["actions"]: one-hot
+        actions = jax.random.uniform(key, (num_envs, nu), minval=-1.0, maxval=1.0)
+        return actions, actions
 
-            def physics(_, inner):
-                data, ctrl = inner
-                ctrl = simulator.clip_ctrl(torque(actions, build(data, commands, last, ctrl, progress)))
-                return jax.vmap(simulator.physics_step)(data, ctrl), ctrl
+    @jax.jit
+    def control(data, commands, actions, last, torques, progress):
+        return simulator.clip_ctrl(torque(actions, build(data, commands, last, torques, progress)))
+    record = jax.jit(build)
 
-            data, torques = jax.lax.fori_loop(0, simulator.substeps, physics, (data, torques))
-            progress = progress + 1
-            return (data, torques, progress), build(data, commands, last, torques, progress)
-
-        first = build(data, commands, jnp.zeros((num_envs, _action_size(task, nu))), zeros,
-                      jnp.zeros((num_envs,), jnp.int32))
-        _, states = jax.lax.scan(step, (data, zeros, jnp.zeros((num_envs,), jnp.int32)),
-                                 jax.random.split(k_act, steps))
-        return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]).reshape((-1,) + a.shape[1:]), first, states)
-
-    states = run()
+    qpos, qvel, commands = begin()
+    datas = simulator.mujoco_data(qpos, qvel)
+    data = simulator.put_data(datas)
+    torques, progress = np.zeros((num_envs, nu), np.float32), np.zeros((num_envs,), np.int32)
+    states = [record(data, commands, jnp.zeros((num_envs, _action_size(task, nu))), torques, progress)]
+    for key in jax.random.split(k_act, steps):
+        actions, last = act(key)
+        for substep in range(simulator.substeps):
+            if substep:
+                data = simulator.put_data(datas)
+            torques = np.asarray(control(data, commands, actions, last, torques, progress))
+            simulator.mujoco_step(datas, torques)
+        progress = progress + 1
+        data = simulator.put_data(datas)
+        states.append(record(data, commands, last, torques, progress))
+    states = jax.tree.map(lambda *x: jnp.concatenate(x), *states)
     if not all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(states) if jnp.issubdtype(v.dtype, jnp.floating)):
         raise RuntimeError(f"{task.name}: the sample rollout under the default shaping is not finite (a task bug)")
     return states

@@ -201,6 +201,31 @@ class Simulator:
         quarter of the training iteration's kernels)."""
         return self.broadcast(self._data0, qpos.shape[:-1]).replace(qpos=qpos, qvel=qvel)
 
+    def mujoco_data(self, qpos, qvel) -> list[mujoco.MjData]:
+        """MuJoCo C's data of each environment at `qpos [E, nq]`, `qvel [E, nv]`, forward-computed (what `reset`
+        computes, in float64 on the host): the sandbox's sample rollout runs on these, with no MJX program to
+        compile (`envcoder.shaping.validate.rollout_states`)."""
+        datas = []
+        for q, v in zip(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64)):
+            data = mujoco.MjData(self.mj_model)
+            data.qpos[:], data.qvel[:] = q, v
+            mujoco.mj_forward(self.mj_model, data)
+            datas.append(data)
+        return datas
+
+    def mujoco_step(self, datas: Sequence[mujoco.MjData], ctrl) -> None:
+        """One MuJoCo C physics step of each environment's data, in place, with its row of `ctrl [E, nu]`."""
+        for data, row in zip(datas, np.asarray(ctrl, np.float64)):
+            data.ctrl[:] = row
+            mujoco.mj_step(self.mj_model, data)
+
+    def put_data(self, datas: Sequence[mujoco.MjData]) -> mjx.Data:
+        """MuJoCo C's data of environments as MJX data stacked `[E, ...]` on the host (`mjx.put_data`: contacts and
+        constraint forces in MJX's layout, where `contact_forces` reads them); JAX engine only."""
+        if self.physics != "jax":
+            raise ValueError("put_data makes MJX data of the JAX engine")
+        return jax.tree.map(lambda *x: np.stack(x), *(mjx.put_data(self.mj_model, d) for d in datas))
+
     def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
         """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges)."""
         return mjx.step(self.model_for(physics), data.replace(ctrl=self.clip_ctrl(ctrl)))
