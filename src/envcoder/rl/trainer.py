@@ -903,7 +903,7 @@ class GroupedTrainer:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`. `prepare_iteration`
         (for a caller that trains next; one device): trace the training iteration for the state's shapes while
         `init` compiles, and compile it in the background (`StagedIteration.prepare`), so that the first iteration
-        waits only for what is left of its compile (H100, README job: init + compile + first iteration 33 -> 27 s,
+        waits only for what is left of its compile (H100, README job: init + compile + first iteration 30.9 -> 25.7 s,
         docs/benchmarks/throughput.md § 2)."""
         keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
         if self.layout is None:
