@@ -11,6 +11,8 @@
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,6 +212,17 @@ def test_sandbox_workers_see_no_credentials(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "secret")
     env = _worker_env()
     assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env and env["JAX_PLATFORMS"] == "cpu"
+
+
+def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):
+    """`import mujoco` raises where MUJOCO_GL names a backend it cannot load (`envcoder play` sets MUJOCO_GL for its
+    process, OSMesa on a machine without a display); the workers never render, so they do not load one."""
+    from envcoder.search.sandbox import _worker_env
+
+    monkeypatch.setenv("MUJOCO_GL", "no-such-backend")
+    assert subprocess.run([sys.executable, "-c", "import mujoco"], capture_output=True).returncode != 0
+    result = subprocess.run([sys.executable, "-c", "import mujoco"], env=_worker_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_settings_round_trip_through_auto_json(tmp_path):

@@ -176,6 +176,8 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
 def test_play_without_an_opengl_backend_ends_with_one_line(runs, tmp_path, monkeypatch, capsys):
     import mujoco
 
+    monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "osmesa"))  # play sets it; undone after the test
+
     def no_gl(*args, **kwargs):  # what PyOpenGL does when MUJOCO_GL names a library that is not installed
         raise AttributeError("'NoneType' object has no attribute 'glGetError'")
 

@@ -70,7 +70,10 @@ def _worker_env() -> dict:
     import jax
 
     env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
-    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2")
+    # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
+    # library that is not installed (`envcoder play` sets it for its process).
+    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
+               MUJOCO_GL="disable")
     env["ENVCODER_CACHE_DIR"] = jax.config.jax_compilation_cache_dir or ""
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
