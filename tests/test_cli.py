@@ -3,6 +3,9 @@
 import csv
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -86,6 +89,31 @@ def test_tensorboard_events_per_candidate_match_the_metrics_file(cartpole_run):
         logged = {int(r["iteration"]): float(r[key]) for r in rows if r[key] != ""}
         assert scalars[key] == pytest.approx(logged, rel=1e-6), key
     assert "reward/upright" not in read_scalars(out / "tensorboard" / "alive_bonus#0")
+
+
+def test_tensorboard_logging_does_not_import_pytorch(tmp_path):
+    """tensorboardX imports PyTorch where it is installed (seconds of every run's start on the GPU machine): a
+    stand-in `torch` package that leaves a mark when imported shows that the logger never imports it, that the
+    events are written all the same, and that the process can import torch afterwards."""
+    (tmp_path / "torch").mkdir()
+    marker = tmp_path / "torch_was_imported"
+    (tmp_path / "torch" / "__init__.py").write_text(f"open({str(marker)!r}, 'a').write('x')\nTensor = object\n")
+    script = f"""
+import sys
+import numpy as np
+from envcoder.runs.loggers import TensorBoardLog
+log = TensorBoardLog({str(tmp_path / 'tb')!r}, ["good#0"])
+log.write(3, {{"task_fitness": np.array([0.25])}}, {{}})
+log.close()
+assert "torch" not in sys.modules
+import torch  # what the process imports later is not blocked
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(tmp_path), os.environ.get("PYTHONPATH", "")])})
+    assert result.returncode == 0, result.stderr
+    assert marker.read_text() == "x"  # once: by the script's own import, after the logger's
+    assert read_scalars(tmp_path / "tb" / "good#0") == {"task_fitness": {3: 0.25}}
 
 
 def test_report_lists_every_candidate_and_embeds_valid_images(cartpole_run, tmp_path):

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import envcoder
+from envcoder.compile_cache import in_thread
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS, Settings, load_config_file
 from envcoder.runs.background import BackgroundWriter
@@ -238,10 +239,13 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
+    # The device's setup (the GPU backend, the model on it: ~1 s on an H100) needs no verdict: it runs while the
+    # sandbox validates, in worker processes.
+    simulator = in_thread(lambda: Simulator(task.model_file, task.substeps), "envcoder-simulator")
     tick = time.perf_counter()
     valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
-    simulator = Simulator(task.model_file, task.substeps)
+    simulator = simulator.result()
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)

@@ -12,6 +12,7 @@ import json
 import math
 import resource
 import secrets
+import sys
 from pathlib import Path
 
 
@@ -27,16 +28,34 @@ def _finite(metrics: dict, g: int) -> dict:
     return {key: float(values[g]) for key, values in metrics.items() if math.isfinite(float(values[g]))}
 
 
+def summary_writer_class():
+    """tensorboardX's `SummaryWriter`, imported without PyTorch.
+
+    tensorboardX imports PyTorch wherever it is installed (to accept torch tensors, which envcoder never passes):
+    3-5 s of a run's start on the GPU machine, a second set of CUDA libraries in a JAX process, and on a warm rerun
+    most of its time to the first iteration (H100: `init_s` 4.5 s, of which 3.1 s was this import). While
+    tensorboardX is imported, `import torch` fails as it does where torch is not installed; a PyTorch that the
+    process imported already is used as it is.
+    """
+    hide = "torch" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # Python's marker for a module that cannot be imported
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        raise ImportError("TensorBoard logging needs tensorboardX (pip install tensorboardX); or pass "
+                          "--no-tensorboard") from None
+    finally:
+        if hide:
+            del sys.modules["torch"]
+    return SummaryWriter
+
+
 class TensorBoardLog:
     """Event files in `<run>/tensorboard/<candidate>#<seed>/`."""
 
     def __init__(self, directory: Path, labels: list[str], first_iteration: int = 0):
-        try:
-            from tensorboardX import SummaryWriter
-        except ImportError:
-            raise ImportError("TensorBoard logging needs tensorboardX (pip install tensorboardX); or pass "
-                              "--no-tensorboard") from None
-
+        SummaryWriter = summary_writer_class()
         _raise_file_limit(len(labels))
         # purge_step: a resumed run drops the events it writes again (those after its checkpoint).
         self.writers = [SummaryWriter(str(Path(directory) / label), purge_step=first_iteration or None,
