@@ -8,6 +8,11 @@ in seconds from the process's start, with the thread that did each.
 
 The first `eval` is cold, the second finds the first's caches. The line "first iteration's metrics recorded" is what
 a user waits for: the first trained iteration. docs/benchmarks/throughput.md § 5 reads these timelines.
+
+    ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py sandbox --task Anymal --workers 4
+
+validates the task's bundled candidate files in the sandbox as `eval` does, with each worker's start and each
+file's check timed, then times a worker's start step by step in a process of its own.
 """
 
 from __future__ import annotations
@@ -63,6 +68,8 @@ def main() -> None:
     directory.RunDirectory.append_metrics = first_metrics
 
     command, *rest = sys.argv[1:] or ["eval"]
+    if command == "sandbox":
+        return sandbox(*rest)
     if command == "worker":
         sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
         from throughput import main as run
@@ -75,6 +82,53 @@ def main() -> None:
     finally:
         mark("end")
     sys.exit(status)
+
+
+def sandbox(*argv: str) -> None:
+    import argparse
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from envcoder.compile_cache import enable_compilation_cache
+    from envcoder.search import sandbox as box
+    from envcoder.shaping.candidate import SHAPER_TYPES
+
+    parser = argparse.ArgumentParser(prog="timeline.py sandbox")
+    parser.add_argument("--task", default="Anymal")
+    parser.add_argument("--workers", type=int, default=4)
+    args = parser.parse_args(argv)
+    enable_compilation_cache()
+    _wrap(box._Worker, "__init__", "a worker starts")
+    check = box._Worker.check
+
+    def timed_check(self, name, *rest, **kwargs):
+        mark(f">> check {name}")
+        try:
+            return check(self, name, *rest, **kwargs)
+        finally:
+            mark(f"<< check {name}")
+    box._Worker.check = timed_check
+    folder = Path(__file__).resolve().parents[1] / "user_functions" / args.task.lower()
+    drafts = [(path.stem, path.read_text(), str(path)) for path in sorted(folder.glob("*.py"))]
+    with box.SandboxValidator(args.task, SHAPER_TYPES, workers=args.workers) as validator:
+        validator.validate(drafts)
+    mark(f"{len(drafts)} files validated")
+    steps = f"""
+import time
+start = time.perf_counter()
+def mark(what):
+    print(f"  worker process [{{time.perf_counter() - start:6.2f}} s] {{what}}", flush=True)
+import jax; mark("import jax")
+from mujoco import mjx; mark("import mujoco, mjx")
+from envcoder.shaping.validate import rollout_states
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+mark("import envcoder")
+task = get_task({args.task!r}); simulator = Simulator(task.model_file, task.substeps); mark("Simulator")
+rollout_states(task, simulator); mark("sample rollout")
+"""
+    subprocess.run([sys.executable, "-c", steps], env=box._worker_env(), check=True)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
     data = simulator.put_data(datas)
     torques, progress = np.zeros((num_envs, nu), np.float32), np.zeros((num_envs,), np.int32)
     states = [record(data, commands, jnp.zeros((num_envs, _action_size(task, nu))), torques, progress)]
-    for key in jax.random.split(k_act, steps):
+    for key in np.asarray(jax.random.split(k_act, steps)):  # rows of a host array: no program per row
         actions, last = act(key)
         for substep in range(simulator.substeps):
             if substep:
@@ -113,10 +113,11 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
         progress = progress + 1
         data = simulator.put_data(datas)
         states.append(record(data, commands, last, torques, progress))
-    states = jax.tree.map(lambda *x: jnp.concatenate(x), *states)
-    if not all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(states) if jnp.issubdtype(v.dtype, jnp.floating)):
+    # Stacked and checked on the host: jnp would compile a program per field shape, a second of a worker's start.
+    states = jax.tree.map(lambda *x: np.concatenate([np.asarray(v) for v in x]), *states)
+    if not all(np.isfinite(v).all() for v in jax.tree.leaves(states) if np.issubdtype(v.dtype, np.floating)):
         raise RuntimeError(f"{task.name}: the sample rollout under the default shaping is not finite (a task bug)")
-    return states
+    return jax.device_put(states)
 
 
 def split_reward(output, file: str):
