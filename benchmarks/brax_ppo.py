@@ -40,7 +40,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import EnvState, GroupedTrainer
+from envcoder.env import EnvState, ResetPool
+from envcoder.rl.trainer import GroupedTrainer
 from envcoder.shaping.candidate import Candidate
 from envcoder.shaping.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
@@ -78,7 +79,7 @@ def make_brax_env(trainer: GroupedTrainer):
 
     class EnvcoderEnv(Env):
         def reset(self, rng):
-            env = trainer._fresh_env(rng[None], {})
+            env = trainer.env.reset(rng[None], {})
             zero = jnp.zeros(())
             return State(env, self._obs(env), zero, zero, {"task_fitness": zero}, {})
 
@@ -86,15 +87,15 @@ def make_brax_env(trainer: GroupedTrainer):
             env = state.pipeline_state
             # envcoder's own auto-reset is made a no-op (its pool is the current state); Brax's wrappers
             # end episodes at the same length and reset them.
-            new, info = trainer._env_step(env, jnp.clip(action, -1.0, 1.0)[None, None],
-                                          (env.data, env.commands, env.contact_forces, env.physics), jax.random.PRNGKey(0)[None])  # no pushes: unused
-            fitness = info["episode_fitness"][0, 0] - env.episode_fitness[0, 0] / task.max_episode_length
-            return state.replace(pipeline_state=new, obs=self._obs(new), reward=info["reward"][0, 0],
-                                 done=info["terminal"][0, 0].astype(jnp.float32),
+            new, info = trainer.env.step(env, jnp.clip(action, -1.0, 1.0)[None, None], ResetPool.of(env),
+                                         jax.random.PRNGKey(0)[None])  # no pushes: unused
+            fitness = info.episode_fitness[0, 0] - env.episode_fitness[0, 0] / task.max_episode_length
+            return state.replace(pipeline_state=new, obs=self._obs(new), reward=info.reward[0, 0],
+                                 done=info.terminal[0, 0].astype(jnp.float32),
                                  metrics={**state.metrics, "task_fitness": fitness})
 
         def _obs(self, env: EnvState):
-            return trainer._observe(trainer._state(env))[0, 0]
+            return trainer.env.observation(trainer.env.state(env))[0, 0]
 
         @property
         def observation_size(self):

@@ -116,17 +116,17 @@ def main():
         trainer = build(args)
         times["setup_s"] = time.perf_counter() - tick
         keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), jnp.uint32)
+        functions = trainer.functions()
         if args.what == "init":
-            fn, fn_args = jax.jit(trainer._init, compiler_options=options), (keys,)
+            fn, fn_args = jax.jit(functions["init"], compiler_options=options), (keys,)
         else:
-            ts = jax.eval_shape(trainer._init, keys)
-            fn = jax.jit({"iteration": trainer._iteration, "collect": trainer._collect, "learn": trainer._learn,
-                          "evaluate": trainer._evaluate}[args.what], compiler_options=options)
-            fn_args = ((ts, jax.eval_shape(trainer._collect, ts)),) if args.what == "learn" else (ts,)
+            ts = jax.eval_shape(functions["init"], keys)
+            fn = jax.jit(functions[args.what], compiler_options=options)
+            fn_args = ((ts, jax.eval_shape(functions["collect"], ts)),) if args.what == "learn" else (ts,)
             if args.prewarm:
                 def policy(ts):
-                    obs, critic_obs = trainer._observe_noisy(ts.env, ts.key, critic=True)
-                    return trainer._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+                    obs, critic_obs = trainer.env.observe(ts.env, ts.key, critic=True)
+                    return trainer.policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
                 tick = time.perf_counter()
                 jax.jit(policy, compiler_options=options).lower(ts).compile()
                 times["prewarm_s"] = time.perf_counter() - tick

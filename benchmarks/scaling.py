@@ -106,7 +106,8 @@ def compiled_memory(trainer) -> dict:
     out = {}
     keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), "uint32")
     ts = jax.eval_shape(trainer.init)
-    for name, fn, arg in (("init", jax.jit(trainer._fresh_env), keys), ("iteration", trainer.iteration, ts)):
+    reset = jax.jit(lambda keys: trainer.env.reset(keys, {}))
+    for name, fn, arg in (("init", reset, keys), ("iteration", trainer.iteration, ts)):
         tick = time.perf_counter()
         analysis = fn.lower(arg).compile().memory_analysis()
         out[f"{name}_compile_s"] = round(time.perf_counter() - tick, 2)

@@ -184,8 +184,7 @@ def worker(args) -> dict:
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
             # Programs loaded from the trace cache (a warm run) instead of traced: init, the iteration's two
             # stages, evaluation.
-            "traces_loaded": [getattr(f, "loaded", None) for f in (
-                trainer._init_jitted, trainer.iteration.collect, trainer.iteration.learn, trainer.evaluate)],
+            "traces_loaded": [getattr(f, "loaded", None) for f in trainer.programs().values()],
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "xla_options": xla_options(),
             "device_env_steps_per_s": round(device_rate), **sanity,
             **{k: round(v, 2) for k, v in times.items()}}

@@ -18,6 +18,7 @@ import pytest
 from conftest import BUNDLED
 from fault_harness import run_killed
 from envcoder.cli import main
+from envcoder.files import write_atomically
 from envcoder.runs import checkpoint as ckpt
 from envcoder.runs.directory import RunDirectory
 
@@ -219,6 +220,23 @@ def test_policy_and_train_state_round_trip(tmp_path):
     with pytest.raises(ValueError, match="changed since it was written"):
         ckpt.load_train_state(tmp_path, {**params, "log_std": np.zeros(5)})
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary file left behind
+
+
+def test_a_write_that_fails_midway_leaves_the_previous_file_and_no_temporary_one(tmp_path, monkeypatch):
+    path = tmp_path / "deep" / "results.json"
+    write_atomically(path, "old")
+    with pytest.raises(TypeError):  # fails while writing the temporary file
+        write_atomically(path, object())
+
+    def replace_fails(*_):
+        raise OSError("disk full")
+    with monkeypatch.context() as patch:  # fails at the rename
+        patch.setattr(os, "replace", replace_fails)
+        with pytest.raises(OSError, match="disk full"):
+            write_atomically(path, "new")
+    assert path.read_text() == "old" and [p.name for p in path.parent.iterdir()] == ["results.json"]
+    write_atomically(path, b"new")
+    assert path.read_bytes() == b"new" and [p.name for p in path.parent.iterdir()] == ["results.json"]
 
 
 def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, capsys):

@@ -59,8 +59,7 @@ def assert_same(a, b):
 
 def cached(trainer) -> list:
     """(loaded, stored) of the trainer's init, the iteration's two stages and the evaluation."""
-    return [(f.loaded, f.stored) for f in (trainer._init_jitted, trainer.iteration.collect, trainer.iteration.learn,
-                                           trainer.evaluate)]
+    return [(f.loaded, f.stored) for f in trainer.programs().values()]
 
 
 def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,

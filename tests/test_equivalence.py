@@ -77,11 +77,11 @@ def test_seeds_train_independently(runs):
 
 
 def test_the_iterations_two_stages_compute_the_whole_iteration(runs):
-    """On one device the iteration runs as two programs (`_collect`, then `_learn`: `StagedIteration`); they
-    compute what the iteration as one program (`_iteration`, the sharded runs' form) computes."""
+    """On one device the iteration runs as two programs ("collect", then "learn": `StagedIteration`); they
+    compute what the iteration as one program ("iteration", the sharded runs' form) computes."""
     trainer = runs["alone"][0]
     staged = whole = trainer.init()
-    whole_iteration = jax.jit(trainer._iteration)
+    whole_iteration = jax.jit(trainer.functions()["iteration"])
     for _ in range(ITERATIONS):
         staged, staged_metrics = trainer.iteration(staged)
         whole, whole_metrics = whole_iteration(whole)
@@ -103,8 +103,8 @@ def test_the_checkpoint_copy_is_compiled_with_the_evaluation(runs):
     trainer = runs["alone"][0]
     ts = trainer.init()
     trainer.compile_evaluation(ts).result()
-    copied = trainer._compiled_copy(ts)
+    copied = trainer.compiled_device_copy(ts)
     for a, b in zip(jax.tree.leaves(copied), jax.tree.leaves(ts)):
         np.testing.assert_array_equal(a, b)
         assert a.unsafe_buffer_pointer() != b.unsafe_buffer_pointer() or a.nbytes == 0
-    assert trainer._copy._cache_size() == 0  # nothing was compiled through the call path
+    assert trainer.device_copy._cache_size() == 0  # nothing was compiled through the call path

@@ -118,11 +118,10 @@ def compute_torque(action, state):
 
 def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     """`compute_torque` runs at every physics step of a control step. The contact forces it reads are the last
-    physics step's: the control step's own at its first substep, then each substep's. The trainer computes them
+    physics step's: the control step's own at its first substep, then each substep's. The environment computes them
     only where a torque reads them (as here); checked against a plain loop of `Simulator` calls, and against a
     wrong loop that holds the control step's forces through its substeps, which must differ."""
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
+    from envcoder.env import GroupedEnv, ResetPool
     from envcoder.shaping.candidate import load_candidate
     from envcoder.shaping.validate import sample_state, validate_candidate
 
@@ -131,12 +130,11 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     candidate = load_candidate("contact_torque.py", ("compute_torque",), name="contact_torque",
                                source="import jax.numpy as jnp\n" + CONTACT_TORQUE)
     spec = validate_candidate(task, sim, candidate, sample_state(task, sim))
-    config = PPOConfig.for_task(task.ppo_overrides, units=(8,), horizon_length=2)
-    trainer = GroupedTrainer(task, [candidate], {candidate.name: spec}, config, 2, (0,), sim)
-    env = trainer._fresh_env(jax.random.split(jax.random.PRNGKey(0), 1), {})
-    pool = (env.data, env.commands, env.contact_forces, env.physics)
-    actions = jnp.full((1, 2, trainer.action_dim_max), 0.05)
-    step = jax.jit(lambda env, k: trainer._env_step(env, actions, pool, k[None])[0])
+    grouped = GroupedEnv(task, [candidate], {candidate.name: spec}, 2, (0,), sim)
+    env = grouped.reset(jax.random.split(jax.random.PRNGKey(0), 1), {})
+    pool = ResetPool.of(env)
+    actions = jnp.full((1, 2, grouped.action_dim_max), 0.05)
+    step = jax.jit(lambda env, k: grouped.step(env, actions, pool, k[None])[0])
     for i in range(4):  # the robot drops onto its feet
         env = step(env, jax.random.PRNGKey(i))
     assert float(env.contact_forces[..., 2].sum(axis=-1).min()) > 50.0  # it stands on the floor

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envcoder.env import ResetPool
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.search.proposers import OfflineProposer, Parent, Request
@@ -116,7 +117,7 @@ def test_a_heavier_body_accelerates_less_and_stronger_gravity_topples_faster():
 
 def test_per_environment_fields_differ_and_other_candidates_keep_the_task_physics(setup):
     trainer, ts, _ = setup["mixed"]
-    assert trainer.physics_fields == ["action_latency", "friction", "gravity", "mass", "observation_noise",
+    assert trainer.env.physics_fields == ["action_latency", "friction", "gravity", "mass", "observation_noise",
                                       "push_interval", "push_velocity"]
     physics = jax.device_get(ts.env.physics)
     heavy, nothing = group(setup["mixed"], "heavy#0"), group(setup["mixed"], "nothing#0")
@@ -136,8 +137,8 @@ def test_latency_delays_the_action_and_a_push_kicks_the_base(setup):
     env = ts.env._replace(progress=jnp.full_like(ts.env.progress, 2),  # the heavy group pushes every 3 steps
                           past_actions=jnp.full_like(ts.env.past_actions, 0.25))
     actions = jnp.full((4, 8, trainer.action_dim_max), -0.5) * trainer.action_mask[:, None, :]
-    pool = (env.data, env.commands, env.contact_forces, env.physics)
-    step = jax.jit(trainer._env_step)
+    pool = ResetPool.of(env)
+    step = jax.jit(trainer.env.step)
     stepped, _ = step(env, actions, pool, ts.key)
     calm, _ = step(env._replace(physics={**env.physics, "push_velocity": jnp.zeros_like(env.physics["push_velocity"])}),
                    actions, pool, ts.key)
@@ -170,8 +171,8 @@ def test_a_curriculum_reaches_the_state_of_other_functions(setup):
     target = group(setup["mixed"], "target#0")
     assert [m["curriculum/target"][target] for m in history] == pytest.approx([0.1, 0.2, 0.3])
     curriculum = jax.tree.map(lambda x: x.at[target].set(0.7) if x.ndim == 1 else x, ts.env.curriculum)
-    _, commands, _, _ = jax.jit(trainer._reset_pool)(ts.key, curriculum)
-    np.testing.assert_allclose(jax.device_get(commands)[target], 0.7)
+    pool = jax.jit(trainer.env.reset_pool)(ts.key, curriculum)
+    np.testing.assert_allclose(jax.device_get(pool.commands)[target], 0.7)
 
 
 def test_randomizing_nothing_equals_the_default_bit_for_bit(setup):
@@ -216,7 +217,7 @@ def test_a_held_out_fitness_evaluates_every_candidate_under_its_physics(setup):
     robust = dataclasses.replace(task, fitness={"robust": dataclasses.replace(upright, physics=heavy_world), name: upright})
     trainer = GroupedTrainer(robust, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,),
                              setup["sim"], fitness="robust")
-    assert trainer.physics_fields == []  # training keeps the task's physics
+    assert trainer.env.physics_fields == []  # training keeps the task's physics
     ts = trainer.init()
     plain = GroupedTrainer(task, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,), setup["sim"])
     held_out, nominal = jax.device_get(trainer.evaluate(ts)), jax.device_get(plain.evaluate(ts))

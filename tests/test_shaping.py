@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envcoder.env import ResetPool
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.trainer import GroupedTrainer
 from envcoder.runs.ranking import not_separable_from_best, rank
@@ -311,10 +312,10 @@ def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_san
                              4, (0,), sim)
     ts = trainer.init()
     actions = jnp.zeros((1, 4, trainer.action_dim_max))
-    pool = (ts.env.data, ts.env.commands, ts.env.contact_forces, ts.env.physics)  # resets go back to the start state
-    env, info = jax.jit(trainer._env_step)(ts.env, actions, pool, ts.key)
-    np.testing.assert_array_equal(info["physics_failures"], failures)
-    np.testing.assert_array_equal(info["done"], bool(failures))
+    pool = ResetPool.of(ts.env)  # resets go back to the start state
+    env, info = jax.jit(trainer.env.step)(ts.env, actions, pool, ts.key)
+    np.testing.assert_array_equal(info.physics_failures, failures)
+    np.testing.assert_array_equal(info.done, bool(failures))
     # A failed env was reset (to the pool's start state here); one below the limit keeps its stepped state.
     expected = ts.env.data.qvel if failures else np.full_like(ts.env.data.qvel, 150.0)
     np.testing.assert_array_equal(env.data.qvel, expected)

@@ -1,4 +1,4 @@
-"""Every task: documented state fields, the trainer's jitted reset and step under random actions with no
+"""Every task: documented state fields, the grouped environment's jitted reset and step under random actions with no
 NaN, legged robots standing under their default controller, and hand-computed Anymal rewards."""
 
 import re
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import BUNDLED
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.env import GroupedEnv, ResetPool
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.shaping.candidate import Candidate, load_candidate
 from envcoder.shaping.validate import sample_state, validate_candidate
@@ -41,27 +40,25 @@ def _rollout(name):
                               source=source)
     state = sample_state(task, sim)
     specs = {c.name: validate_candidate(task, sim, c, state) for c in (default, standing)}
-    config = PPOConfig.for_task(task.ppo_overrides, units=(8,), horizon_length=2)
-    trainer = GroupedTrainer(task, [default, standing], specs, config, NUM_ENVS, (0,), sim)
-    groups = [g.candidate.name for g in trainer.groups]
+    env = GroupedEnv(task, [default, standing], specs, NUM_ENVS, (0,), sim)
+    groups = [g.candidate.name for g in env.groups]
     random_group = groups.index("default")
 
     @jax.jit
     def run(key):
-        env = trainer._fresh_env(jax.random.split(key, 2), {})
-        pool = (env.data, env.commands, env.contact_forces, env.physics)
+        start = env.reset(jax.random.split(key, 2), {})
+        pool = ResetPool.of(start)
 
-        def step(env, k):
-            actions = jax.random.uniform(k, (2, NUM_ENVS, trainer.action_dim_max), minval=-1, maxval=1)
-            actions = actions * (jnp.arange(2) == random_group)[:, None, None] * trainer.action_mask[:, None, :]
-            env, info = trainer._env_step(env, actions, pool, jax.random.split(k, 2))
-            obs = trainer._observe(trainer._state(env))
-            return env, (obs, info["reward"], info["terminal"], env.data.qpos)
-        return jax.lax.scan(step, env, jax.random.split(key, STEPS)), env.contact_forces
+        def step(now, k):
+            actions = jax.random.uniform(k, (2, NUM_ENVS, env.action_dim_max), minval=-1, maxval=1)
+            actions = actions * (jnp.arange(2) == random_group)[:, None, None] * env.action_mask[:, None, :]
+            now, info = env.step(now, actions, pool, jax.random.split(k, 2))
+            return now, (env.observation(env.state(now)), info.reward, info.terminal, now.data.qpos)
+        return jax.lax.scan(step, start, jax.random.split(key, STEPS)), start.contact_forces
 
-    (env, (obs, reward, terminal, qpos)), reset_forces = run(jax.random.PRNGKey(0))
-    final_state = jax.tree.map(lambda x: x[groups.index("standing")], trainer._state(env))
-    return dict(task=task, sim=sim, trainer=trainer, random=random_group, standing=groups.index("standing"),
+    (last, (obs, reward, terminal, qpos)), reset_forces = run(jax.random.PRNGKey(0))
+    final_state = jax.tree.map(lambda x: x[groups.index("standing")], env.state(last))
+    return dict(task=task, sim=sim, env=env, random=random_group, standing=groups.index("standing"),
                 obs=obs, reward=reward, terminal=terminal, qpos=qpos, final_state=final_state, state=state,
                 reset_forces=reset_forces)
 

@@ -28,7 +28,6 @@ import os
 import pickle
 import re
 import sys
-import tempfile
 import threading
 import types
 import warnings
@@ -37,6 +36,8 @@ from typing import Callable, Mapping, Sequence
 
 import jax
 import numpy as np
+
+from envcoder import files
 
 XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
 """XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
@@ -234,7 +235,7 @@ class CachedJit:
                 program = _decode(data) if data is not None else program
             except Exception:  # noqa: BLE001 - a program or treedef that does not serialize is not stored
                 data = None
-            if data is not None and path is not None and write_atomically(path, data):
+            if data is not None and path is not None and store_entry(path, data):
                 self.stored += 1
         if program is not None:
             exported, out_tree = program
@@ -403,18 +404,11 @@ def _load(path: Path):
         return None
 
 
-def write_atomically(path: Path, data: bytes) -> bool:
+def store_entry(path: Path, data: bytes) -> bool:
     """Write an entry atomically (a concurrent run reads a whole entry or none); False where it cannot be
     written (a read-only cache)."""
-    temporary = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False, suffix=".tmp") as f:
-            temporary = f.name
-            f.write(data)
-        os.replace(temporary, path)
+        files.write_atomically(path, data)
         return True
     except OSError:
-        if temporary is not None:
-            Path(temporary).unlink(missing_ok=True)
         return False

@@ -65,7 +65,7 @@ class OffPolicyTrainer(GroupedTrainer):
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self.optimizer.init)(self._optimized(params)),
                           jnp.full((G,), cfg.learning_rate), obs_rms, None, None,
-                          self._fresh_env(env_keys, self._first_curriculum()), next_keys, jnp.asarray(0, jnp.int32),
+                          self.env.reset(env_keys, self.env.first_curriculum()), next_keys, jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best, replay)
 
     def _rollout(self, ts: TrainState, keys, pool):
@@ -73,15 +73,12 @@ class OffPolicyTrainer(GroupedTrainer):
         (for the metrics) and `(next_obs, terminals)` `[T, G, E, ...]` for the replay buffers."""
         def step(env, step_keys):
             env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
-            obs = self._observe_noisy(env, env_keys)
+            obs = self.env.observe(env, env_keys)
             actions = self._explore(ts, obs, step_keys)
-            env, info = self._env_step(env, actions, pool, env_keys)
-            next_obs = self._observe(info["state"])  # before the auto-reset, for the bootstrap
-            traj = Transition(obs, None, actions, None, None, None, info["reward"] * self.config.reward_scale,
-                              info["done"].astype(jnp.float32), info["reward"], info["components"],
-                              info["episode_return"], info["episode_fitness"], info["episode_length"],
-                              info["fitness_step"], info["physics_failures"])
-            return env, (traj, next_obs, info["terminal"].astype(jnp.float32))
+            env, info = self.env.step(env, actions, pool, env_keys)
+            next_obs = self.env.observation(info.state)  # before the auto-reset, for the bootstrap
+            traj = Transition.of_step(info, obs, actions, info.reward * self.config.reward_scale)
+            return env, (traj, next_obs, info.terminal.astype(jnp.float32))
 
         step_keys = jax.vmap(lambda k: jax.random.split(k, self.config.steps_per_epoch))(keys).swapaxes(0, 1)
         env, (traj, next_obs, terminals) = jax.lax.scan(step, ts.env, step_keys)
@@ -90,7 +87,7 @@ class OffPolicyTrainer(GroupedTrainer):
     def _collect(self, ts: TrainState) -> dict:
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
-        pool = self._reset_pool(reset_key, ts.env.curriculum)
+        pool = self.env.reset_pool(reset_key, ts.env.curriculum)
         env, traj, next_obs, terminals = self._rollout(ts, rollout_key, pool)
         return dict(env=env, traj=traj, next_obs=next_obs, terminals=terminals, next_key=next_key,
                     update_key=update_key)

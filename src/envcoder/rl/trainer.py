@@ -42,6 +42,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from envcoder.compile_cache import CachedJit, StagedIteration, fingerprint, in_thread, trace_cache_dir, xla_options
+from envcoder.env import EnvState, GroupedEnv, ResetPool, StepInfo
 from envcoder.rl import central_value
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.networks import (apply_actor, apply_actor_critic, init_actor_critic, init_per_group,
@@ -50,28 +51,10 @@ from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, log_prob,
                              masked_logits, ppo_loss, shuffled_minibatches)
 from envcoder.shaping.candidate import Candidate
-from envcoder.shaping.curriculum import CURRICULUM_METRICS
-from envcoder.shaping.grouping import GroupPlan, group_key
-from envcoder.shaping.validate import CandidateSpec, split_reward
+from envcoder.shaping.grouping import group_key
+from envcoder.shaping.validate import CandidateSpec
 from envcoder.sim import Simulator
-from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
 from envcoder.tasks.base import Task
-
-
-class EnvState(NamedTuple):
-    """Per-environment simulation state, `[G, E, ...]`."""
-
-    data: object  # mjx.Data
-    commands: jnp.ndarray  # [G, E, C]
-    actions: jnp.ndarray  # [G, E, A_max] last clipped action
-    torques: jnp.ndarray  # [G, E, nu]
-    progress: jnp.ndarray  # [G, E] int32
-    episode_return: jnp.ndarray  # [G, E] shaped return so far (unscaled)
-    episode_fitness: jnp.ndarray  # [G, E] sum of the task's per-step fitness so far
-    contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3] of `data`, computed over the whole batch
-    physics: dict  # randomized fields of each env's episode, name -> [G, E, ...] ({} when nothing is randomized)
-    past_actions: jnp.ndarray | None  # [G, E, MAX_ACTION_LATENCY, A_max], newest first (None without latency)
-    curriculum: dict  # each group's curriculum values, name -> [G, ...] ({} without a curriculum)
 
 
 class BestPolicy(NamedTuple):
@@ -118,6 +101,15 @@ class Transition(NamedTuple):
     fitness_step: jnp.ndarray  # the task fitness's per-step quantity (no after-failure fill)
     physics_failures: jnp.ndarray  # 1.0 where the env's physics blew up (non-finite or > max_qvel), reset
 
+    @staticmethod
+    def of_step(info: StepInfo, obs, actions, rewards, critic_obs=None, log_probs=None, mu=None,
+                values=None) -> "Transition":
+        """One step's record: the learner's own fields (`rewards`: the training reward) and the environment's
+        report `info` (the fields an off-policy learner has no use for stay None)."""
+        return Transition(obs, critic_obs, actions, log_probs, mu, values, rewards, info.done.astype(jnp.float32),
+                          info.reward, info.components, info.episode_return, info.episode_fitness,
+                          info.episode_length, info.fitness_step, info.physics_failures)
+
 
 GROUP_AXIS = "groups"
 """The mesh axis the group axis is sharded over."""
@@ -131,21 +123,9 @@ def _all_finite_per_group(tree, group_axis: int) -> jnp.ndarray:
     return functools.reduce(jnp.logical_and, [finite(x) for x in jax.tree.leaves(tree)])
 
 
-def _all_finite_per_env(tree) -> jnp.ndarray:
-    """`[G, E]` bool: every entry of every leaf (`[G, E, ...]`) of `tree` is finite, per environment."""
-    def finite(x):
-        return jnp.all(jnp.isfinite(x.reshape(x.shape[:2] + (-1,))), axis=2)
-    return functools.reduce(jnp.logical_and, [finite(x) for x in jax.tree.leaves(tree)])
-
-
 def _where_group(mask, a, b):
     """`where` over a pytree whose leaves lead with the group axis, `mask [G]`."""
     return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b)
-
-
-def _where(mask, a, b):
-    """`where` over a pytree, with `mask [G, E]` broadcast over trailing axes."""
-    return jax.tree.map(lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim)), x, y), a, b)
 
 
 class GroupedTrainer:
@@ -160,9 +140,6 @@ class GroupedTrainer:
         (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
         measures its cost against the plain one)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
-        self.fitness_name, self.fitness = task.get_fitness(fitness)
-        self.plan = GroupPlan(task, candidates, seeds)
-        self.groups = self.plan.groups
         visible = jax.devices()
         devices = len(visible) if devices is None else devices
         if not 1 <= devices <= len(visible):
@@ -174,41 +151,35 @@ class GroupedTrainer:
         if devices > 1 and (physics == "warp" or (simulator is not None and simulator.physics == "warp")):
             raise ValueError(f"--physics warp runs on one device: pass --devices 1, or --physics jax to shard the "
                              f"groups over {devices} devices")
+        self.env = GroupedEnv(task, candidates, specs, envs_per_candidate, seeds, simulator, fitness, physics)
+        env = self.env
+        self.plan, self.groups, self.sim, self.physics = env.plan, env.groups, env.sim, env.physics
+        self.fitness_name, self.fitness, self.specs = env.fitness_name, env.fitness, env.specs
+        self.discrete = env.discrete  # a categorical policy over `action_dims` actions, else a Gaussian one
+        self.obs_dims, self.action_dims = env.obs_dims, env.action_dims
+        self.obs_dim_max, self.action_dim_max = env.obs_dim_max, env.action_dim_max
+        # An asymmetric actor-critic where some candidate gives its critic observations of its own.
+        self.asymmetric, self.critic_obs_dims, self.critic_obs_dim_max = (env.asymmetric, env.critic_obs_dims,
+                                                                          env.critic_obs_dim_max)
+        self.component_names = env.component_names
         self.devices = visible[:devices]
         self.layout = self.plan.layout(devices) if (devices > 1 if sharded is None else sharded) else None
         self.mesh = jax.sharding.Mesh(np.array(self.devices), (GROUP_AXIS,))
         self.rows = self.layout.per_device if self.layout else len(self.groups)  # groups a traced function sees
-        worlds = len(self.groups) * envs_per_candidate
-        self.sim = simulator or Simulator(task.model_file, task.substeps, physics or "jax", worlds)
-        if self.sim.physics == "warp" and self.sim.worlds != worlds:
-            raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
-        self.physics = self.sim.physics
-        self.specs = [specs[g.candidate.name] for g in self.groups]
-        self.discrete = task.discrete  # a categorical policy over `action_dims` actions, else a Gaussian one
-        self.obs_dims = np.array([s.obs_dim for s in self.specs])
-        self.action_dims = np.array([s.action_dim for s in self.specs])
-        self.obs_dim_max, self.action_dim_max = int(self.obs_dims.max()), int(self.action_dims.max())
-        # An asymmetric actor-critic where some candidate gives its critic observations of its own; the others'
-        # critics then read their actor's observations (unperturbed by observation noise).
-        self.asymmetric = any(s.critic_obs_dim is not None for s in self.specs)
         # rl_games' central value: the critic trains on its own (`envcoder.rl.central_value`).
         self.central_value = getattr(config, "central_value_config", None)
         cv = self.central_value
         self.critic_activation = (cv and cv.activation) or config.activation
         self.critic_normalized = cv.normalize_input if cv else config.normalize_input
-        self.critic_obs_dims = np.array([s.critic_obs_dim or s.obs_dim for s in self.specs])
-        self.critic_obs_dim_max = int(self.critic_obs_dims.max()) if self.asymmetric else None
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
         sizes = list(zip(self.obs_dims.tolist(), self.action_dims.tolist(),
                          (self.critic_obs_dims.tolist() if self.asymmetric else [None] * len(self.groups))))
         self._dims = sorted(set(sizes))
-        constants = {"action_mask": (np.arange(self.action_dim_max)[None, :] < self.action_dims[:, None]).astype(
-            np.float32), "obs_mask": (np.arange(self.obs_dim_max)[None, :] < self.obs_dims[:, None]).astype(
-            np.float32), "dims_class": np.array([self._dims.index(d) for d in sizes]),
+        constants = {**env.masks(), "dims_class": np.array([self._dims.index(d) for d in sizes]),
                      "inert": np.zeros(len(self.groups), bool)}
         if self.layout is None:
-            self.action_mask, self.obs_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
-                                                                             constants)
+            self.action_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
+                                                             ("action_mask", "dims_class", "inert"))
             self._local = None
         else:
             rows = np.maximum(self.layout.order, 0)
@@ -216,13 +187,6 @@ class GroupedTrainer:
             constants["inert"] = self.layout.inert
             self._local = {"plan": self.layout.local, **{
                 k: v.reshape((devices, self.rows) + v.shape[1:]) for k, v in constants.items()}}
-        self.component_names = sorted({n for s in self.specs for n in s.reward_components})
-        self.curriculum_shapes = self._curriculum_shapes()
-        self.physics_fields = self._physics_fields()
-        if self.physics == "warp" and (self.physics_fields or self.fitness.physics is not None):
-            raise ValueError("physics randomization (a candidate's sample_physics, or the fitness "
-                             f"{self.fitness_name!r}) needs --physics jax: MuJoCo Warp's model is shared by all "
-                             "environments here")
         self.optimizer = self._setup_updates()
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
@@ -231,15 +195,29 @@ class GroupedTrainer:
                                              self._jit(self._learn, "learn", donate))
             self.evaluate = self._jit(self._evaluate, "evaluate")
             self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
-            self._init_jitted = self._jit(self._init, "init")
+            self._init_program = self._jit(self._init, "init")
         else:
             options = xla_options()
             self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate, compiler_options=options)
             self.evaluate = jax.jit(self._sharded_evaluate, compiler_options=options)
             self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True),
                                              compiler_options=options)
-        self._copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
-        self._compiled_copy = None  # `_copy` compiled ahead for the train state (`compile_evaluation`)
+        self.device_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+        self.compiled_device_copy = None  # `device_copy` compiled ahead for the train state (`compile_evaluation`)
+
+    def programs(self) -> dict:
+        """The trainer's jitted programs on one device: "init" (`keys [G, 2]` -> `TrainState`), "collect" and
+        "learn" (the iteration's two stages) and "evaluate"; with the trace cache on, each says whether its trace
+        was `loaded` from the cache or `stored` in it."""
+        return {"init": self._init_program, "collect": self.iteration.collect, "learn": self.iteration.learn,
+                "evaluate": self.evaluate}
+
+    def functions(self) -> dict:
+        """The plain functions behind the programs, to lower for shapes or to jit with other options: "init"
+        (`keys [G, 2]`), "iteration" (the whole iteration as one function, as a sharded run compiles it),
+        "collect" (`ts` -> what "learn" takes with `ts`), "learn" (`(ts, collected)`), "evaluate" (`ts`)."""
+        return {"init": self._init, "iteration": self._iteration, "collect": self._collect, "learn": self._learn,
+                "evaluate": self._evaluate}
 
     def _jit(self, function, name: str, donate_argnums=()):
         """`jax.jit(function)` with envcoder's XLA options (`xla_options`); with the trace cache on
@@ -289,36 +267,6 @@ class GroupedTrainer:
             tx.insert(0, optax.clip_by_global_norm(self.config.grad_norm))
         return optax.chain(*tx)
 
-    def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""
-        shapes, owner = {}, {}
-        for c in self.plan.classes["curriculum"]:
-            n = len(c.indices)
-            row = jax.ShapeDtypeStruct((n,), jnp.float32)
-            out = jax.eval_shape(c.apply, row, {name: row for name in CURRICULUM_METRICS}, None)
-            for name, value in out.items():
-                if name in shapes and shapes[name] != value.shape[1:]:
-                    raise ValueError(f"the curriculum value {name!r} has shape {value.shape[1:]} in {', '.join(c.names)} "
-                                     f"but {shapes[name]} in {', '.join(owner[name])}: rename one of them")
-                shapes[name], owner[name] = value.shape[1:], c.names
-        return dict(sorted(shapes.items()))
-
-    def _physics_fields(self) -> list[str]:
-        """The physics fields that some candidate randomizes (the others stay the task's everywhere)."""
-        fields = set()
-        for c in self.plan.classes["sample_physics"]:
-            n = len(c.indices)
-            keys = jax.ShapeDtypeStruct((n, self.num_envs, 2), jnp.uint32)
-            params = {name: jax.ShapeDtypeStruct((n,) + shape, jnp.float32)
-                      for name, shape in self.curriculum_shapes.items()}
-            out = jax.eval_shape(c.apply, keys, params)
-            unknown = set(out) - set(FIELDS)
-            if unknown:
-                raise ValueError(f"sample_physics of {', '.join(c.names)} returned {', '.join(sorted(unknown))}, "
-                                 f"which is not a physics field; fields: {', '.join(FIELDS)}")
-            fields |= set(out)
-        return sorted(fields)
-
     # ---- sharding over devices -------------------------------------------------------------------
 
     def _on_device(self, local: dict) -> "GroupedTrainer":
@@ -326,8 +274,8 @@ class GroupedTrainer:
         plan (`local`: its slice of `self._local`)."""
         view = copy.copy(self)
         view.plan = self.plan.localized(local["plan"])
-        view.action_mask, view.obs_mask = local["action_mask"], local["obs_mask"]
-        view.dims_class, view.inert = local["dims_class"], local["inert"]
+        view.env = self.env.localized(view.plan, self.rows, local["action_mask"], local["obs_mask"])
+        view.action_mask, view.dims_class, view.inert = local["action_mask"], local["dims_class"], local["inert"]
         return view
 
     def _sharded(self, method, in_specs, out_specs):
@@ -407,130 +355,6 @@ class GroupedTrainer:
     def labels(self) -> list[str]:
         return [g.label for g in self.groups]
 
-    # ---- shaping functions over the group axis ---------------------------------------------------
-
-    def _state(self, env: EnvState):
-        build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
-        state = build(env.data, env.contact_forces, env.commands, env.actions, env.torques, env.progress)
-        if env.curriculum:  # each group's values, repeated for its environments
-            state["curriculum"] = jax.tree.map(
-                lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.num_envs) + x.shape[1:]), env.curriculum)
-        return state
-
-    def _observe(self, state):
-        def pad(outputs, classes):
-            padded = [jnp.pad(o, ((0, 0), (0, 0), (0, self.obs_dim_max - o.shape[-1]))) for o in outputs]
-            return self.plan.concat(padded, classes)
-        return self.plan.dispatch("compute_observation", (state,), pad)
-
-    def _torque(self, actions, state):
-        outputs = []
-        for c in self.plan.classes["compute_torque"]:
-            dim = int(self.action_dims[c.indices[0]])  # one code, one action size
-            action = c.take(actions)[:, :, :dim]
-            if self.discrete:  # the index of the one-hot action
-                action = jnp.argmax(action, axis=-1).astype(jnp.int32)
-            outputs.append(c.apply(action, jax.tree.map(c.take, state)))
-        return self.plan.concat(outputs, self.plan.classes["compute_torque"])
-
-    def _reward(self, state):
-        def merge(outputs, classes):
-            rewards, comps = [], []
-            for out in outputs:
-                reward, components = split_reward(out, "candidate")
-                zeros = jnp.zeros_like(reward)
-                rewards.append(reward)
-                comps.append({n: components.get(n, zeros) for n in self.component_names})
-            return self.plan.concat(rewards, classes), self.plan.concat(comps, classes)
-        return self.plan.dispatch("compute_reward", (state,), merge)
-
-    def _reset_pool(self, keys, curriculum: dict, held_out=None):
-        """Fresh reset states for every environment: `(data, commands, contact_forces, physics)` `[G, E, ...]`.
-        `curriculum`: each group's values; `held_out`: a fitness's own `sample_physics`, used for every group
-        instead of the candidates' (an evaluation under a fixed randomization).
-
-        A reset places the robot (`Simulator.place`) without a physics pass, as Isaac Gym's resets do: the
-        environment's first state has no contact forces (zeros) until its first physics step."""
-        G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
-        forces = jnp.zeros((G, E, len(self.task.contact_geoms), 3))
-        base_env = EnvState(self.sim.place(jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq)),
-                                           jnp.zeros((G, E, self.sim.mj_model.nv))),
-                            jnp.zeros((G, E, self.task.num_commands)),
-                            jnp.zeros((G, E, nu)), jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None,
-                            forces, {}, None, curriculum)
-        base = self._state(base_env)
-        k_init, k_goal = jnp.split(jax.vmap(jax.random.split)(keys), 2, axis=1)
-        k_init, k_goal = k_init[:, 0], k_goal[:, 0]
-        physics = self._sample_physics(keys, curriculum, held_out)
-
-        def fill(outputs, classes):  # each class may change a different subset of fields
-            return self.plan.concat([{**jax.tree.map(c.take, base), **o} for o, c in zip(outputs, classes)], classes)
-        reset_state = self.plan.dispatch("sample_initial_state", (k_init, base), fill)
-        qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
-        data = self.sim.place(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
-        commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
-        return data, commands, forces, physics
-
-    def _sample_physics(self, keys, curriculum: dict, held_out=None) -> dict:
-        """Every environment's randomized fields `[G, E, ...]` for its next episode ({} when nothing is
-        randomized), each field that a group's candidate leaves out at its neutral value."""
-        fields = self.physics_fields if held_out is None else sorted(jax.eval_shape(
-            held_out, jax.random.PRNGKey(0), {}))
-        if not fields:
-            return {}
-        # A key of its own, so that the other reset draws are those of a run without randomization.
-        env_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0x5EED), self.num_envs))(keys)
-        lead = (self.rows, self.num_envs)
-        if held_out is not None:
-            sampled = jax.vmap(jax.vmap(lambda k: held_out(k, {})))(env_keys)
-            return complete(sampled, fields, self.sim.mj_model, lead)
-
-        def merge(outputs, classes):
-            return self.plan.concat([complete(o, fields, self.sim.mj_model, c.take(env_keys).shape[:2])
-                                     for o, c in zip(outputs, classes)], classes)
-        return self.plan.dispatch("sample_physics", (env_keys, curriculum), merge)
-
-    @staticmethod
-    def _model_fields(physics: dict) -> dict:
-        """The fields of `physics` that change the physics model."""
-        return {name: value for name, value in physics.items() if name in MODEL_FIELDS}
-
-    def _curriculum(self, iteration, metrics: dict, previous: dict | None) -> dict:
-        """Each group's curriculum values `[G, ...]` after `iteration` iterations, from the group's `metrics` of
-        the iteration just run (NaN before the first) and its previous values (None before the first)."""
-        if not self.curriculum_shapes:
-            return {}
-        iterations = jnp.broadcast_to(jnp.asarray(iteration, jnp.float32), (self.rows,))
-        metrics = {name: metrics[name] for name in CURRICULUM_METRICS}
-
-        def merge(outputs, classes):
-            filled = []
-            for out, c in zip(outputs, classes):
-                rows = c.take(iterations).shape[0]
-                filled.append({name: jnp.asarray(out[name], jnp.float32) if name in out else
-                               jnp.zeros((rows,) + shape, jnp.float32) for name, shape in self.curriculum_shapes.items()})
-            return self.plan.concat(filled, classes)
-        return self.plan.dispatch("curriculum", (iterations, metrics, previous), merge)
-
-    def _first_curriculum(self) -> dict:
-        """Each group's curriculum values before training: from iteration 0, NaN metrics and no previous values."""
-        nan = jnp.full((self.rows,), jnp.nan, jnp.float32)
-        return self._curriculum(0, {name: nan for name in CURRICULUM_METRICS}, None)
-
-    def _fresh_env(self, keys, curriculum: dict, held_out=None) -> EnvState:
-        data, commands, forces, physics = self._reset_pool(keys, curriculum, held_out)
-        G, E = self.rows, self.num_envs
-        zeros = jnp.zeros((G, E))
-        past = (jnp.zeros((G, E, MAX_ACTION_LATENCY, self.action_dim_max)) if "action_latency" in physics else None)
-        return EnvState(data, commands, jnp.zeros((G, E, self.action_dim_max)),
-                        jnp.zeros((G, E, self.sim.mj_model.nu)), jnp.zeros((G, E), jnp.int32), zeros, zeros, forces,
-                        physics, past, curriculum)
-
-    def _select(self, mask, a: EnvState, b: EnvState) -> EnvState:
-        """Per environment (`mask [G, E]`), `a` else `b` (the curriculum, per group, is `b`'s)."""
-        return _where(mask, a._replace(data=None, curriculum={}), b._replace(data=None, curriculum={}))._replace(
-            data=self.sim.select(mask, a.data, b.data), curriculum=b.curriculum)
-
     # ---- acting ---------------------------------------------------------------------------------
 
     def _normalized(self, rms, obs, normalize: bool | None = None):
@@ -540,7 +364,7 @@ class GroupedTrainer:
             return obs
         return jax.vmap(lambda r, o: r.normalize(o, self.config.clip_observations))(rms, obs)
 
-    def _policy(self, params, obs_rms, obs, critic_rms=None, critic_obs=None):
+    def policy(self, params, obs_rms, obs, critic_rms=None, critic_obs=None):
         """`(mu or logits, log_std, value)` of every group; the value of `critic_obs` where the critic has its own."""
         obs = self._normalized(obs_rms, obs)
         act, critic_act = self.config.activation, self.critic_activation
@@ -572,121 +396,21 @@ class GroupedTrainer:
         log_std = log_std[:, None, :]
         return actions, jax.vmap(lambda a, m, s, am: log_prob(a, m, s, am, self.discrete))(actions, mu, log_std, mask)
 
-    def _critic_observe(self, state):
-        """The critic's own observations `[G, E, C_max]` (a candidate without them: its actor's, noiseless)."""
-        def pad(outputs, classes):
-            padded = [jnp.pad(o, ((0, 0), (0, 0), (0, self.critic_obs_dim_max - o.shape[-1]))) for o in outputs]
-            return self.plan.concat(padded, classes)
-        return self.plan.dispatch("compute_critic_observation", (state,), pad)
-
-    def _observe_noisy(self, env: EnvState, key, critic: bool = False):
-        """The policy's observation `[G, E, D_max]`, with the env's randomized observation noise (`key [G, 2]`);
-        with `critic`, `(observation, the critic's observation or None)`."""
-        state = self._state(env)
-        obs = self._observe(state)
-        if "observation_noise" in env.physics:
-            noise = jax.vmap(lambda k: jax.random.normal(jax.random.fold_in(k, 0x0B5), obs.shape[1:]))(key)
-            obs = obs + env.physics["observation_noise"][..., None] * noise * self.obs_mask[:, None, :]
-        if not critic:
-            return obs
-        return obs, self._critic_observe(state) if self.asymmetric else None
-
-    def _env_step(self, env: EnvState, clipped_actions, pool, key):
-        """Apply actions, step physics, compute reward/terminal/fitness, auto-reset finished envs. `key [G, 2]`:
-        the step's randomness (pushes)."""
-        applied, past_actions = clipped_actions, env.past_actions
-        if past_actions is not None:  # the motors get the action of `action_latency` steps ago
-            history = jnp.concatenate([clipped_actions[:, :, None], past_actions], axis=2)
-            latency = jnp.clip(jnp.round(env.physics["action_latency"]), 0, MAX_ACTION_LATENCY).astype(jnp.int32)
-            applied = jnp.take_along_axis(history, latency[..., None, None], axis=2)[:, :, 0]
-            past_actions = history[:, :, :-1]
-        model_fields = self._model_fields(env.physics)
-
-        def physics_step(i, carry):
-            # compute_torque runs at every physics step with the action held (a PD controller sees the
-            # joints move), as legged_gym does within its decimation loop. The contact forces it sees are the
-            # last physics step's: the control step's own at the first substep (zero after a reset, whose
-            # data holds no solve yet). They are computed here, not carried, so that XLA drops them where the
-            # torque does not read them (most controllers): over Warp's all-world contact list they are a
-            # scatter that cost as much as the physics step.
-            data, ctrl = carry
-            forces = jnp.where(i == 0, env.contact_forces, self.sim.task_contact_forces(self.task, data))
-            now = env._replace(data=data, torques=ctrl, contact_forces=forces)
-            ctrl = self.sim.clip_ctrl(self._torque(applied, self._state(now)))
-            if self.physics != "jax":  # Warp's all-world arrays have no environment axes to merge
-                return jax.vmap(jax.vmap(self.sim.physics_step))(data, ctrl, model_fields), ctrl
-            # MJX traced under one vmap over all G·E environments, not two nested ones: the same program, traced
-            # in 30% less time (the rollout's tracing precedes its compile on the first iteration's critical path).
-            worlds = ctrl.shape[0] * ctrl.shape[1]
-            stepped = jax.vmap(self.sim.physics_step)(*jax.tree.map(
-                lambda x: x.reshape((worlds,) + x.shape[2:]), (data, ctrl, model_fields)))
-            return jax.tree.map(lambda x, like: x.reshape(like.shape), stepped, data), ctrl
-
-        data, ctrl = jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
-        stepped_forces = self.sim.task_contact_forces(self.task, data)
-        if "push_interval" in env.physics:  # a push changes the base's velocity at once
-            interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
-            now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
-            dofs = self.sim.randomizer.push_dofs
-            kick = jax.vmap(lambda k: jax.random.uniform(k, (self.num_envs, len(dofs)), minval=-1.0, maxval=1.0))(
-                jax.vmap(lambda k: jax.random.fold_in(k, 0x9054))(key))
-            kick = kick * env.physics["push_velocity"][..., None] * now[..., None]
-            data = data.replace(qvel=data.qvel.at[..., dofs[0]:dofs[-1] + 1].add(kick))
-        # An env whose physics blew up under finite controls (MJX can, under extreme contacts: non-finite,
-        # or finite but faster than the task's max_qvel) ends as a failure from its last sane state and is
-        # counted, instead of turning the whole candidate's data into NaN or paying it for a solver
-        # artefact: one env's solver failure is not the candidate's divergence. Non-finite controls are
-        # the candidate's own doing and propagate, so the candidate is reported as diverged.
-        sane = _all_finite_per_env((data.qpos, data.qvel))
-        sane = sane & (jnp.max(jnp.abs(data.qvel), axis=-1) <= self.task.max_qvel)
-        physics_ok = sane | ~_all_finite_per_env(ctrl)
-        forces = jnp.where(physics_ok[..., None, None], stepped_forces, env.contact_forces)
-        data = self.sim.select(physics_ok, data, env.data)
-        ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
-        progress = env.progress + 1
-        stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress,
-                               contact_forces=forces, past_actions=past_actions)
-        new_state = self._state(stepped)
-        reward, components = self._reward(new_state)
-        terminal = self.plan.dispatch("compute_terminal", (new_state,)) | ~physics_ok
-        truncated = (progress >= self.task.max_episode_length) & ~terminal
-        done = terminal | truncated
-        fitness = fitness_step = jax.vmap(self.fitness.step)(new_state)
-        if self.fitness.after_failure is not None:  # the steps a failure cut off count at this value
-            remaining = (self.task.max_episode_length - progress).astype(fitness.dtype)
-            fitness = fitness + jnp.where(terminal, remaining * jax.vmap(self.fitness.after_failure)(new_state), 0.0)
-        episode_return = env.episode_return + reward
-        episode_fitness = env.episode_fitness + fitness
-        info = dict(reward=reward, components=components, terminal=terminal, truncated=truncated, done=done,
-                    episode_return=episode_return,
-                    episode_fitness=episode_fitness / self.task.max_episode_length,
-                    episode_length=progress.astype(jnp.float32), fitness_step=fitness_step,
-                    physics_failures=(~physics_ok).astype(jnp.float32), state=new_state)
-        zeros = jnp.zeros_like(reward)
-        after = stepped._replace(episode_return=episode_return, episode_fitness=episode_fitness)
-        reset = EnvState(pool[0], pool[1], jnp.zeros_like(clipped_actions), jnp.zeros_like(ctrl),
-                         jnp.zeros_like(progress), zeros, zeros, pool[2], pool[3],
-                         None if past_actions is None else jnp.zeros_like(past_actions), env.curriculum)
-        return self._select(done, reset, after), info
-
     def _rollout(self, ts: TrainState, keys, pool):
         cfg = self.config
 
         def step(env, step_keys):
             env_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0xE57))(step_keys)
-            obs, critic_obs = self._observe_noisy(env, env_keys, critic=True)
-            mu, log_std, values = self._policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+            obs, critic_obs = self.env.observe(env, env_keys, critic=True)
+            mu, log_std, values = self.policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
             actions, log_probs = self._sample(mu, log_std, step_keys)
-            env, info = self._env_step(env, jnp.clip(actions, -1.0, 1.0), pool, env_keys)
+            env, info = self.env.step(env, jnp.clip(actions, -1.0, 1.0), pool, env_keys)
             values_raw = jax.vmap(RunningMeanStd.denormalize)(ts.value_rms, values) if cfg.normalize_value else values
-            rewards = info["reward"] * cfg.reward_scale
+            rewards = info.reward * cfg.reward_scale
             if cfg.value_bootstrap:
-                rewards = rewards + cfg.gamma * values_raw * info["truncated"]
-            return env, Transition(obs, critic_obs, actions, log_probs, mu, values, rewards,
-                                   info["done"].astype(jnp.float32),
-                                   info["reward"], info["components"], info["episode_return"],
-                                   info["episode_fitness"], info["episode_length"], info["fitness_step"],
-                                   info["physics_failures"])
+                rewards = rewards + cfg.gamma * values_raw * info.truncated
+            return env, Transition.of_step(info, obs, actions, rewards, critic_obs=critic_obs, log_probs=log_probs,
+                                           mu=mu, values=values)
 
         step_keys = jax.vmap(lambda k: jax.random.split(k, cfg.horizon_length))(keys).swapaxes(0, 1)
         return jax.lax.scan(step, ts.env, step_keys)
@@ -703,10 +427,10 @@ class GroupedTrainer:
         `[T, G, E, ...]`), the critic's values of its last observations, and the keys the second stage uses."""
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(ts.key)
         next_key, reset_key, rollout_key, update_key = (keys[:, i] for i in range(4))
-        pool = self._reset_pool(reset_key, ts.env.curriculum)
+        pool = self.env.reset_pool(reset_key, ts.env.curriculum)
         env, traj = self._rollout(ts, rollout_key, pool)
-        last_obs, last_critic_obs = self._observe_noisy(env, next_key, critic=True)
-        _, _, last_values = self._policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
+        last_obs, last_critic_obs = self.env.observe(env, next_key, critic=True)
+        _, _, last_values = self.policy(ts.params, ts.obs_rms, last_obs, ts.critic_rms, last_critic_obs)
         return dict(env=env, traj=traj, last_values=last_values, next_key=next_key, update_key=update_key)
 
     def _learn(self, args: tuple[TrainState, dict]):
@@ -786,8 +510,8 @@ class GroupedTrainer:
         metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
         metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
         best = self._best(ts, metrics["task_fitness"], diverged_at)
-        if self.curriculum_shapes:
-            env = env._replace(curriculum=self._curriculum(ts.iteration + 1, metrics, env.curriculum))
+        if self.env.curriculum_shapes:
+            env = env._replace(curriculum=self.env.curriculum(ts.iteration + 1, metrics, env.curriculum))
             for name, value in env.curriculum.items():  # logged as scalars: curriculum/NAME or curriculum/NAME/i
                 flat = value.reshape(value.shape[0], -1)
                 for i in range(flat.shape[1]):
@@ -907,7 +631,7 @@ class GroupedTrainer:
         docs/benchmarks/throughput.md § 2)."""
         keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
         if self.layout is None:
-            lowered = self._init_jitted.lower(keys)
+            lowered = self._init_program.lower(keys)
             compiled = in_thread(lowered.compile, "envcoder-compile-init")
             if prepare_iteration:
                 self.iteration.prepare(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
@@ -947,7 +671,7 @@ class GroupedTrainer:
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
         return TrainState(params, jax.vmap(self._init_optimizer)(params),
                           jnp.full((G,), cfg.learning_rate, jnp.float32),
-                          obs_rms, value_rms, critic_rms, self._fresh_env(env_keys, self._first_curriculum()),
+                          obs_rms, value_rms, critic_rms, self.env.reset(env_keys, self.env.first_curriculum()),
                           next_keys, jnp.asarray(0, jnp.int32),
                           jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best)
 
@@ -961,7 +685,7 @@ class GroupedTrainer:
         size = sum(x.nbytes for x in jax.tree.leaves(train_state)) / len(self.devices)  # per device
         if not stats or stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0) < 2 * size:
             return None
-        return (self._compiled_copy or self._copy)(train_state)
+        return (self.compiled_device_copy or self.device_copy)(train_state)
 
     def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
         """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
@@ -972,7 +696,7 @@ class GroupedTrainer:
 
         def compile_():
             try:
-                self._compiled_copy = self._copy.lower(shapes).compile()
+                self.compiled_device_copy = self.device_copy.lower(shapes).compile()
             except Exception:  # noqa: BLE001 - `snapshot` compiles it where it is used, as before
                 pass
             return self.evaluate.lower(shapes).compile()
@@ -986,21 +710,21 @@ class GroupedTrainer:
         also `"qpos": [T, G, E, nq]`, the pose before each step (for rendering).
         """
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
-        env = self._fresh_env(keys, ts.env.curriculum, held_out=self.fitness.physics)
-        pool = (env.data, env.commands, env.contact_forces, env.physics)
+        env = self.env.reset(keys, ts.env.curriculum, held_out=self.fitness.physics)
+        pool = ResetPool.of(env)
         alive = jnp.ones((self.rows, self.num_envs), bool)
         totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
 
         def step(carry, index):
             env, alive, (fitness, length, ret) = carry
             step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(keys)
-            obs = self._observe_noisy(env, step_keys)
-            env, info = self._env_step(env, self._act_deterministic(ts.params, ts.obs_rms, obs), pool, step_keys)
-            ended = alive & info["done"]
-            fitness = jnp.where(ended, info["episode_fitness"], fitness)
-            length = jnp.where(ended, info["episode_length"], length)
-            ret = jnp.where(ended, info["episode_return"], ret)
-            return (env, alive & ~info["done"], (fitness, length, ret)), env.data.qpos if record else None
+            obs = self.env.observe(env, step_keys)
+            env, info = self.env.step(env, self._act_deterministic(ts.params, ts.obs_rms, obs), pool, step_keys)
+            ended = alive & info.done
+            fitness = jnp.where(ended, info.episode_fitness, fitness)
+            length = jnp.where(ended, info.episode_length, length)
+            ret = jnp.where(ended, info.episode_return, ret)
+            return (env, alive & ~info.done, (fitness, length, ret)), env.data.qpos if record else None
 
         (_, _, (fitness, length, ret)), qpos = jax.lax.scan(
             step, (env, alive, totals), jnp.arange(self.task.max_episode_length))

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 from pathlib import Path
 
 import jax
 import numpy as np
 
+from envcoder.files import write_atomically
+
 
 def _write_npz(path: Path, arrays: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(buffer.getvalue())
-    os.replace(tmp, path)
+    write_atomically(path, buffer.getvalue())
 
 
 def save_train_state(directory: Path, train_state, progress: dict) -> None:
@@ -36,9 +34,7 @@ def save_train_state(directory: Path, train_state, progress: dict) -> None:
     leaves = jax.tree.leaves(jax.device_get(train_state))
     arrays = {f"leaf_{i:05d}": np.asarray(x) for i, x in enumerate(leaves)}
     _write_npz(directory / "train_state.npz", {**arrays, "progress": np.asarray(json.dumps(progress))})
-    tmp = directory / "progress.json.tmp"
-    tmp.write_text(json.dumps(progress))
-    os.replace(tmp, directory / "progress.json")
+    write_atomically(directory / "progress.json", json.dumps(progress))
 
 
 def has_train_state(directory: Path) -> bool:

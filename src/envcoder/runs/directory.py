@@ -16,11 +16,12 @@ import dataclasses
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import yaml
+
+from envcoder.files import write_atomically
 
 
 def _jsonable(value):
@@ -33,15 +34,8 @@ def _jsonable(value):
     return value
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves a half-written file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_json(path: Path, obj) -> None:
-    _write_atomic(path, json.dumps(_jsonable(obj), indent=2) + "\n")
+    write_atomically(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
 class RunDirectory:
@@ -80,7 +74,7 @@ class RunDirectory:
         if len(kept) > 1:
             buffer = io.StringIO()
             csv.writer(buffer).writerows(kept)
-            _write_atomic(path, buffer.getvalue())
+            write_atomically(path, buffer.getvalue())
             self._columns = rows[0]
             self._metrics_file = open(path, "a", newline="")
             self._metrics_writer = csv.writer(self._metrics_file)
@@ -134,7 +128,7 @@ class RunDirectory:
             return list(value) if isinstance(value, tuple) else value
         settings = plain(dataclasses.asdict(config))
         text = f"# Resolved {algo.upper()} settings of this run (rl_games names); reuse with --config.\n"
-        _write_atomic(self.path / f"{algo}.yaml", text + yaml.safe_dump(settings, sort_keys=False))
+        write_atomically(self.path / f"{algo}.yaml", text + yaml.safe_dump(settings, sort_keys=False))
 
     def write_candidates(self, candidates) -> None:
         if not self.writes:

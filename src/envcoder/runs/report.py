@@ -16,6 +16,8 @@ import json
 import math
 from pathlib import Path
 
+from envcoder.files import write_atomically
+
 MAX_CURVES = 12
 """Candidates drawn in the curve plots (the best by rank); the table lists all."""
 
@@ -174,7 +176,5 @@ code {{ white-space: pre-wrap; }} .meta {{ color: #666; }}
 </body></html>
 """
     path = run / "report.html"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(page)
-    tmp.replace(path)
+    write_atomically(path, page)
     return path

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from envcoder.compile_cache import code_fingerprint, verdict_cache_dir, write_atomically
+from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
 from envcoder.shaping.validate import CandidateSpec
 
 
@@ -282,7 +282,7 @@ class SandboxValidator:
     def _store(self, name: str, source: str, specs: dict) -> None:
         path = self._verdict_file(name, source)
         if path is not None:
-            write_atomically(path, json.dumps(specs).encode())
+            store_entry(path, json.dumps(specs).encode())
 
     def close(self) -> None:
         while True:

@@ -1,0 +1,21 @@
+"""A small Anymal run gives, bit for bit, the results recorded before the redesign of the trainer into environment,
+learners and driver (the README's Cartpole run is checked the same way in test_cli). Slow: run with `-m slow`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from envcoder.cli import main
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.mark.slow
+def test_a_small_anymal_run_gives_the_recorded_results_bit_for_bit(tmp_path):
+    out = tmp_path / "anymal"
+    assert main(["eval", "--task", "Anymal", "--iterations", "2", "--envs-per-candidate", "16", "--no-tensorboard",
+                 "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    results.pop("timings")
+    assert results == json.loads((GOLDEN / "anymal_small_results.json").read_text())
