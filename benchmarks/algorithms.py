@@ -7,7 +7,7 @@ PPO on CartpoleDiscrete (categorical) and DQN on CartpoleDiscrete, `--seeds` pol
 algorithm in one process. After every iteration it reads the mean task fitness of the episodes that ended, and
 records per seed the first iteration, env steps and wall-clock seconds (since the start, compile included, and
 since the first iteration was done) at which it reached `--target`. Finally every policy is evaluated
-deterministically (`GroupedTrainer.evaluate`).
+deterministically (`GroupedLearner.evaluate`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS
-from envcoder.shaping.candidate import SHAPER_TYPES, load_candidate
-from envcoder.shaping.validate import rollout_states, validate_candidate
+from envcoder.candidates import SHAPER_TYPES, load_candidate
+from envcoder.candidates.validate import rollout_states, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -37,7 +37,7 @@ def time_to_target(task_name: str, algo: str, envs: int, seeds: int, iterations:
     sim = Simulator(task.model_file, task.substeps)
     candidate = load_candidate(BUNDLED / task.name.lower() / "good_upright.py", SHAPER_TYPES)
     spec = validate_candidate(task, sim, candidate, rollout_states(task, sim))
-    config = ALGORITHMS[algo].for_task(task.settings(algo), **{**overrides, "max_epochs": iterations})
+    config = ALGORITHMS[algo].for_task(task, **{**overrides, "max_epochs": iterations})
     start = time.perf_counter()
     trainer = trainer_class(algo)(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)), sim)
     ts = trainer.init()

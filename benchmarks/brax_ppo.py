@@ -3,7 +3,7 @@
 One candidate (the task's reference shaping), trained twice in this process with the same physics,
 shaping code, env count, PPO settings and env-step budget:
 
-- by envcoder's `GroupedTrainer` (one group);
+- by envcoder's `GroupedPPO` (one group);
 - by `brax.training.agents.ppo.train`, through a Brax `Env` whose reset and step are envcoder's own
   (reset pool, `compute_torque` at every substep, reward, terminal and task fitness), so only the RL
   loop differs. Brax's own wrappers handle episodes and auto-reset, as a Brax user gets them.
@@ -11,7 +11,7 @@ shaping code, env count, PPO settings and env-step budget:
 Reported: steady training throughput (Brax: its `training/sps`, which leaves out evaluations; envcoder:
 iterations after the first), wall time with compilation, and the final task fitness of the
 deterministic policy over one full episode per environment (Brax: its evaluator with the per-step
-fitness as an episode metric; envcoder: `GroupedTrainer.evaluate`). Both networks are envcoder's MLP
+fitness as an episode metric; envcoder: `GroupedLearner.evaluate`). Both networks are envcoder's MLP
 sizes and activation for actor and critic.
 
 Brax runs with one or both settings presets (`--brax-presets`):
@@ -41,9 +41,9 @@ import numpy as np
 
 from envcoder.rl.config import PPOConfig
 from envcoder.env import EnvState, ResetPool
-from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import Candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.candidates import Candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -68,10 +68,10 @@ def _jax_shims() -> None:
 def reference_trainer(task, sim, config, envs, seed):
     reference = Candidate("reference", None, "", {}, "reference")
     spec = validate_candidate(task, sim, reference, sample_state(task, sim))
-    return GroupedTrainer(task, [reference], {"reference": spec}, config, envs, (seed,), sim)
+    return GroupedPPO(task, [reference], {"reference": spec}, config, envs, (seed,), sim)
 
 
-def make_brax_env(trainer: GroupedTrainer):
+def make_brax_env(trainer: GroupedPPO):
     """A Brax `Env` of one environment whose dynamics, shaping and fitness are `trainer`'s (one group, one env)."""
     from brax.envs.base import Env, State
 
@@ -206,7 +206,7 @@ def main():
 
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
-    config = PPOConfig.for_task(task.ppo_overrides, **json.loads(args.ppo))
+    config = PPOConfig.for_task(task, **json.loads(args.ppo))
     trainer = reference_trainer(task, sim, config, args.envs, 0)
     result = {"task": task.name, "envs": args.envs, "iterations": args.iterations, "fitness": trainer.fitness_name,
               "fitness_doc": trainer.fitness.doc, "ppo": json.loads(json.dumps(config.__dict__)), **stamp()}

@@ -42,16 +42,17 @@ def build(args):
     from throughput import _functions
 
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.runs.evaluation import EvalSettings, build_candidates
-    from envcoder.shaping.candidate import SHAPER_TYPES, Candidate
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates.prepare import build_candidates
+    from envcoder.runs.evaluation import EvalSettings
+    from envcoder.candidates import SHAPER_TYPES, Candidate
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     if args.default_only:
         count = args.groups or 60
         candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(count)]
@@ -66,7 +67,7 @@ def build(args):
         state = sample_state(task, sim)
         specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
         seeds = settings.seeds
-    return GroupedTrainer(task, candidates, specs, config, args.envs, seeds, physics="jax")
+    return GroupedPPO(task, candidates, specs, config, args.envs, seeds, physics="jax")
 
 
 def main():
@@ -126,7 +127,7 @@ def main():
             if args.prewarm:
                 def policy(ts):
                     obs, critic_obs = trainer.env.observe(ts.env, ts.key, critic=True)
-                    return trainer.policy(ts.params, ts.obs_rms, obs, ts.critic_rms, critic_obs)
+                    return trainer.policy(ts.params, ts.obs_rms, obs, ts.own.critic_rms, critic_obs)
                 tick = time.perf_counter()
                 jax.jit(policy, compiler_options=options).lower(ts).compile()
                 times["prewarm_s"] = time.perf_counter() - tick

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import load_candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.candidates import load_candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -96,11 +96,11 @@ def physics_only(sim, num_groups, envs, horizon, repeats):
 def bench_ant(args):
     task = get_task("Ant")
     sim = Simulator(task.model_file, task.substeps)
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     rows = []
     for groups in args.groups:
         candidates, specs = candidates_for(task, sim, groups)
-        trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
+        trainer = GroupedPPO(task, candidates, specs, config, args.envs, (0,), sim)
         metrics, compile_s, train_s = time_training(trainer, args.iterations)
         steps = groups * args.envs * config.horizon_length * args.iterations
         train_rate = steps / train_s
@@ -125,9 +125,9 @@ def bench_cartpole(args):
     sim = Simulator(task.model_file, task.substeps)
     candidate = load_candidate(ROOT / "user_functions" / "cartpole" / "good_upright.py", ("compute_reward",))
     specs = {candidate.name: validate_candidate(task, sim, candidate)}
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     start = time.perf_counter()
-    trainer = GroupedTrainer(task, [candidate], specs, config, args.envs, (0,), sim)
+    trainer = GroupedPPO(task, [candidate], specs, config, args.envs, (0,), sim)
     ts = trainer.init()
     compile_done = None
     curve = []

@@ -27,8 +27,8 @@ import numpy as np
 
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS
-from envcoder.shaping.candidate import Candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.candidates import Candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -55,7 +55,7 @@ def main():
     sim = Simulator(task.model_file, task.substeps)
     reference = Candidate("reference", None, "", {}, "reference")
     spec = validate_candidate(task, sim, reference, sample_state(task, sim))
-    config = ALGORITHMS[args.algo].for_task(task.settings(args.algo), **json.loads(args.ppo))
+    config = ALGORITHMS[args.algo].for_task(task, **json.loads(args.ppo))
     seeds = tuple(range(args.seed, args.seed + args.seeds))
     trainer = trainer_class(args.algo)(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
                                        fitness=args.fitness)

@@ -28,9 +28,9 @@ def point(args) -> dict:
 
     from core import stamp
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.shaping.candidate import SHAPER_TYPES, load_candidates
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates import SHAPER_TYPES, load_candidates
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
@@ -43,9 +43,9 @@ def point(args) -> dict:
         raise SystemExit(f"--groups {groups} must be a multiple of the {len(candidates)} bundled candidates")
     state = sample_state(task, sim)
     specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     tick = time.perf_counter()
-    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, tuple(range(seeds)), physics="jax",
+    trainer = GroupedPPO(task, candidates, specs, config, args.envs, tuple(range(seeds)), physics="jax",
                              devices=devices, sharded=True if args.sharded_on_one else None)
     ts = trainer.init()
     jax.block_until_ready(ts)

@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core import ROOT, stamp, time_training  # noqa: E402
 
 from envcoder.rl.config import PPOConfig  # noqa: E402
-from envcoder.rl.trainer import GroupedTrainer  # noqa: E402
-from envcoder.shaping.candidate import SHAPER_TYPES, load_candidate  # noqa: E402
-from envcoder.shaping.validate import sample_state, validate_candidate  # noqa: E402
+from envcoder.rl.grouped_ppo import GroupedPPO  # noqa: E402
+from envcoder.candidates import SHAPER_TYPES, load_candidate  # noqa: E402
+from envcoder.candidates.validate import sample_state, validate_candidate  # noqa: E402
 from envcoder.sim import Simulator  # noqa: E402
 from envcoder.tasks import get_task  # noqa: E402
 
@@ -44,13 +44,13 @@ def main() -> None:
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps, "jax")
     directory = Path(args.functions) if args.functions else ROOT / "user_functions" / f"{task.name.lower()}_dr"
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     state = sample_state(task, sim)
     results = []
     for name in args.files:
         candidate = load_candidate(directory / f"{name}.py", SHAPER_TYPES)
         spec = validate_candidate(task, sim, candidate, state)
-        trainer = GroupedTrainer(task, [candidate], {candidate.name: spec}, config, args.envs,
+        trainer = GroupedPPO(task, [candidate], {candidate.name: spec}, config, args.envs,
                                  tuple(range(args.seeds)), sim)
         _, compile_s, train_s = time_training(trainer, args.iterations)
         steps = args.iterations * config.horizon_length * args.seeds * args.envs

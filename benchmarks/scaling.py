@@ -37,9 +37,9 @@ def worker(args):
 
     from core import stamp, time_training
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.shaping.candidate import SHAPER_TYPES, expand_sweeps, load_candidate
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates import SHAPER_TYPES, expand_sweeps, load_candidate
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
@@ -77,8 +77,8 @@ def worker(args):
         if key not in cache:
             cache[key] = validate_candidate(task, sim, c, state)
         specs[c.name] = cache[key]
-    config = PPOConfig.for_task(task.ppo_overrides)
-    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, (0,), sim)
+    config = PPOConfig.for_task(task)
+    trainer = GroupedPPO(task, candidates, specs, config, args.envs, (0,), sim)
     setup_s = time.perf_counter() - start
     if args.compile_only:
         return print(json.dumps({"task": task.name, "groups": args.groups, "envs_per_candidate": args.envs,

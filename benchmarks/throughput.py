@@ -57,10 +57,11 @@ def wall(args) -> dict:
     from core import stamp
     from envcoder.compile_cache import enable_compilation_cache
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.runs.evaluation import EvalSettings, build_candidates, run_evaluation
-    from envcoder.shaping.candidate import SHAPER_TYPES
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates.prepare import build_candidates
+    from envcoder.runs.evaluation import EvalSettings, run_evaluation
+    from envcoder.candidates import SHAPER_TYPES
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
@@ -80,12 +81,12 @@ def wall(args) -> dict:
 
     # The device rate: the same iteration, dispatched back to back, one block at the end.
     task = get_task(args.task)
-    config = PPOConfig.for_task(task.ppo_overrides)
+    config = PPOConfig.for_task(task)
     candidates, _ = build_candidates(settings)
     validation_sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, validation_sim)
     specs = {c.name: validate_candidate(task, validation_sim, c, state) for c in candidates}
-    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    trainer = GroupedPPO(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
     ts = trainer.init()
     for _ in range(2):
         ts, metrics = trainer.iteration(ts)
@@ -97,7 +98,7 @@ def wall(args) -> dict:
     device_s = time.perf_counter() - tick
     steps = len(trainer.groups) * args.envs * config.horizon_length
     device_rate = steps * args.device_iterations / device_s
-    timings = results["timings"]
+    timings = results.timings
     checkpoint_bytes = (out / "checkpoints" / "train_state.npz").stat().st_size
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "iterations": args.iterations, "run_wall_s": round(run_s, 2),
@@ -123,10 +124,11 @@ def worker(args) -> dict:
     from core import peak_memory_gb, stamp
     from envcoder.compile_cache import XLA_OPTIONS, enable_compilation_cache, xla_options
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.runs.evaluation import EvalSettings, build_candidates
-    from envcoder.shaping.candidate import SHAPER_TYPES
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates.prepare import build_candidates
+    from envcoder.runs.evaluation import EvalSettings
+    from envcoder.candidates import SHAPER_TYPES
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 
@@ -143,8 +145,8 @@ def worker(args) -> dict:
     sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, sim)
     specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
-    config = PPOConfig.for_task(task.ppo_overrides)
-    trainer = GroupedTrainer(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    config = PPOConfig.for_task(task)
+    trainer = GroupedPPO(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
     times["setup_s"] = time.perf_counter() - tick
 
     def timed(name, fn):
@@ -256,17 +258,17 @@ def engines(args) -> dict:
 def _default_trainer(task, sim, groups: int, envs_per_group: int, horizon: int):
     """A trainer of `groups` copies of the task's default shaping on `sim`'s engine."""
     from envcoder.rl.config import PPOConfig
-    from envcoder.rl.trainer import GroupedTrainer
-    from envcoder.shaping.candidate import Candidate
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.candidates import Candidate
+    from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
 
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=horizon)
+    config = PPOConfig.for_task(task, horizon_length=horizon)
     validation_sim = Simulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
     spec = validate_candidate(task, validation_sim, default, sample_state(task, validation_sim))
     candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(groups)]
-    return GroupedTrainer(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
+    return GroupedPPO(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
                           simulator=sim)
 
 

@@ -50,15 +50,15 @@ def main() -> None:
             mark(f"{event.rsplit('/', 1)[-1]:36} {duration:6.2f} s  {kwargs.get('fun_name', '')}")
     jax.monitoring.register_event_duration_secs_listener(listener)
 
-    from envcoder.rl import trainer
+    from envcoder.rl import grouped_ppo, learner
     from envcoder.runs import directory, evaluation
     from envcoder.sim import simulator
 
     _wrap(evaluation, "sandboxed_candidates")
     _wrap(simulator.Simulator, "__init__", "Simulator()")
-    _wrap(trainer.GroupedTrainer, "__init__", "GroupedTrainer()")
-    _wrap(trainer.GroupedTrainer, "init")
-    _wrap(trainer.GroupedTrainer, "compile_evaluation")
+    _wrap(grouped_ppo.GroupedPPO, "__init__", "GroupedPPO()")
+    _wrap(learner.GroupedLearner, "init")
+    _wrap(learner.GroupedLearner, "compile_evaluation")
     append_metrics = directory.RunDirectory.append_metrics
 
     def first_metrics(self, iteration, *args, **kwargs):
@@ -91,8 +91,8 @@ def sandbox(*argv: str) -> None:
     from pathlib import Path
 
     from envcoder.compile_cache import enable_compilation_cache
-    from envcoder.search import sandbox as box
-    from envcoder.shaping.candidate import SHAPER_TYPES
+    from envcoder.candidates import sandbox as box
+    from envcoder.candidates import SHAPER_TYPES
 
     parser = argparse.ArgumentParser(prog="timeline.py sandbox")
     parser.add_argument("--task", default="Anymal")
@@ -121,7 +121,7 @@ def mark(what):
     print(f"  worker process [{{time.perf_counter() - start:6.2f}} s] {{what}}", flush=True)
 import jax; mark("import jax")
 from mujoco import mjx; mark("import mujoco, mjx")
-from envcoder.shaping.validate import rollout_states
+from envcoder.candidates.validate import rollout_states
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 mark("import envcoder")

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from envcoder.compile_cache import enable_compilation_cache
-from envcoder.runs import checkpoint, evaluation
+from envcoder.runs import checkpoint, results
 from envcoder.runs.directory import RunDirectory
 
 
@@ -52,14 +52,14 @@ def inject(point: str) -> None:
                 die()
         checkpoint._write_npz = write_npz
     elif point in ("evaluation", "second-evaluation"):
-        rank, calls = evaluation.rank, []
+        rank, calls = results.rank, []
 
         def rank_or_die(*args, **kwargs):
             calls.append(1)
             if point == "evaluation" or len(calls) == 2:
                 die()
             return rank(*args, **kwargs)
-        evaluation.rank = rank_or_die
+        results.rank = rank_or_die
     elif point.startswith("random:"):
         rng = random.Random(int(point.split(":")[1]))
         # Two events (before and after) per metrics row, checkpoint file and ranking: about 60 in the tests'
@@ -80,7 +80,7 @@ def inject(point: str) -> None:
             return call
         RunDirectory.append_metrics = hooked(RunDirectory.append_metrics)
         checkpoint._write_npz = hooked(checkpoint._write_npz)
-        evaluation.rank = hooked(evaluation.rank)
+        results.rank = hooked(results.rank)
     elif point != "none":
         raise SystemExit(f"unknown fault point {point!r}")
 

@@ -24,10 +24,10 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from envcoder.rl.config import PPOConfig  # noqa: E402
-from envcoder.rl.trainer import GroupedTrainer  # noqa: E402
+from envcoder.rl.grouped_ppo import GroupedPPO  # noqa: E402
 from envcoder.runs.checkpoint import load_train_state, save_train_state  # noqa: E402
-from envcoder.shaping.candidate import expand_sweeps, load_candidate  # noqa: E402
-from envcoder.shaping.validate import sample_state, validate_candidate  # noqa: E402
+from envcoder.candidates import expand_sweeps, load_candidate  # noqa: E402
+from envcoder.candidates.validate import sample_state, validate_candidate  # noqa: E402
 from envcoder.sim import Simulator  # noqa: E402
 from envcoder.tasks import get_task  # noqa: E402
 
@@ -61,8 +61,8 @@ def main(out: str) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         found = candidates(Path(scratch))
         specs = {c.name: validate_candidate(task, sim, c, state) for c in found}
-        config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
-        trainers = {n: GroupedTrainer(task, found, specs, config, 8, (0, 1), sim, devices=n) for n in (1, DEVICES)}
+        config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+        trainers = {n: GroupedPPO(task, found, specs, config, 8, (0, 1), sim, devices=n) for n in (1, DEVICES)}
         arrays = {"labels": np.array(trainers[1].labels), "order": trainers[DEVICES].layout.order}
         saved = {}
         for n, trainer in trainers.items():

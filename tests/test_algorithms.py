@@ -19,9 +19,9 @@ from envcoder.rl.replay import Replay
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import (Minibatch, categorical_entropy, categorical_kl, categorical_log_prob, ppo_loss)
 from envcoder.rl.sac import GroupedSAC, sac_loss, squashed_sample
-from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import load_candidate, SHAPER_TYPES
-from envcoder.shaping.validate import rollout_states, validate_candidate
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.candidates import load_candidate, SHAPER_TYPES
+from envcoder.candidates.validate import rollout_states, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -160,12 +160,12 @@ def grouped_runs(tmp_path_factory):
                       for n in names}
         specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
         if algo == "dqn":
-            trainer_class, config = GroupedDQN, DQNConfig.for_task(task.settings("dqn"), steps_per_epoch=4,
+            trainer_class, config = GroupedDQN, DQNConfig.for_task(task, steps_per_epoch=4,
                                                                    updates_per_epoch=2, batch_size=16,
                                                                    replay_buffer_size=64, units=(16, 16),
                                                                    num_epochs_to_copy=1)
         else:
-            trainer_class, config = GroupedTrainer, PPOConfig.for_task(task.ppo_overrides, horizon_length=8,
+            trainer_class, config = GroupedPPO, PPOConfig.for_task(task, horizon_length=8,
                                                                        mini_epochs=2, units=(16, 16))
         if algo == "central value":  # a critic of its own size, step size, epochs and minibatches
             config = config.replace(central_value_config=CentralValueConfig(
@@ -236,15 +236,15 @@ def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     assert runs["specs"]["privileged"].critic_obs_dim == 5 and runs["specs"]["alive_bonus"].critic_obs_dim is None
     trainer, ts, _, _ = runs["grouped"]
     assert trainer.asymmetric and trainer.critic_obs_dim_max == 5
-    assert ts.critic_rms.mean.shape == (2, 5)
+    assert ts.own.critic_rms.mean.shape == (2, 5)
     g = trainer.labels.index("privileged#0")
     assert ts.params["critic"][0][0].shape[1:] == (5, 16)  # the critic's input layer reads 5 entries
-    assert np.abs(ts.critic_rms.mean[g, 4]).sum() > 0  # the privileged entry was seen
+    assert np.abs(ts.own.critic_rms.mean[g, 4]).sum() > 0  # the privileged entry was seen
     _same_group(runs["grouped"], runs["alone"]["privileged"], "privileged#0")
     # A symmetric candidate in an asymmetric run: its critic reads its own observation (4 entries, padded to 5),
     # and it trains as it does alone (where the run is symmetric), up to float reordering.
     _same_group(runs["grouped"], runs["alone"]["alive_bonus"], "alive_bonus#0", check_metrics=False)
-    assert runs["alone"]["alive_bonus"][1].critic_rms is None
+    assert runs["alone"]["alive_bonus"][1].own.critic_rms is None
 
 
 def test_a_central_value_group_trained_among_others_equals_it_alone(grouped_runs):
@@ -348,7 +348,7 @@ def test_errors_name_what_to_do(tmp_path):
     with pytest.raises(ValueError, match="--algo dqn needs discrete actions.*CartpoleDiscrete"):
         GroupedDQN(cartpole, [candidate], {"alive_bonus": spec}, DQNConfig(), 8, (0,), sim)
     with pytest.raises(ValueError, match=r"central_value_config.minibatch_size 7 must divide .* = 128"):
-        GroupedTrainer(cartpole, [candidate], {"alive_bonus": spec},
+        GroupedPPO(cartpole, [candidate], {"alive_bonus": spec},
                        PPOConfig(central_value_config=CentralValueConfig(minibatch_size=7)), 8, (0,), sim)
     discrete = get_task("CartpoleDiscrete")
     two = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
@@ -552,7 +552,7 @@ def test_a_sac_group_trained_among_others_equals_it_alone(sac_runs):
                                rtol=1e-5)
     # The updates ran (from the second iteration), and the one-action group never used its padded dim.
     assert np.isfinite(history[-1]["critic_loss"]).all() and np.isnan(history[0]["critic_loss"]).all()
-    assert np.all(ts.replay.actions[g, :, 1] == 0.0) and np.any(ts.replay.actions[g, :, 0] != 0.0)
+    assert np.all(ts.own.actions[g, :, 1] == 0.0) and np.any(ts.own.actions[g, :, 0] != 0.0)
     alone = sac_runs["alone"]
     for m, m_a in zip(history, alone[2]):
         for key in ("task_fitness_per_step", "critic_loss", "actor_loss", "alpha"):

@@ -206,7 +206,7 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
 
 
 def test_sandbox_workers_see_no_credentials(monkeypatch):
-    from envcoder.search.sandbox import _worker_env
+    from envcoder.candidates.sandbox import _worker_env
 
     monkeypatch.setenv("OPENAI_API_KEY", "secret")
     monkeypatch.setenv("HF_TOKEN", "secret")
@@ -217,7 +217,7 @@ def test_sandbox_workers_see_no_credentials(monkeypatch):
 def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):
     """`import mujoco` raises where MUJOCO_GL names a backend it cannot load (`envcoder play` sets MUJOCO_GL for its
     process, OSMesa on a machine without a display); the workers never render, so they do not load one."""
-    from envcoder.search.sandbox import _worker_env
+    from envcoder.candidates.sandbox import _worker_env
 
     monkeypatch.setenv("MUJOCO_GL", "no-such-backend")
     assert subprocess.run([sys.executable, "-c", "import mujoco"], capture_output=True).returncode != 0
@@ -250,7 +250,7 @@ def test_sweep_files_become_one_candidate_file_per_variant():
 
 def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
     from envcoder import compile_cache
-    from envcoder.search.sandbox import SandboxValidator
+    from envcoder.candidates.sandbox import SandboxValidator
 
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as first:
@@ -273,8 +273,8 @@ def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose
     """A reward that is finite at the reference pose (step 0) but divides by zero one step later passes the
     reference-pose check and is caught on the short rollout's states. MuJoCo C computes those states: no MJX
     physics is compiled (a sandbox worker's start)."""
-    from envcoder.shaping.candidate import CandidateError, load_candidate
-    from envcoder.shaping.validate import rollout_states, sample_state, validate_candidate
+    from envcoder.candidates import CandidateError, load_candidate
+    from envcoder.candidates.validate import rollout_states, sample_state, validate_candidate
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 

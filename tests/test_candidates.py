@@ -4,8 +4,8 @@ import textwrap
 
 import pytest
 
-from envcoder.shaping.candidate import CandidateError, load_candidate, load_candidates
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.candidates import CandidateError, load_candidate, load_candidates
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -38,7 +38,7 @@ GOOD = textwrap.dedent("""
     ("x = 1 / 0\ndef compute_reward(state):\n    return 1.0\n", "ZeroDivisionError"),
 ])
 def test_static_and_load_errors_name_file_and_reason(tmp_path, source, message, monkeypatch):
-    monkeypatch.setattr("envcoder.shaping.candidate.LOAD_TIME_LIMIT_S", 1.0)
+    monkeypatch.setattr("envcoder.candidates.load.LOAD_TIME_LIMIT_S", 1.0)
     path = write(tmp_path, "bad", source)
     with pytest.raises(CandidateError) as err:
         load_candidate(path, ("compute_reward",))

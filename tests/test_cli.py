@@ -249,11 +249,11 @@ def test_shaper_types_underscore_spelling_and_tasks_listing(capsys):
 def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypatch, capsys, preallocate, fraction):
     import jax
 
-    import envcoder.runs.evaluation as evaluation
+    from envcoder.runs.driver import TrainingDriver
 
     def out_of_memory(*args, **kwargs):  # what XLA raises when an iteration's buffers do not fit
         raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 42.69GiB.\nmore")
-    monkeypatch.setattr(evaluation, "_train_and_rank", out_of_memory)
+    monkeypatch.setattr(TrainingDriver, "run", out_of_memory)
     if preallocate is None:
         monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     else:
@@ -279,11 +279,11 @@ def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypa
 def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkeypatch, capsys):
     import jax
 
-    import envcoder.runs.evaluation as evaluation
+    from envcoder.runs.driver import TrainingDriver
 
     def fails(*args, **kwargs):
         raise jax.errors.JaxRuntimeError("INTERNAL: something else")
-    monkeypatch.setattr(evaluation, "_train_and_rank", fails)
+    monkeypatch.setattr(TrainingDriver, "run", fails)
     assert main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert "error: JaxRuntimeError: INTERNAL: something else (run again with --debug" in err

@@ -13,9 +13,10 @@ import pytest
 from conftest import BUNDLED
 from envcoder import compile_cache
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import Candidate, load_candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.staging import StagedIteration
+from envcoder.candidates import Candidate, load_candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -30,9 +31,9 @@ def job():
     specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
 
     def trainer(of_task=task, simulator=sim, chosen=candidates, **config):
-        settings = PPOConfig.for_task(task.ppo_overrides, **{"horizon_length": 8, "mini_epochs": 1,
+        settings = PPOConfig.for_task(task, **{"horizon_length": 8, "mini_epochs": 1,
                                                              "units": (8,), **config})
-        return GroupedTrainer(of_task, chosen, {**specs, "default": specs["alive_bonus"]}, settings, 4, (0,),
+        return GroupedPPO(of_task, chosen, {**specs, "default": specs["alive_bonus"]}, settings, 4, (0,),
                               simulator)
     trainer.task, trainer.sim = task, sim
     return trainer
@@ -196,7 +197,7 @@ def test_a_staged_iteration_is_learn_of_collect_and_compiles_the_stages_at_once(
         compiled_in.append(threading.current_thread().name)
         assert learn_traced.wait(timeout=60), "the second stage was not traced while the first compiled"
 
-    staged = compile_cache.StagedIteration(Watched(jax.jit(collect), on_compile=collect_compiles),
+    staged = StagedIteration(Watched(jax.jit(collect), on_compile=collect_compiles),
                                            Watched(jax.jit(learn), on_lower=learn_traced.set))
     x = {"a": np.arange(3.0, dtype=np.float32)}
     state, total = staged(x)
@@ -243,7 +244,7 @@ def test_a_prepared_iteration_compiles_in_the_background_and_a_stage_that_fails_
 
     x = np.arange(3.0, dtype=np.float32)
     shapes = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    staged = compile_cache.StagedIteration(Watched(jax.jit(collect), wait=True), Watched(jax.jit(learn)))
+    staged = StagedIteration(Watched(jax.jit(collect), wait=True), Watched(jax.jit(learn)))
     staged.prepare(shapes)
     returned.set()
     assert staged._cache_size() == 1
@@ -255,7 +256,7 @@ def test_a_prepared_iteration_compiles_in_the_background_and_a_stage_that_fails_
 
     def broken(args):
         raise ValueError("learn does not trace")
-    staged = compile_cache.StagedIteration(jax.jit(collect), jax.jit(broken))
+    staged = StagedIteration(jax.jit(collect), jax.jit(broken))
     staged.prepare(shapes)
     assert staged._cache_size() == 0
     with pytest.raises(ValueError, match="learn does not trace"):
@@ -276,6 +277,6 @@ def test_a_donating_second_stage_lowers_without_jax_s_warning_about_unused_buffe
         jax.jit(learn, donate_argnums=0).lower((x, 2.0 * x))
         assert any("donated buffers" in str(w.message) for w in caught)
         caught.clear()
-        staged = compile_cache.StagedIteration(jax.jit(lambda s: 2.0 * s), jax.jit(learn, donate_argnums=0))
+        staged = StagedIteration(jax.jit(lambda s: 2.0 * s), jax.jit(learn, donate_argnums=0))
         np.testing.assert_array_equal(staged.lower(x).compile()(x), [7.0, 7.0, 7.0])
     assert not [w for w in caught if "donated buffers" in str(w.message)]

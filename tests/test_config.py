@@ -4,18 +4,18 @@ import dataclasses
 
 import pytest
 
-from envcoder.rl.config import ConfigError, PPOConfig, load_config_file, parse_overrides
+from envcoder.rl.config import ConfigError, PPOConfig, load_config_file, parse_overrides, task_settings
 from envcoder.tasks import TASKS, get_task
 
 
 def test_defaults_and_task_files():
     assert PPOConfig.resolve([]) == PPOConfig()
-    anymal = PPOConfig.for_task(get_task("Anymal").ppo_overrides)
+    anymal = PPOConfig.for_task(get_task("Anymal"))
     # IsaacGymEnvs' AnymalPPO.yaml values.
     assert (anymal.horizon_length, anymal.mini_epochs, anymal.units, anymal.critic_coef, anymal.bounds_loss_coef,
             anymal.kl_threshold, anymal.max_epochs) == (24, 5, (256, 128, 64), 2.0, 0.001, 0.008, 1000)
     for task in TASKS.values():  # every task's file resolves
-        PPOConfig.resolve([(str(task.config_file), task.ppo_overrides)])
+        PPOConfig.resolve([(str(task.config_file), task_settings(task, "ppo"))])
 
 
 def test_layers_apply_in_order(tmp_path):

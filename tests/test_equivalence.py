@@ -6,10 +6,10 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
-from envcoder.shaping.candidate import load_candidate
-from envcoder.shaping.grouping import group_key
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.candidates import load_candidate
+from envcoder.env.grouping import group_key
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -24,10 +24,10 @@ def runs():
     names = ["good_upright", "alive_bonus", "poor_spin"]
     candidates = {n: load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",)) for n in names}
     specs = {n: validate_candidate(task, sim, c, state) for n, c in candidates.items()}
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(selected, seeds=(0,)):
-        trainer = GroupedTrainer(task, [candidates[n] for n in selected], specs, config, 8, seeds, sim)
+        trainer = GroupedPPO(task, [candidates[n] for n in selected], specs, config, 8, seeds, sim)
         ts = trainer.init()
         history = []
         for _ in range(ITERATIONS):

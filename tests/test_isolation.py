@@ -90,7 +90,7 @@ def runs(tmp_path_factory):
 
 def test_each_bad_file_has_its_specific_error(runs):
     root, results = runs
-    failures = {f["name"]: f["error"] for f in results["corpus"]["failures"]}
+    failures = {f.name: f.error for f in results["corpus"].failures}
     assert len(EXPECTED) >= 30
     assert set(failures) == set(EXPECTED)
     for name, message in EXPECTED.items():
@@ -106,20 +106,20 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
 
 def test_good_candidate_unaffected_by_bad_neighbours(runs):
     _, results = runs
-    assert len(results["corpus"]["groups"]) == len(results["good"]["groups"]) == 2  # two seeds
-    for with_bad, alone in zip(results["corpus"]["groups"], results["good"]["groups"]):
-        assert with_bad["candidate"] == alone["candidate"] == "good" and with_bad["seed"] == alone["seed"]
+    assert len(results["corpus"].groups) == len(results["good"].groups) == 2  # two seeds
+    for with_bad, alone in zip(results["corpus"].groups, results["good"].groups):
+        assert with_bad.candidate == alone.candidate == "good" and with_bad.seed == alone.seed
         for key in ("task_fitness", "episode_length", "shaped_return", "training_task_fitness"):
-            assert np.array_equal(with_bad[key], alone[key], equal_nan=True), key  # bit for bit
+            assert np.array_equal(getattr(with_bad, key), getattr(alone, key), equal_nan=True), key  # bit for bit
 
 
 def test_seed_statistics_in_results(runs):
     _, results = runs
-    (ranked,) = results["good"]["ranking"]
-    per_seed = [g["task_fitness"] for g in results["good"]["groups"]]
-    assert ranked["seeds"] == 2 and ranked["fitness_mean"] == pytest.approx(sum(per_seed) / 2)
-    assert ranked["ci_low"] <= ranked["fitness_mean"] <= ranked["ci_high"]
-    assert results["good"]["not_separable_from_best"] == []  # nothing else to compare with
+    (ranked,) = results["good"].ranking
+    per_seed = [g.task_fitness for g in results["good"].groups]
+    assert ranked.seeds == 2 and ranked.fitness_mean == pytest.approx(sum(per_seed) / 2)
+    assert ranked.ci_low <= ranked.fitness_mean <= ranked.ci_high
+    assert results["good"].not_separable_from_best == []  # nothing else to compare with
 
 
 HANGS_IN_TRAINING = """

@@ -122,8 +122,8 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     only where a torque reads them (as here); checked against a plain loop of `Simulator` calls, and against a
     wrong loop that holds the control step's forces through its substeps, which must differ."""
     from envcoder.env import GroupedEnv, ResetPool
-    from envcoder.shaping.candidate import load_candidate
-    from envcoder.shaping.validate import sample_state, validate_candidate
+    from envcoder.candidates import load_candidate
+    from envcoder.candidates.validate import sample_state, validate_candidate
 
     task = get_task("Anymal")
     sim = Simulator(task.model_file, task.substeps)
@@ -158,7 +158,7 @@ def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
     """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `put_data`; no MJX program to
     compile): the task's state built from them equals the one built from MJX's own forward pass of the same
     poses, contact forces included (float64 C against float32 MJX), on Anymal standing and moving."""
-    from envcoder.shaping.validate import _builder
+    from envcoder.candidates.validate import _builder
 
     task = get_task("Anymal")
     sim = Simulator(task.model_file, task.substeps)

@@ -11,10 +11,10 @@ import pytest
 
 from envcoder.env import ResetPool
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.rl.grouped_ppo import GroupedPPO
 from envcoder.search.proposers import OfflineProposer, Parent, Request
-from envcoder.shaping.candidate import SHAPER_TYPES, Candidate, CandidateError, load_candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.candidates import SHAPER_TYPES, Candidate, CandidateError, load_candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 from envcoder.tasks.base import Fitness
@@ -64,11 +64,11 @@ def setup(tmp_path_factory):
     candidates = {name: load_candidate(write(tmp, name, source), SHAPER_TYPES) for name, source in FILES.items()}
     candidates["default"] = Candidate("default", None, "", {}, "default")
     specs = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(names, **kwargs):
         chosen = [n if isinstance(n, Candidate) else candidates[n] for n in names]
-        trainer = GroupedTrainer(task, chosen, specs, config, 8, (0,), sim, **kwargs)
+        trainer = GroupedPPO(task, chosen, specs, config, 8, (0,), sim, **kwargs)
         ts = trainer.init()
         history = []
         for _ in range(ITERATIONS):
@@ -215,11 +215,11 @@ def test_a_held_out_fitness_evaluates_every_candidate_under_its_physics(setup):
         return {"gravity": jnp.array([0.0, 0.0, -40.0])}
     name, upright = next(iter(task.fitness.items()))
     robust = dataclasses.replace(task, fitness={"robust": dataclasses.replace(upright, physics=heavy_world), name: upright})
-    trainer = GroupedTrainer(robust, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,),
+    trainer = GroupedPPO(robust, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,),
                              setup["sim"], fitness="robust")
     assert trainer.env.physics_fields == []  # training keeps the task's physics
     ts = trainer.init()
-    plain = GroupedTrainer(task, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,), setup["sim"])
+    plain = GroupedPPO(task, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,), setup["sim"])
     held_out, nominal = jax.device_get(trainer.evaluate(ts)), jax.device_get(plain.evaluate(ts))
     # Under five times the gravity the untrained policy drops the pole sooner.
     assert held_out["episode_length"].mean() < nominal["episode_length"].mean()

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder.cli import main
-from envcoder.rl.trainer import TrainState
+from envcoder.rl.learner import TrainState
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.evaluation import GIL_SWITCH_INTERVAL_S
+from envcoder.runs.driver import GIL_SWITCH_INTERVAL_S
 from envcoder.runs.ranking import mean_ci, rank, still_improving, win_probabilities
 from envcoder.runs.schedule import Rung, carry_over, rungs, survivors
 

@@ -12,12 +12,12 @@ import pytest
 
 from envcoder.env import ResetPool
 from envcoder.rl.config import PPOConfig
-from envcoder.rl.trainer import GroupedTrainer
+from envcoder.rl.grouped_ppo import GroupedPPO
 from envcoder.runs.ranking import not_separable_from_best, rank
-from envcoder.shaping.candidate import (SHAPER_TYPES, Candidate, cross_candidates, expand_sweeps, load_candidate,
+from envcoder.candidates import (SHAPER_TYPES, Candidate, cross_candidates, expand_sweeps, load_candidate,
                                         call_with_params)
-from envcoder.shaping.grouping import GroupPlan
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.env.grouping import GroupPlan
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -43,11 +43,11 @@ def runs(cartpole):
     default = Candidate("default", None, "", {}, "default")
     mix = [default] + [load(n) for n in ("wide_reset", "strict_terminal", "goal_target", "two_actions", "nan_later")]
     replaced = mix[:-1] + [load_candidate(HERE / "nan_replacement.py", ALL_TYPES, name="nan_later")]
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(candidates):
         specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
-        trainer = GroupedTrainer(task, candidates, specs, config, ENVS, (0,), sim)
+        trainer = GroupedPPO(task, candidates, specs, config, ENVS, (0,), sim)
         ts = trainer.init()
         initial_env = jax.device_get(ts.env)
         history = []
@@ -170,7 +170,7 @@ def test_taking_a_class_s_rows_of_a_constant_is_not_folded_into_a_literal():
     """A task constant in the state (broadcast to every env), taken for a class whose groups are not
     contiguous inside the rollout loop, must stay a gather: XLA once folded it into a `G_c × E`-row literal,
     which grew the executable (77 MiB at 2048 Anymal candidates) and compile time with G."""
-    from envcoder.shaping.grouping import FunctionClass
+    from envcoder.env.grouping import FunctionClass
 
     groups, envs = 64, 256
     cls = FunctionClass(function=None, indices=np.array([g for g in range(groups) if g % 8 != 3]))  # a gather
@@ -204,7 +204,7 @@ class _CountingProxy:
 
 
 def test_sweep_errors_are_clear(tmp_path):
-    from envcoder.shaping.candidate import CandidateError
+    from envcoder.candidates import CandidateError
     (tmp_path / "bad.py").write_text("PARAMS = {'W': [1.0]}\ndef compute_reward(state):\n    return W\n")
     with pytest.raises(CandidateError, match="defines no constant W"):
         load_candidate(tmp_path / "bad.py", ("compute_reward",))
@@ -219,7 +219,7 @@ def test_cross_forms_the_product(tmp_path, cartpole):
         (tmp_path / f"r{i}.py").write_text(f"def compute_reward(state):\n    return state['dof_pos'][:, 1] * {i}.0\n")
     for i in range(2):
         (tmp_path / f"o{i}.py").write_text(f"def compute_observation(state):\n    return state['dof_pos'] * {i}.0\n")
-    from envcoder.shaping.candidate import load_candidates
+    from envcoder.candidates import load_candidates
     types = ("compute_reward", "compute_observation")
     loaded, failures = load_candidates(tmp_path, types)
     crossed = cross_candidates(loaded, types)
@@ -232,7 +232,8 @@ def test_cross_forms_the_product(tmp_path, cartpole):
 
 
 def test_sandboxed_cross_takes_each_size_from_the_file_that_provides_it(tmp_path):
-    from envcoder.runs.evaluation import EvalSettings, sandboxed_candidates
+    from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.runs.evaluation import EvalSettings
     from envcoder.tasks import get_task
 
     (tmp_path / "reward.py").write_text("def compute_reward(state):\n    r = state['dof_pos'][:, 1]\n"
@@ -248,7 +249,7 @@ def test_sandboxed_cross_takes_each_size_from_the_file_that_provides_it(tmp_path
 
 
 def test_action_size_is_inferred_from_compute_torque(cartpole):
-    from envcoder.shaping.validate import infer_action_dim
+    from envcoder.candidates.validate import infer_action_dim
     _, _, state = cartpole
     assert infer_action_dim("f", lambda a, s: 30.0 * (a[:, 0:1] - a[:, 2:3]), state, 1) == 3
     assert infer_action_dim("f", lambda a, s: 30.0 * a, state, 1) == 1
@@ -279,8 +280,8 @@ def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_di
     task, _, state = cartpole
     sim = ExplodingSimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedTrainer(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+    trainer = GroupedPPO(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
                              ENVS, (0,), sim)
     ts, metrics = trainer.iteration(trainer.init())
     metrics, ts = jax.device_get((metrics, ts))
@@ -307,8 +308,8 @@ def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_san
     task = dataclasses.replace(task, max_qvel=max_qvel)
     sim = RunawaySimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
-    config = PPOConfig.for_task(task.ppo_overrides, units=(16, 16))
-    trainer = GroupedTrainer(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
+    config = PPOConfig.for_task(task, units=(16, 16))
+    trainer = GroupedPPO(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
                              4, (0,), sim)
     ts = trainer.init()
     actions = jnp.zeros((1, 4, trainer.action_dim_max))
@@ -335,8 +336,8 @@ def test_a_failure_counts_the_remaining_steps_at_the_after_failure_value(cartpol
         def compute_terminal(state):
             return state["progress_buf"] >= 3
     """))
-    config = PPOConfig.for_task(task.ppo_overrides, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedTrainer(task, [fails], {fails.name: validate_candidate(task, sim, fails, state)}, config,
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+    trainer = GroupedPPO(task, [fails], {fails.name: validate_candidate(task, sim, fails, state)}, config,
                              ENVS, (0,), sim)
     evaluation = jax.device_get(trainer.evaluate(trainer.init()))
     np.testing.assert_allclose(evaluation["episode_length"], 3.0)

@@ -14,8 +14,8 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder.cli import main
-from envcoder.shaping.candidate import load_candidate
-from envcoder.shaping.grouping import GroupPlan
+from envcoder.candidates import load_candidate
+from envcoder.env.grouping import GroupPlan
 from envcoder.tasks import get_task
 
 TESTS = Path(__file__).resolve().parent

@@ -11,8 +11,8 @@ import pytest
 from conftest import BUNDLED
 from envcoder.env import GroupedEnv, ResetPool
 from envcoder.runs.ranking import not_separable_from_best, rank
-from envcoder.shaping.candidate import Candidate, load_candidate
-from envcoder.shaping.validate import sample_state, validate_candidate
+from envcoder.candidates import Candidate, load_candidate
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import TASKS, UnknownTaskError, get_task
 

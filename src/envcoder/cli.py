@@ -9,7 +9,7 @@ from pathlib import Path
 
 from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
-from envcoder.shaping.candidate import ALIASES, SHAPER_TYPES
+from envcoder.shaping.api import ALIASES, SHAPER_TYPES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
 """The example candidates shipped in the source tree (`user_functions/<task>/`)."""
@@ -260,7 +260,7 @@ def _eval(args) -> int:
     from envcoder.rl.config import parse_overrides
     from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation,
                                          settings_from_run)
-    from envcoder.search.sandbox import SandboxError
+    from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
 
     if args.resume is not None:
@@ -302,7 +302,7 @@ def _eval(args) -> int:
 def _candidate_files(paths, task, shaper_types) -> tuple[Path, ...]:
     """Files given to --initial (directories expanded), or, with none, the bundled files of the task that
     define one of `shaper_types`."""
-    from envcoder.shaping.candidate import CandidateError, check_statically
+    from envcoder.candidates import CandidateError, check_statically
 
     def expand(path: Path):
         if path.is_dir():
@@ -331,7 +331,7 @@ def _auto(args) -> int:
     from envcoder.runs.evaluation import OutOfGPUMemoryError
     from envcoder.search.loop import AutoSettings, load_settings, run_auto
     from envcoder.search.proposers import ProposerError
-    from envcoder.search.sandbox import SandboxError
+    from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
 
     try:
@@ -394,7 +394,8 @@ def _report(args) -> int:
 
 
 def _tasks(args) -> int:
-    from envcoder.shaping.describe import describe_task
+    from envcoder.rl.config import task_settings
+    from envcoder.candidates.describe import describe_task
     from envcoder.tasks import TASKS, UnknownTaskError, get_task
 
     if args.task is None:
@@ -405,7 +406,8 @@ def _tasks(args) -> int:
         task = get_task(args.task)
     except UnknownTaskError as err:
         return _fail("tasks", str(err))
-    print(describe_task(task), end="")
+    settings = {algo: task_settings(task, algo) for algo in task.algorithms}
+    print(describe_task(task, settings=settings), end="")
     return 0
 
 

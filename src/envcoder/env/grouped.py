@@ -7,6 +7,7 @@ Every learner (PPO, DQN, SAC), `envcoder play` and the benchmarks step environme
     pool = env.reset_pool(keys, state.curriculum)          # where finished environments restart
     obs = env.observe(state, keys)                         # [G, E, D_max], with observation noise
     state, info = env.step(state, actions, pool, keys)     # actions [G, E, A_max] in [-1, 1]; info: StepInfo
+    returns = env.episodes(act, keys, curriculum={})       # one whole episode per env under a policy `act`
 
 Physics runs over all G·E environments at once; shaping functions run per code class (`GroupPlan.dispatch`);
 observations and actions are padded to the run's largest sizes (`obs_dim_max`, `action_dim_max`). A step applies
@@ -18,65 +19,21 @@ fitness, and resets the environments whose episode ended from the pool.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import Candidate
+from envcoder.env.state import EnvState, ResetPool, StepInfo
+from envcoder.candidates import Candidate
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
-from envcoder.shaping.grouping import GroupPlan
-from envcoder.shaping.validate import CandidateSpec, split_reward
+from envcoder.env.grouping import GroupPlan
+from envcoder.shaping.api import split_reward
+from envcoder.candidates.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
 from envcoder.tasks.base import Task
-
-
-class EnvState(NamedTuple):
-    """Per-environment simulation state, `[G, E, ...]`."""
-
-    data: object  # mjx.Data
-    commands: jnp.ndarray  # [G, E, C]
-    actions: jnp.ndarray  # [G, E, A_max] last clipped action
-    torques: jnp.ndarray  # [G, E, nu]
-    progress: jnp.ndarray  # [G, E] int32
-    episode_return: jnp.ndarray  # [G, E] shaped return so far (unscaled)
-    episode_fitness: jnp.ndarray  # [G, E] sum of the task's per-step fitness so far
-    contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3] of `data`, computed over the whole batch
-    physics: dict  # randomized fields of each env's episode, name -> [G, E, ...] ({} when nothing is randomized)
-    past_actions: jnp.ndarray | None  # [G, E, MAX_ACTION_LATENCY, A_max], newest first (None without latency)
-    curriculum: dict  # each group's curriculum values, name -> [G, ...] ({} without a curriculum)
-
-
-class ResetPool(NamedTuple):
-    """Fresh reset states `[G, E, ...]`: an environment whose episode ends restarts from its own entry."""
-
-    data: object  # mjx.Data, placed (no physics pass yet)
-    commands: jnp.ndarray  # [G, E, C]
-    contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3]: zeros
-    physics: dict  # randomized fields of the next episode
-
-    @staticmethod
-    def of(state: EnvState) -> "ResetPool":
-        """The pool that restarts every environment where `state` (a fresh `reset`) starts it."""
-        return ResetPool(state.data, state.commands, state.contact_forces, state.physics)
-
-
-class StepInfo(NamedTuple):
-    """What one step reports, every field `[G, E]` (`components`: name -> `[G, E]`)."""
-
-    reward: jnp.ndarray  # the candidate's shaped reward, unscaled
-    components: dict  # the reward's named components (0 for a group whose candidate lacks one)
-    terminal: jnp.ndarray  # bool: failure terminations (the candidate's, and physics failures)
-    truncated: jnp.ndarray  # bool: time-outs that were not failures
-    done: jnp.ndarray  # bool: terminal | truncated (the environment was reset)
-    episode_return: jnp.ndarray  # shaped return of the episode so far (at `done`: the finished episode's)
-    episode_fitness: jnp.ndarray  # the task fitness of the episode so far, per step of a full episode
-    episode_length: jnp.ndarray  # float: steps of the episode so far
-    fitness_step: jnp.ndarray  # the task fitness's per-step quantity (no after-failure fill)
-    physics_failures: jnp.ndarray  # 1.0 where the env's physics blew up (non-finite or > max_qvel) and was reset
-    state: dict  # the task state after the step, before the reset (a bootstrap's next observation reads it)
 
 
 def all_finite_per_env(tree) -> jnp.ndarray:
@@ -408,3 +365,32 @@ class GroupedEnv:
             jax.vmap(lambda k: jax.random.fold_in(k, 0x9054))(key))
         kick = kick * env.physics["push_velocity"][..., None] * now[..., None]
         return data.replace(qvel=data.qvel.at[..., dofs[0]:dofs[-1] + 1].add(kick))
+
+    # ---- whole episodes -----------------------------------------------------------------------------
+
+    def episodes(self, act, keys, curriculum: dict, held_out=None, record: bool = False) -> dict:
+        """One full episode per environment from a fresh reset (`keys [G, 2]`; `held_out`: see `reset_pool`), with
+        actions `act(obs [G, E, D_max]) -> [G, E, A_max]`. Returns `{"task_fitness": [G, E], "episode_length":
+        [G, E], "shaped_return": [G, E]}` of each environment's first episode; with `record`, also `"qpos": [T, G,
+        E, nq]`, the pose before each step (for rendering)."""
+        env = self.reset(keys, curriculum, held_out=held_out)
+        pool = ResetPool.of(env)
+        alive = jnp.ones((self.rows, self.num_envs), bool)
+        totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
+
+        def step(carry, index):
+            env, alive, (fitness, length, ret) = carry
+            step_keys = jax.vmap(lambda k: jax.random.fold_in(k, index))(keys)
+            env, info = self.step(env, act(self.observe(env, step_keys)), pool, step_keys)
+            ended = alive & info.done
+            fitness = jnp.where(ended, info.episode_fitness, fitness)
+            length = jnp.where(ended, info.episode_length, length)
+            ret = jnp.where(ended, info.episode_return, ret)
+            return (env, alive & ~info.done, (fitness, length, ret)), env.data.qpos if record else None
+
+        (_, _, (fitness, length, ret)), qpos = jax.lax.scan(
+            step, (env, alive, totals), jnp.arange(self.task.max_episode_length))
+        out = {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}
+        if record:
+            out["qpos"] = jnp.concatenate([env.data.qpos[None], qpos[:-1]])  # the pose each step starts from
+        return out

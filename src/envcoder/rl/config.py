@@ -31,9 +31,10 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def for_task(cls, overrides: Mapping[str, Any] = (), **changes: Any):
-        """Defaults, then a task's overrides, then explicit changes."""
-        return cls.resolve([("the task's config", overrides), ("arguments", changes)])
+    def for_task(cls, task, **changes: Any):
+        """Defaults, then the task's settings of this algorithm (`task_settings`), then explicit changes."""
+        algo = next(name for name, settings_class in ALGORITHMS.items() if settings_class is cls)
+        return cls.resolve([(str(task.config_file), task_settings(task, algo)), ("arguments", changes)])
 
     @classmethod
     def resolve(cls, layers: Sequence[tuple[str, Mapping[str, Any]]]):
@@ -361,6 +362,11 @@ def load_config_file(path: str | Path, algo: str = "ppo") -> dict:
         raise ConfigError(f"{path}: expected a mapping of {algo.upper()} settings (name: value), got "
                           f"{type(settings).__name__}")
     return algorithm_section(settings, algo, str(path))
+
+
+def task_settings(task, algo: str = "ppo") -> dict:
+    """`algo`'s settings that differ from its config class's defaults for `task` (its `tasks/configs/<task>.yaml`)."""
+    return algorithm_section(task.training_settings(), algo, str(task.config_file))
 
 
 def algorithm_section(settings: dict, algo: str, where: str) -> dict:

@@ -1,6 +1,6 @@
 """Grouped double DQN: one Q-network per group (candidate × seed), each with its own replay buffer on the device.
 
-The iteration is `OffPolicyTrainer`'s; this module gives it ε-greedy exploration over a Q-network and the update
+The iteration is `OffPolicyLearner`'s; this module gives it ε-greedy exploration over a Q-network and the update
 (double-DQN targets from a target network, Huber loss). A discrete task only: an action is one of the
 candidate's own `A` actions, and the padded ones are never chosen. The target network follows the online one by
 soft updates after every gradient step (`target_tau`), or by a copy every `num_epochs_to_copy` iterations.
@@ -19,8 +19,8 @@ from envcoder.rl.networks import apply_q_network, init_q_network, pad_q_network
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.ppo import masked_logits
 from envcoder.rl.replay import Replay
-from envcoder.rl.offpolicy import OffPolicyTrainer
-from envcoder.rl.trainer import TrainState
+from envcoder.rl.offpolicy import OffPolicyLearner
+from envcoder.rl.learner import TrainState
 
 
 class DQNLossInfo(NamedTuple):
@@ -59,9 +59,9 @@ def epsilon_at(iteration, config: DQNConfig):
     return config.epsilon + (config.min_epsilon - config.epsilon) * fraction
 
 
-class GroupedDQN(OffPolicyTrainer):
+class GroupedDQN(OffPolicyLearner):
     """Trains one double-DQN Q-network per group; see the module docstring. Its `TrainState.params` are
-    `{"q": layers, "target": layers}`, and `TrainState.replay` holds every group's `Replay`."""
+    `{"q": layers, "target": layers}`, and `TrainState.own` holds every group's `Replay`."""
 
     def _setup_updates(self):
         if not self.discrete:
@@ -72,20 +72,20 @@ class GroupedDQN(OffPolicyTrainer):
             raise ValueError("compute_critic_observation is for an actor-critic (--algo ppo); DQN has no critic: "
                              "leave it out of the candidates or --shaper-types")
         self._check_replay()
-        return self._adam()
+        return self.adam()
 
     def _q_values(self, layers, obs_rms, obs):
         return jax.vmap(lambda p, o: apply_q_network(p, o, self.config.activation))(
-            layers, self._normalized(obs_rms, obs))
+            layers, self.normalized(obs_rms, obs))
 
     def _greedy(self, layers, obs_rms, obs):
         """Every group's best action index by its Q-network `[G, E]`, among its own actions."""
         return jnp.argmax(masked_logits(self._q_values(layers, obs_rms, obs), self.action_mask[:, None, :]), axis=-1)
 
-    def _act_deterministic(self, params, obs_rms, obs):
+    def act_deterministic(self, params, obs_rms, obs):
         return jax.nn.one_hot(self._greedy(params["q"], obs_rms, obs), self.action_dim_max)
 
-    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
+    def _init_params(self, key, obs_dim: int, action_dim: int, critic_obs_dim=None) -> dict:
         q = pad_q_network(init_q_network(key, obs_dim, action_dim, self.config.units), self.obs_dim_max,
                           self.action_dim_max)
         return {"q": q, "target": jax.tree.map(jnp.copy, q)}

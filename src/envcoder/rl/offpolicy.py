@@ -2,7 +2,7 @@
 `steps_per_epoch` exploring steps; the transitions go into its group's own replay buffer on the device (`Replay`);
 then the algorithm's update runs `updates_per_epoch` gradient steps per group on samples of that buffer.
 
-The environments, shaping functions, isolation, metrics, checkpoints and evaluation are the grouped trainer's. A
+The environments, shaping functions, isolation, metrics, checkpoints and evaluation are `GroupedLearner`'s. A
 time-out is not a terminal: its target bootstraps from the state the episode was cut off in (`next_obs` is
 observed before the auto-reset).
 """
@@ -12,13 +12,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from envcoder.rl.networks import init_per_group
-from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.replay import Replay
-from envcoder.rl.trainer import BestPolicy, GroupedTrainer, Transition, TrainState, _where_group
+from envcoder.rl.learner import GroupedLearner, Transition, TrainState
 
 
-class OffPolicyTrainer(GroupedTrainer):
+class OffPolicyLearner(GroupedLearner):
     """A grouped off-policy algorithm: subclasses say how to explore and how to update."""
 
     def _check_replay(self) -> None:
@@ -29,9 +27,13 @@ class OffPolicyTrainer(GroupedTrainer):
             raise ValueError(f"one iteration collects {self.num_envs * cfg.steps_per_epoch} transitions per candidate "
                              f"(envs × steps_per_epoch), more than replay_buffer_size {cfg.replay_buffer_size} holds")
 
-    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
-        """One group's parameters at its own sizes, zero-padded to the run's largest."""
-        raise NotImplementedError
+    def _init_optimizer(self, params):
+        return self.optimizer.init(self._optimized(params))
+
+    def _init_own(self, groups: int) -> Replay:
+        action_size = None if self.discrete else self.action_dim_max  # an index, or an action
+        return jax.vmap(lambda _: Replay.create(self.config.replay_buffer_size, self.obs_dim_max, action_size))(
+            jnp.arange(groups))
 
     def _optimized(self, params: dict):
         """The part of a group's parameters that its optimizer updates (all of them)."""
@@ -48,25 +50,6 @@ class OffPolicyTrainer(GroupedTrainer):
     def _update(self, ts: TrainState, obs_rms, replay, keys) -> tuple[dict, object, dict]:
         """`(params, opt_state, metrics)`: every group's update from its buffer `replay` (metrics name -> `[G]`)."""
         raise NotImplementedError
-
-    def _init(self, keys) -> TrainState:
-        cfg = self.config
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
-        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        params = None
-        for index, (obs_dim, action_dim, _) in enumerate(self._dims):
-            sized = init_per_group(lambda k, o=obs_dim, a=action_dim: self._init_params(k, o, a), param_keys)
-            params = sized if params is None else _where_group(self.dims_class == index, sized, params)
-        G = self.rows
-        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
-        action_size = None if self.discrete else self.action_dim_max  # an index, or an action
-        replay = jax.vmap(lambda _: Replay.create(cfg.replay_buffer_size, self.obs_dim_max, action_size))(
-            jnp.arange(G))
-        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
-        return TrainState(params, jax.vmap(self.optimizer.init)(self._optimized(params)),
-                          jnp.full((G,), cfg.learning_rate), obs_rms, None, None,
-                          self.env.reset(env_keys, self.env.first_curriculum()), next_keys, jnp.asarray(0, jnp.int32),
-                          jnp.where(self.inert, 0, -1).astype(jnp.int32), jnp.full((G,), -1, jnp.int32), best, replay)
 
     def _rollout(self, ts: TrainState, keys, pool):
         """`steps_per_epoch` exploring steps of every environment: the final env state, the steps' `Transition`
@@ -101,7 +84,7 @@ class OffPolicyTrainer(GroupedTrainer):
             x = x.swapaxes(0, 1)
             return x.reshape((x.shape[0], -1) + x.shape[3:])
 
-        replay = jax.vmap(Replay.add)(ts.replay, per_group(traj.obs), per_group(self._stored(traj.actions)),
+        replay = jax.vmap(Replay.add)(ts.own, per_group(traj.obs), per_group(self._stored(traj.actions)),
                                       per_group(traj.rewards), per_group(next_obs), per_group(terminals))
         obs_rms = ts.obs_rms
         if self.config.normalize_input:
@@ -109,4 +92,4 @@ class OffPolicyTrainer(GroupedTrainer):
         params, opt_state, updates = self._update(ts, obs_rms, replay, update_key)
         return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
                                                             learning_rate=ts.learning_rate, obs_rms=obs_rms,
-                                                            replay=replay), updates)
+                                                            own=replay), updates)

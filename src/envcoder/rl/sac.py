@@ -1,6 +1,6 @@
 """Grouped SAC: one soft actor-critic per group (candidate × seed), each with its own replay buffer on the device.
 
-The iteration is `OffPolicyTrainer`'s; this module gives it a tanh-squashed Gaussian policy, twin critics with
+The iteration is `OffPolicyLearner`'s; this module gives it a tanh-squashed Gaussian policy, twin critics with
 soft-updated targets, and automatic entropy tuning (the target entropy is −scale × the candidate's own action
 size). A continuous task only. Padded action dims are zero in every action the critics see and do not count in
 the log-probabilities.
@@ -20,10 +20,10 @@ import optax
 from envcoder.rl.config import SACConfig
 from envcoder.rl.networks import ACTIVATIONS, apply_mlp, init_mlp
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.offpolicy import OffPolicyTrainer
+from envcoder.rl.offpolicy import OffPolicyLearner
 from envcoder.rl.ppo import LOG_2PI
 from envcoder.rl.replay import Replay
-from envcoder.rl.trainer import TrainState
+from envcoder.rl.learner import TrainState
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 """The policy's log standard deviation is squashed into this range."""
@@ -127,7 +127,7 @@ def sac_loss(params, batch: Replay, obs_rms: RunningMeanStd, action_mask, key, c
     return critic_loss + actor_loss + alpha_loss, info
 
 
-class GroupedSAC(OffPolicyTrainer):
+class GroupedSAC(OffPolicyLearner):
     """Trains one SAC agent per group; see the module docstring."""
 
     def _setup_updates(self):
@@ -153,9 +153,9 @@ class GroupedSAC(OffPolicyTrainer):
 
     def _actor(self, params, obs_rms, obs):
         return jax.vmap(lambda p, o: policy(p["actor"], o, self.config.activation))(params,
-                                                                                     self._normalized(obs_rms, obs))
+                                                                                     self.normalized(obs_rms, obs))
 
-    def _act_deterministic(self, params, obs_rms, obs):
+    def act_deterministic(self, params, obs_rms, obs):
         mean, _ = self._actor(params, obs_rms, obs)
         return jnp.tanh(mean) * self.action_mask[:, None, :]
 
@@ -170,7 +170,7 @@ class GroupedSAC(OffPolicyTrainer):
                                              jax.random.fold_in(k, 0x5AD), (E,), A))(keys) * mask
         return jnp.where(ts.iteration < self.config.learning_starts, uniform, sampled)
 
-    def _init_params(self, key, obs_dim: int, action_dim: int) -> dict:
+    def _init_params(self, key, obs_dim: int, action_dim: int, critic_obs_dim=None) -> dict:
         cfg = self.config
         return init_sac(key, obs_dim, action_dim, cfg.units, self.obs_dim_max, self.action_dim_max, cfg.init_alpha)
 

@@ -103,3 +103,23 @@ def _load_policy(path: Path, params_template, obs_rms_template) -> tuple:
                 lambda k, like: take(f"{prefix}/{jax.tree_util.keystr(k)}", like), template)
         meta = {k: data[k].item() for k in ("obs_dim", "action_dim", "iteration", "task_fitness")}
         return fill("params", params_template), fill("obs_rms", obs_rms_template), meta
+
+
+def write_checkpoint(directory: Path, state, progress: dict, labels, obs_dims, action_dims, best_written) -> None:
+    """A checkpoint after `progress["iteration"]` iterations, from the host's copy of the train state: the whole
+    state (`save_train_state`), every group's last policy and the best policies that changed since they were last
+    written (`best_written [G]`: the iteration of the best policy last written per group, updated here), each in
+    `<directory>/<label>/`."""
+    best = state.best
+    changed = np.flatnonzero((best.iteration >= 0) & (best.iteration != best_written))
+    best_written[changed] = best.iteration[changed]
+    changed = set(changed.tolist())
+    save_train_state(directory, state, progress)
+    for g, label in enumerate(labels):
+        def group(tree):
+            return jax.tree.map(lambda x: x[g], tree)
+        save_policy(directory / label / "last.npz", group(state.params), group(state.obs_rms), int(obs_dims[g]),
+                    int(action_dims[g]), progress["iteration"], float(progress["last_fitness"][g]))
+        if g in changed:
+            save_policy(directory / label / "best.npz", group(best.params), group(best.obs_rms), int(obs_dims[g]),
+                        int(action_dims[g]), int(best.iteration[g]), float(best.fitness[g]))

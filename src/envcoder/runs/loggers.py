@@ -1,7 +1,7 @@
 """Training curves for TensorBoard and Weights & Biases: one run per candidate and seed, so both overlay
 the candidates' curves of task fitness, shaped return, every reward component, episode length, losses, KL,
 learning rate, "solved" and env-steps/s, against the PPO iteration. Both take the `[G]` metrics of
-`GroupedTrainer.iteration`; NaN (no episode ended, or no update applied) is left out.
+`GroupedLearner.iteration`; NaN (no episode ended, or no update applied) is left out.
 
     tensorboard --logdir runs/<run>/tensorboard
 """

@@ -16,7 +16,8 @@ from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS, load_config_file
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.evaluation import sandboxed_candidates, settings_from_run
+from envcoder.candidates.prepare import sandboxed_candidates
+from envcoder.runs.evaluation import settings_from_run
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 

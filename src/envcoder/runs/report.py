@@ -92,26 +92,21 @@ def _fmt(value, digits=3):
     return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
 
 
-def write_report(run: str | Path) -> Path:
-    """Write `<run>/report.html` from the run's records; returns its path."""
-    run = Path(run)
-    results = json.loads((run / "results.json").read_text())
-    config = json.loads((run / "config.json").read_text())
-    with open(run / "metrics.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    ranking = results["ranking"]
-    names = [r["name"] for r in ranking]
-    shown = names[:MAX_CURVES]
-    better = "higher" if results["higher_is_better"] else "lower"
-    e = html.escape
-
-    table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
-             "<th>P(beats next)</th><th>shaped return</th><th>episode length</th><th>status</th></tr>"]
-    win = results.get("win_probability") or {}
+def _diverged(results: dict) -> dict[str, list[tuple[int, int]]]:
+    """Per candidate, `(seed, iteration)` of each of its groups that diverged."""
     diverged = {}
     for g in results["groups"]:
         if g.get("diverged_at_iteration") is not None:
             diverged.setdefault(g["candidate"], []).append((g["seed"], g["diverged_at_iteration"]))
+    return diverged
+
+
+def _ranking_html(results: dict) -> str:
+    """The ranked table, and what not to conclude from it."""
+    e, ranking, diverged = html.escape, results["ranking"], _diverged(results)
+    table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
+             "<th>P(beats next)</th><th>shaped return</th><th>episode length</th><th>status</th></tr>"]
+    win = results.get("win_probability") or {}
     for i, r in enumerate(ranking, 1):
         ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["seeds"] > 1 else "–"
         status = ", ".join(f"seed {s} diverged at iteration {it}" for s, it in diverged.get(r["name"], [])) or "ok"
@@ -124,23 +119,48 @@ def write_report(run: str | Path) -> Path:
                      f"<td>{_fmt(r['episode_length'], 0)}</td><td>{e(status)}</td></tr>")
     table.append("</table>")
     tied = results.get("not_separable_from_best") or []
-    tied_note = (f"<p>Not separable from the best at 95%: {e(', '.join(tied))}.</p>" if tied else "")
+    notes = (f"<p>Not separable from the best at 95%: {e(', '.join(tied))}.</p>" if tied else "")
     improving = results.get("best_still_improving")
     if improving and improving["improving"]:
-        tied_note += (f"<p><b>Still improving:</b> the best candidate's training fitness went from "
-                      f"{_fmt(improving['earlier_mean'])} to {_fmt(improving['later_mean'])} over iterations "
-                      f"{improving['from_iteration']}–{improving['to_iteration']}; longer training may change the "
-                      "ranking.</p>")
+        notes += (f"<p><b>Still improving:</b> the best candidate's training fitness went from "
+                  f"{_fmt(improving['earlier_mean'])} to {_fmt(improving['later_mean'])} over iterations "
+                  f"{improving['from_iteration']}–{improving['to_iteration']}; longer training may change the "
+                  "ranking.</p>")
+    return "".join(table) + notes
 
-    failures = results.get("failures", [])
-    failed = "".join(f"<li><b>{e(f['name'])}</b>: <code>{e(f['error'])}</code></li>" for f in failures)
+
+def _left_out_html(results: dict) -> str:
+    """The candidates left out before training and the groups that diverged, with their reasons."""
+    e = html.escape
+    failed = "".join(f"<li><b>{e(f['name'])}</b>: <code>{e(f['error'])}</code></li>"
+                     for f in results.get("failures", []))
     failed += "".join(f"<li><b>{e(name)}</b>: seed {s} diverged at iteration {it} (non-finite rewards, "
                       "observations, actions or parameters); it kept its last finite policy</li>"
-                      for name, seeds in diverged.items() for s, it in seeds)
+                      for name, seeds in _diverged(results).items() for s, it in seeds)
+    return f"<ul>{failed}</ul>" if failed else "<p>None.</p>"
+
+
+def _videos_html(run: Path) -> str:
+    """Links to the run's videos (`envcoder play --video RUN/videos/...`)."""
+    e = html.escape
     videos = sorted(v for v in (run / "videos").glob("*") if v.suffix.lower() in (".mp4", ".gif")) if (
         run / "videos").is_dir() else []
     video_list = "".join(f'<li><a href="videos/{e(v.name)}">{e(v.name)}</a></li>' for v in videos)
+    return (f"<ul>{video_list}</ul>" if video_list else "<p>None yet: <code>envcoder play --run RUN --candidate NAME "
+                                                        "--video RUN/videos/NAME.mp4</code> makes one.</p>")
 
+
+def write_report(run: str | Path) -> Path:
+    """Write `<run>/report.html` from the run's records; returns its path."""
+    run = Path(run)
+    results = json.loads((run / "results.json").read_text())
+    config = json.loads((run / "config.json").read_text())
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    names = [r["name"] for r in results["ranking"]]
+    shown = names[:MAX_CURVES]
+    better = "higher" if results["higher_is_better"] else "lower"
+    e = html.escape
     fitness_png = _curves(rows, shown, "task_fitness", results["fitness"],
                           f"Task fitness of finished episodes ({better} is better), mean over seeds")
     return_png = _curves(rows, shown, "shaped_return", "shaped return", "Shaped return (each candidate's own reward)")
@@ -163,16 +183,15 @@ code {{ white-space: pre-wrap; }} .meta {{ color: #666; }}
 {e(config['versions']['mujoco'])}; total {_fmt(timings.get('total_s'), 0)} s.</p>
 <h2>Ranking</h2>
 <p>Each policy is evaluated deterministically over one full episode per environment after training.</p>
-{''.join(table)}{tied_note}
+{_ranking_html(results)}
 <h2>Learning curves</h2>
 <img alt="task fitness curves" src="{fitness_png}">
 <img alt="shaped return curves" src="{return_png}">
 {f'<h2>Reward components</h2><img alt="reward components" src="{components_png}">' if components_png else ''}
 <h2>Left out or diverged</h2>
-{f'<ul>{failed}</ul>' if failed else '<p>None.</p>'}
+{_left_out_html(results)}
 <h2>Videos</h2>
-{f'<ul>{video_list}</ul>' if video_list else '<p>None yet: <code>envcoder play --run RUN --candidate NAME --video '
-                                              'RUN/videos/NAME.mp4</code> makes one.</p>'}
+{_videos_html(run)}
 </body></html>
 """
     path = run / "report.html"

@@ -97,6 +97,19 @@ def recent_means(history: list[tuple[int, dict]], start: int, end: int, keys=RUN
     return out
 
 
+def rung_scores(window: dict[str, np.ndarray], last_fitness: np.ndarray,
+                candidates: list[str]) -> tuple[np.ndarray, dict[str, float]]:
+    """`(score [G], {candidate: score})` at a rung's end: each group's training-episode fitness over the rung's last
+    iterations (`window`, `recent_means`'s), or where none ended there its last (`last_fitness [G]`); a candidate's
+    is the mean over its groups (`candidates [G]`: each group's candidate), NaN where none has one."""
+    score = np.where(np.isnan(window["task_fitness"]), last_fitness, window["task_fitness"])
+    per_candidate: dict[str, list[float]] = {}
+    for g, name in enumerate(candidates):
+        per_candidate.setdefault(name, []).append(score[g])
+    return score, {name: float(np.nanmean(v)) if np.any(np.isfinite(v)) else float("nan")
+                   for name, v in per_candidate.items()}
+
+
 def carry_over(old, rows: np.ndarray, fresh):
     """The state of the next rung: `fresh` (the next rung's new train state, on the host) with each survivor's
     learned parts taken from `old` (this rung's, on the host) at `rows` (the survivors' groups in it, in the new

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Callable, Sequence
 
-from envcoder.shaping import grouping
+from envcoder.env import grouping
 
 EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""

@@ -29,10 +29,8 @@ evaluations are kept, and an evaluation that was cut off starts again.
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 import dataclasses
-import itertools
 import json
 import math
 import shutil
@@ -42,121 +40,17 @@ from typing import Sequence
 
 from rich.console import Console
 
+from envcoder.candidates import CandidateError, check_statically
+from envcoder.candidates.sandbox import SandboxValidator
+from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
 from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
-from envcoder.runs.schedule import FINAL_ENVS
+from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
-from envcoder.search.sandbox import SandboxValidator
-from envcoder.shaping.candidate import CandidateError, check_statically
+from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
+from envcoder.search.summary import summary_text
 from envcoder.tasks import get_task
-
-
-@dataclasses.dataclass(frozen=True)
-class AutoSettings:
-    """What `envcoder auto` runs (saved as `auto.json`)."""
-
-    task: str
-    out: Path
-    task_description: str | None = None
-    """What the robot should do, in words (default: the task's own one-line description)."""
-    shaper_types: tuple[str, ...] = ("compute_reward",)
-    llm: str | None = None
-    """Model name; None uses the offline proposer."""
-    provider: str | None = None
-    """`openai` or `anthropic`; None follows from the model name."""
-    base_url: str | None = None
-    """An OpenAI-compatible server (vLLM, Ollama, ...), or another endpoint for the SDK."""
-    candidates_per_iteration: int = 8
-    iterations: int = 3
-    retries: int = 2
-    """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
-    envs_per_candidate: int = 256
-    train_iterations: int | None = None
-    """PPO iterations per evaluation (None: the task's `max_epochs`)."""
-    seeds: int = 1
-    """Seeds per candidate during the search."""
-    schedule: str = "flat"
-    """How each search iteration's evaluation spends its budget (`EvalSettings.schedule`): "flat" trains every
-    candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
-    environments to the others. The final evaluation is always flat. Flat is the default because halving saved
-    no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
-    final_seeds: int = 2
-    final_top: int = 3
-    """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
-    final_envs_per_candidate: int | None = None
-    """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
-    accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""
-    seed: int = 0
-    initial: tuple[Path, ...] = ()
-    """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
-    config_file: Path | None = None
-    algo: str = "ppo"
-    """The training algorithm of the evaluations (`--algo`)."""
-    overrides: dict = dataclasses.field(default_factory=dict)
-    """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
-    fitness: str | None = None
-    physics: str | None = None
-    """Physics engine of the evaluations ("jax" or "warp"; None: "jax", as for `envcoder eval`)."""
-    validation_timeout_s: float = 120.0
-    validation_memory_gib: float = 4.0
-    validation_workers: int = 2
-    compile_timeout_s: float = 1800.0
-    iteration_timeout_s: float = 600.0
-    """The evaluations' watchdog limits (see `EvalSettings`)."""
-    devices: int | None = None
-    """Devices the evaluations shard their groups over (None: all; see `EvalSettings.devices`)."""
-    request_timeout_s: float = 120.0
-    api_retries: int = 4
-    concurrency: int = 4
-    """Proposer calls in flight at once."""
-    temperature: float | None = None
-    max_tokens: int = 4096
-    price: tuple[float, float] | None = None
-    """USD per million (input, output) tokens, for models without a known list price."""
-
-    def to_json(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["out"] = str(self.out)
-        data["initial"] = [str(p) for p in self.initial]
-        data["config_file"] = str(self.config_file) if self.config_file else None
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> "AutoSettings":
-        data = dict(data)
-        data["out"] = Path(data["out"])
-        data["initial"] = tuple(Path(p) for p in data.get("initial", ()))
-        data["config_file"] = Path(data["config_file"]) if data.get("config_file") else None
-        data["shaper_types"] = tuple(data["shaper_types"])
-        data["price"] = tuple(data["price"]) if data.get("price") else None
-        if "ppo" in data:  # runs started before --algo
-            data["overrides"] = data.pop("ppo")
-        data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
-        return cls(**data)
-
-    def resolved(self) -> "AutoSettings":
-        """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps
-        them on another machine)."""
-        if self.final_envs_per_candidate is not None:
-            return self
-        import jax
-
-        final = FINAL_ENVS if jax.default_backend() != "cpu" else self.envs_per_candidate
-        return dataclasses.replace(self, final_envs_per_candidate=final)
-
-
-class AutoRunExistsError(FileExistsError):
-    pass
-
-
-def load_settings(run: Path) -> AutoSettings:
-    """The settings of an existing auto run (for `--resume`)."""
-    path = Path(run) / "auto.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
-    settings = AutoSettings.from_json(json.loads(path.read_text()))
-    return dataclasses.replace(settings, out=Path(run))
 
 
 def _read_json(path: Path):
@@ -291,12 +185,11 @@ class AutoRun:
     # ---- evaluating -------------------------------------------------------------------------------
 
     def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
-                  envs: int | None = None) -> dict | None:
+                  envs: int | None = None) -> RunResults | None:
         """`run_evaluation` on a directory of candidates; a finished evaluation is read back, an unfinished
         one (a killed run) starts over."""
-        results_file = eval_dir / "results.json"
-        if results_file.exists():
-            return _read_json(results_file)
+        if (eval_dir / "results.json").exists():
+            return RunResults.read(eval_dir)
         if eval_dir.exists():
             shutil.rmtree(eval_dir)
         settings = EvalSettings(
@@ -339,20 +232,20 @@ class AutoRun:
             (candidates_dir / f"{name}.py").write_text(source)
         results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule) if valid else None
 
-        ranking = {r["name"]: r for r in (results or {}).get("ranking", [])}
-        diverged = {g["candidate"] for g in (results or {}).get("groups", []) if g["diverged_at_iteration"] is not None}
-        eval_failures = {f["name"]: f["error"] for f in (results or {}).get("failures", [])}
+        ranking = {r.name: r for r in results.ranking} if results else {}
+        diverged = {g.candidate for g in results.groups if g.diverged_at_iteration is not None} if results else set()
+        eval_failures = {f.name: f.error for f in results.failures} if results else {}
         table, failures = [], []
         for name, source in variants:
             r = ranking.get(name)
             status = ("diverged" if name in diverged else "ok") if r else "left out"
-            if r and r.get("eliminated_at") is not None and status == "ok":  # its fitness: training episodes'
-                status = f"dropped by halving after iteration {r['eliminated_at']}"
+            if r and r.eliminated_at is not None and status == "ok":  # its fitness: training episodes'
+                status = f"dropped by halving after iteration {r.eliminated_at}"
             if r is None:
                 failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
-            table.append({"name": name, "fitness": r["fitness_mean"] if r else None,
-                          "shaped_return": r["shaped_return"] if r else None,
-                          "episode_length": r["episode_length"] if r else None, "status": status,
+            table.append({"name": name, "fitness": r.fitness_mean if r else None,
+                          "shaped_return": r.shaped_return if r else None,
+                          "episode_length": r.episode_length if r else None, "status": status,
                           "source": source, "iteration": iteration})
         last_attempt = {}
         for draft in drafts:
@@ -429,73 +322,17 @@ class AutoRun:
             "input_tokens": sum(c["input_tokens"] for c in calls),
             "output_tokens": sum(c["output_tokens"] for c in calls),
             "cost_usd": None if any(c is None for c in costs) else sum(costs),
-            "final_ranking": (results or {}).get("ranking", []),
+            "final_ranking": [dataclasses.asdict(r) for r in results.ranking] if results else [],
             "best": None,
         }
-        if results and results["ranking"]:
-            top = results["ranking"][0]
-            summary["best"] = {**top, "file": "best.py", "iteration": finalists[top["name"]]["iteration"]}
-            (self.out / "best.py").write_text(finalists[top["name"]]["source"])
+        if results and results.ranking:
+            top = results.ranking[0]
+            summary["best"] = {**dataclasses.asdict(top), "file": "best.py", "iteration": finalists[top.name]["iteration"]}
+            (self.out / "best.py").write_text(finalists[top.name]["source"])
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(summary_text(summary), highlight=False)
         return summary
-
-
-def freeze_sweep(source: str) -> list[tuple[str, str]]:
-    """A source with a `PARAMS` sweep table -> one `(suffix, source)` per combination, each with its constants
-    written in and the table removed, so every variant is a file of its own that the loop can rank, mutate
-    and re-evaluate; a source without a table is returned as it is, with suffix ''."""
-    tree = ast.parse(source)
-    table = next((node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
-                  and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"), None)
-    if table is None:
-        return [("", source)]
-    try:
-        sweep = ast.literal_eval(table.value)
-    except ValueError:  # not a literal table: evaluated as a sweep inside the run instead
-        return [("", source)]
-    constants = {node.targets[0].id: node for node in tree.body if isinstance(node, ast.Assign)
-                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in sweep}
-    lines = source.splitlines(keepends=True)
-    variants = []
-    for values in itertools.product(*sweep.values()):
-        edited = list(lines)
-        for name, value in zip(sweep, values):
-            node = constants[name]
-            edited[node.lineno - 1:node.end_lineno] = [f"{name} = {value!r}\n"] + [""] * (node.end_lineno - node.lineno)
-        edited[table.lineno - 1:table.end_lineno] = [""] * (table.end_lineno - table.lineno + 1)
-        label = ",".join(f"{n}={float(v):g}" for n, v in zip(sweep, values))
-        variants.append((f"[{label}]", "".join(edited)))
-    return variants
-
-
-def summary_text(summary: dict) -> str:
-    better = "higher" if summary["higher_is_better"] else "lower"
-    lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
-             f"Proposer {summary['proposer']}; {summary['evaluated']} candidates evaluated over "
-             f"{len(summary['iterations'])} iteration(s); task fitness `{summary['fitness']}` ({better} is better).", ""]
-    best = summary["best"]
-    if best is None:
-        lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
-    else:
-        ci = f" (95% CI [{best['ci_low']:.4g}, {best['ci_high']:.4g}])" if best["seeds"] > 1 else ""
-        lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
-                     f"{best['fitness_mean']:.4g}{ci} over {best['seeds']} seed(s) in the final evaluation; "
-                     f"its code is best.py.")
-        lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds |", "|---|---|---|---|---|"]
-        for i, r in enumerate(summary["final_ranking"], 1):
-            lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
-                         f"| {r['seeds']} |")
-    lines += ["", "| iteration | valid / attempts | best | best fitness |", "|---|---|---|---|"]
-    for it in summary["iterations"]:
-        fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"
-        lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} |")
-    cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
-        else f"${summary['cost_usd']:.2f}"
-    lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
-                  f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
-    return "\n".join(lines) + "\n"
 
 
 def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:

@@ -17,38 +17,16 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from envcoder.shaping.candidate import ALLOWED_IMPORTS
-from envcoder.shaping.describe import describe_task, signature
-
-RETURNS = {
-    "compute_reward": "reward `[E]` float, or `(reward, {\"name\": [E] term, ...})` so that every term is logged "
-                      "and reported back to you (preferred)",
-    "compute_observation": "observation `[E, D]` float; choose D freely (the policy's input size follows it)",
-    "compute_critic_observation": "the critic's own observation `[E, C]` float (PPO's value function may see "
-                                  "privileged simulator state the policy cannot, e.g. base velocity or contact "
-                                  "forces); without it the critic reads compute_observation",
-    "compute_torque": "motor commands `[E, nu]` float from the policy action `[E, A]` in [-1, 1] (A is inferred; "
-                      "set `ACTION_DIM = A` at module level to fix it); on a discrete task the action is an int "
-                      "index `[E]` of A actions (`ACTION_DIM = A` sets how many)",
-    "compute_terminal": "bool `[E]`: True where the episode has failed (time-outs are handled by the framework)",
-    "sample_initial_state": "a dict of the state fields to reset, e.g. {\"dof_pos\": [E, n], \"dof_vel\": [E, n]}",
-    "sample_goal": "the goal/command array `[E, C]` the episode pursues (the state's commands)",
-    "sample_physics": "for ONE environment (`key` is one key; no [E] axis): a dict of the physics fields below to "
-                      "randomize for its next episode, e.g. {\"friction\": jax.random.uniform(key, (), minval=0.7, "
-                      "maxval=1.3)}; `params` are your curriculum's current values",
-    "curriculum": "a dict of named scalars or 1-D arrays, computed after every iteration from the iteration number "
-                  "and the group's metrics of it (`metrics[\"task_fitness\"]`, NaN before any episode ended); "
-                  "`sample_physics` gets them as `params`, every other function as `state[\"curriculum\"]`. "
-                  "Instead of both, a module-level table `CURRICULUM = {\"friction\": {\"range\": [0.5, 1.5], "
-                  "\"iters\": 300}}` widens each field's range linearly from its neutral value",
-}
+from envcoder.candidates import ALLOWED_IMPORTS
+from envcoder.candidates.describe import describe_task
+from envcoder.shaping.api import SHAPING_TYPES, signature
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def system_prompt(task, shaper_types: Sequence[str], fitness_name: str) -> str:
     fitness = task.fitness[fitness_name]
-    functions = "\n".join(f"- `{signature(api)}` -> {RETURNS[api]}" for api in shaper_types)
+    functions = "\n".join(f"- `{signature(api)}` -> {SHAPING_TYPES[api].returns}" for api in shaper_types)
     return f"""You are an expert in reinforcement learning for robotics who writes environment-shaping code.
 A policy is trained with PPO in thousands of parallel MuJoCo MJX environments using your functions, and is then
 judged only by the task's own fitness `{fitness_name}`: {fitness.doc}.
@@ -66,7 +44,7 @@ Rules:
 - Functions you do not define keep the task's defaults, shown below.
 - Answer with the complete module in one ```python code block.
 
-{describe_task(task, shaper_types, ppo=False)}"""
+{describe_task(task, shaper_types)}"""
 
 
 def first_prompt(task_description: str, shaper_types: Sequence[str], starting: Mapping[str, str]) -> str:

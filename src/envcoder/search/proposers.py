@@ -14,8 +14,8 @@ failed sample, never a crash. Errors that no retry can fix (a bad key, an unknow
 
 from __future__ import annotations
 
-import dataclasses
 import ast
+import dataclasses
 import io
 import math
 import os

@@ -204,7 +204,7 @@ class Simulator:
     def mujoco_data(self, qpos, qvel) -> list[mujoco.MjData]:
         """MuJoCo C's data of each environment at `qpos [E, nq]`, `qvel [E, nv]`, forward-computed (what `reset`
         computes, in float64 on the host): the sandbox's sample rollout runs on these, with no MJX program to
-        compile (`envcoder.shaping.validate.rollout_states`)."""
+        compile (`envcoder.candidates.validate.rollout_states`)."""
         datas = []
         for q, v in zip(np.asarray(qpos, np.float64), np.asarray(qvel, np.float64)):
             data = mujoco.MjData(self.mj_model)

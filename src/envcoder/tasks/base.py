@@ -122,16 +122,11 @@ class Task:
                     "sac": " (SAC needs continuous actions)"}.get(algo, "")
             raise ValueError(f"--algo {algo}: task {self.name} is trained with {', '.join(self.algorithms)}{hint}")
 
-    def settings(self, algo: str = "ppo") -> dict:
-        """`algo`'s settings that differ from its config class's defaults for this task, from `config_file`."""
-        from envcoder.rl.config import algorithm_section
+    def training_settings(self) -> dict:
+        """`config_file` as it is: a section of settings per algorithm (`envcoder.rl.config.task_settings` reads
+        one algorithm's)."""
         with open(self.config_file) as f:
-            return algorithm_section(yaml.safe_load(f) or {}, algo, str(self.config_file))
-
-    @property
-    def ppo_overrides(self) -> dict:
-        """PPO settings that differ from `PPOConfig`'s defaults for this task."""
-        return self.settings("ppo")
+            return yaml.safe_load(f) or {}
 
     def get_fitness(self, name: str | None = None) -> tuple[str, Fitness]:
         """`(name, Fitness)`; None gives the default (the first)."""

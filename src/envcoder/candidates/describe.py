@@ -6,21 +6,18 @@ from __future__ import annotations
 import inspect
 from typing import Sequence
 
-from envcoder.shaping.candidate import ALLOWED_IMPORTS, FALLBACKS, SHAPER_TYPES, SIGNATURES
+from envcoder.shaping.api import FALLBACKS, SHAPER_TYPES, signature
+from envcoder.candidates.policy import ALLOWED_IMPORTS
 from envcoder.shaping import curriculum as curriculum_module
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.shaping.helpers import HELPERS
 from envcoder.sim.randomization import FIELDS
 
 
-def signature(api: str) -> str:
-    """`compute_torque(action, state)`."""
-    return f"{api}({', '.join(SIGNATURES[api])})"
-
-
-def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = True) -> str:
+def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: dict[str, dict] | None = None) -> str:
     """Markdown: the task's control timing, state fields, fitness definitions, the default source of
-    `shaper_types`, the helpers in a candidate's namespace and (with `ppo`) its PPO settings."""
+    `shaper_types`, the helpers in a candidate's namespace and (with `settings`: algorithm -> its settings of the
+    task) its training settings."""
     lines = [f"# {task.name}: {task.description}", "",
              f"Control step: {task.substeps} physics steps; episodes end after {task.max_episode_length} control "
              "steps (a time-out) or when compute_terminal says so (a failure).", "",
@@ -48,10 +45,9 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, ppo: bool = 
     for name, helper in HELPERS.items():
         lines += [f"- {name}{inspect.signature(helper)}: {inspect.getdoc(helper) or ''}", ""]
     lines += [f"Modules a candidate may import: {', '.join(sorted(ALLOWED_IMPORTS))}.", ""]
-    if ppo:
-        for algo in task.algorithms:
-            lines += [f"## {algo.upper()} settings (`--algo {algo}`; {task.config_file.name}, rl_games names)", ""]
-            lines += [f"- {key}: {value}" for key, value in task.settings(algo).items()] + [""]
+    for algo, values in (settings or {}).items():  # the task's training settings per algorithm
+        lines += [f"## {algo.upper()} settings (`--algo {algo}`; {task.config_file.name}, rl_games names)", ""]
+        lines += [f"- {key}: {value}" for key, value in values.items()] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

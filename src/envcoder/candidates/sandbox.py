@@ -1,7 +1,7 @@
 """Validating untrusted candidate code in separate processes, with a wall-clock timeout and memory/CPU limits.
 
 Every path that runs candidate code (`envcoder eval`, `auto`, `--resume`, `play`) validates it here first:
-the parent (`SandboxValidator`) starts worker processes (`python -m envcoder.search.sandbox`: CPU-only JAX,
+the parent (`SandboxValidator`) starts worker processes (`python -m envcoder.candidates.sandbox`: CPU-only JAX,
 none of the parent's credentials) that load the task, roll it out briefly under the default shaping
 (`rollout_states`), and then, one file at a time, load the code in the restricted namespace and trace,
 compile and run every shaping function of every sweep variant on those states, checking shapes, dtypes and
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
-from envcoder.shaping.validate import CandidateSpec
+from envcoder.candidates.validate import CandidateSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +88,7 @@ class _Worker:
         # The worker sets its own limits first thing (no preexec_fn: forking a multithreaded JAX process
         # to run Python code in the child can deadlock).
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "envcoder.search.sandbox", str(memory_bytes),
+        self.proc = subprocess.Popen([sys.executable, "-m", "envcoder.candidates.sandbox", str(memory_bytes),
                                       str(cpu_seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.stderr, env=_worker_env(), start_new_session=True)
         self._buffer = b""
@@ -315,8 +315,8 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
     header = json.loads(sys.stdin.readline())
     try:
         from envcoder.compile_cache import enable_compilation_cache
-        from envcoder.shaping.candidate import CandidateError, expand_sweeps, load_candidate
-        from envcoder.shaping.validate import rollout_states, validate_candidate
+        from envcoder.candidates import CandidateError, expand_sweeps, load_candidate
+        from envcoder.candidates.validate import rollout_states, validate_candidate
         from envcoder.sim import Simulator
         from envcoder.tasks import get_task
 

@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.shaping.candidate import (SHAPER_TYPES, Candidate, api_callable, call_with_params, function_key,
+from envcoder.shaping.api import PER_STEP, SHAPER_TYPES
+from envcoder.candidates import (Candidate, api_callable, call_with_params, function_key,
                                        source_api)
 from envcoder.tasks.base import Task
 
@@ -131,8 +132,7 @@ class GroupPlan:
     def __init__(self, task: Task, candidates: Sequence[Candidate], seeds: Sequence[int]):
         groups = [Group(c, s) for c in candidates for s in seeds]
         # Order groups so that classes are contiguous (static slices) for the per-step functions.
-        order_keys = ("compute_reward", "compute_observation", "compute_torque", "compute_terminal")
-        groups.sort(key=lambda g: tuple(function_key(g.candidate, api) for api in order_keys) + (g.candidate.name,
+        groups.sort(key=lambda g: tuple(function_key(g.candidate, api) for api in PER_STEP) + (g.candidate.name,
                                                                                                  g.seed))
         self.task = task
         self.groups = groups

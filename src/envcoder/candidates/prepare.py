@@ -1,0 +1,91 @@
+"""Candidates ready for a trainer: every file of a run's candidate folder vetted, validated in the sandbox's worker
+processes before any of its code runs here, loaded, and expanded into its variants (sweeps, crossing).
+
+`settings` is a run's settings (`envcoder.runs.evaluation.EvalSettings`): its `functions`, `shaper_types`, `cross`,
+`validation_timeout_s` and `validation_memory_gib` are read."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
+from envcoder.candidates.load import check_statically, load_candidate, load_candidates
+from envcoder.candidates.sandbox import SandboxValidator
+from envcoder.candidates.validate import CandidateSpec
+from envcoder.candidates.variants import cross_candidates, expand_sweeps
+from envcoder.shaping.api import CandidateError
+
+
+def build_candidates(settings):
+    """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked,
+    loaded in this process without the sandbox (for trusted files, e.g. the benchmarks' bundled ones)."""
+    candidates, failures = load_candidates(settings.functions, settings.shaper_types)
+    candidates = expand_sweeps(candidates)
+    if settings.cross:
+        candidates = cross_candidates(candidates, settings.shaper_types)
+    return candidates, failures
+
+
+def sandboxed_candidates(settings, task, validator: SandboxValidator | None = None,
+                         only: set[str] | None = None, console: Console | None = None):
+    """`(candidates, specs, failures)` of `settings.functions`, each file validated in the sandbox's worker
+    processes before any of its code runs here; sweeps expanded, crossed if asked. `only`: the file stems to
+    take (default all). `validator`: one to reuse (its workers stay up; default a new one for this call).
+
+    Files that fail, and sweep variants that fail, are returned as failures with their reasons.
+    """
+    failures, drafts = [], []
+    for path in candidate_files(settings.functions):
+        if only is not None and path.stem not in only:
+            continue
+        try:
+            check_name(path.stem, str(path))
+            source = read_source(path)
+            check_statically(source, str(path), settings.shaper_types)
+            drafts.append((path.stem, source, str(path)))
+        except CandidateError as err:
+            failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
+    if drafts:
+        if console is not None:
+            console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
+        own = validator is None
+        workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
+        validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
+                                                  settings.validation_memory_gib, workers=workers)
+        try:
+            verdicts = validator.validate(drafts)
+        finally:
+            if own:
+                validator.close()
+    else:
+        verdicts = []
+    specs: dict[str, CandidateSpec] = {}
+    loaded = []
+    for (name, source, file), verdict in zip(drafts, verdicts):
+        failures += [LoadFailure(file=file, name=variant, error=error) for variant, error in verdict.errors.items()]
+        if verdict.specs:
+            try:  # the sandbox ran this code already: loading it here is safe
+                loaded.append(load_candidate(Path(file), settings.shaper_types, source=source))
+            except CandidateError as err:
+                failures.append(LoadFailure(file=file, name=name, error=str(err)))
+                continue
+            specs.update(verdict.specs)
+    candidates = [c for c in expand_sweeps(loaded) if c.name in specs]
+    if settings.cross and candidates:
+        candidates = cross_candidates(candidates, settings.shaper_types)
+        specs = {c.name: _crossed_spec(c, specs) for c in candidates}
+    return candidates, {c.name: specs[c.name] for c in candidates}, failures
+
+
+def _crossed_spec(candidate, specs: dict[str, CandidateSpec]) -> CandidateSpec:
+    """A crossed candidate's sizes, from the files that provide its functions (each validated on its own: the
+    shaping functions depend on the task's state only, never on each other)."""
+    def of(api):
+        return specs[candidate.providers.get(api, next(iter(candidate.providers.values())))]
+    critic = "compute_critic_observation"
+    return CandidateSpec(obs_dim=of("compute_observation").obs_dim, action_dim=of("compute_torque").action_dim,
+                         reward_components=of("compute_reward").reward_components,
+                         critic_obs_dim=of(critic).critic_obs_dim if critic in candidate.functions else None)

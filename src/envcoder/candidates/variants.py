@@ -1,0 +1,94 @@
+"""Candidates made from candidates: the variants of a file's `PARAMS` sweep, and the product of files across
+shaping types (`--cross`)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import itertools
+from typing import Sequence
+
+from envcoder.candidates.load import Candidate
+
+
+def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Each candidate with a `PARAMS` table becomes one variant per combination of its values.
+
+    Variants share the code (and so one trace, vmapped over their constants); a variant is named
+    `stem[NAME=value,...]`, so its PRNG key, like any candidate's, follows from its name.
+    """
+    expanded = []
+    for candidate in candidates:
+        if not candidate.sweep:
+            expanded.append(candidate)
+            continue
+        names = list(candidate.sweep)
+        for values in itertools.product(*(candidate.sweep[n] for n in names)):
+            params = dict(zip(names, values))
+            label = ",".join(f"{n}={v:g}" for n, v in params.items())
+            expanded.append(dataclasses.replace(candidate, name=f"{candidate.name}[{label}]", params=params,
+                                                function_params={api: params for api in candidate.functions
+                                                                 if not candidate.function_keys[api].endswith(
+                                                                     ":CURRICULUM")}))
+    return expanded
+
+
+def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str]) -> list[Candidate]:
+    """The product across shaper types: every combination of one file per selected type.
+
+    With `--shaper-types compute_reward compute_observation`, 5 files that define a reward and 3 that
+    define an observation give 15 candidates named `reward_file+observation_file`. A file that defines
+    several selected types contributes to each of them.
+    """
+    per_type = []
+    for api in shaper_types:
+        providers = [c for c in candidates if api in c.functions]
+        if not providers:
+            raise ValueError(f"--cross: no candidate file defines {api}; drop it from --shaper-types or add files")
+        per_type.append((api, providers))
+    combined = []
+    for choice in itertools.product(*(providers for _, providers in per_type)):
+        distinct = list({c.name: c for c in choice}.values())  # a file may provide several types
+        parts = [c.name for c in distinct]
+        functions = {api: c.functions[api] for (api, _), c in zip(per_type, choice)}
+        function_keys = {api: c.function_keys[api] for (api, _), c in zip(per_type, choice)}
+        function_params = {api: c.function_params.get(api, {}) for (api, _), c in zip(per_type, choice)}
+        key_source = "|".join(f"{api}:{key}" for api, key in function_keys.items())
+        sources = "\n".join(f"# ---- {c.name}: {c.path} ----\n{c.source}" for c in distinct)
+        torque = next((c for (api, _), c in zip(per_type, choice) if api == "compute_torque"), None)
+        params = {k: v for c in distinct for k, v in c.params.items()}
+        combined.append(Candidate(name="+".join(parts), path=choice[0].path, source=sources, functions=functions,
+                                  code_key=hashlib.sha256(key_source.encode()).hexdigest()[:16],
+                                  function_keys=function_keys, action_dim=torque.action_dim if torque else None,
+                                  params=params, function_params=function_params,
+                                  providers={api: c.name for (api, _), c in zip(per_type, choice)}))
+    return combined
+
+
+def freeze_sweep(source: str) -> list[tuple[str, str]]:
+    """A source with a `PARAMS` sweep table -> one `(suffix, source)` per combination, each with its constants
+    written in and the table removed, so every variant is a file of its own that the loop can rank, mutate
+    and re-evaluate; a source without a table is returned as it is, with suffix ''."""
+    tree = ast.parse(source)
+    table = next((node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"), None)
+    if table is None:
+        return [("", source)]
+    try:
+        sweep = ast.literal_eval(table.value)
+    except ValueError:  # not a literal table: evaluated as a sweep inside the run instead
+        return [("", source)]
+    constants = {node.targets[0].id: node for node in tree.body if isinstance(node, ast.Assign)
+                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in sweep}
+    lines = source.splitlines(keepends=True)
+    variants = []
+    for values in itertools.product(*sweep.values()):
+        edited = list(lines)
+        for name, value in zip(sweep, values):
+            node = constants[name]
+            edited[node.lineno - 1:node.end_lineno] = [f"{name} = {value!r}\n"] + [""] * (node.end_lineno - node.lineno)
+        edited[table.lineno - 1:table.end_lineno] = [""] * (table.end_lineno - table.lineno + 1)
+        label = ",".join(f"{n}={float(v):g}" for n, v in zip(sweep, values))
+        variants.append((f"[{label}]", "".join(edited)))
+    return variants

@@ -1,0 +1,393 @@
+"""What every grouped learner shares: G independent policies, one per (candidate, seed), trained together.
+
+A learner steps the run's environments (`envcoder.env.GroupedEnv`) and trains one policy per group on them. This
+base holds everything that is not the algorithm: the train state's common part, initialization over the groups'
+own observation and action sizes, isolation (a group that goes non-finite stops and is reported; the others are
+unaffected), each group's best policy, the iteration's metrics, the deterministic evaluation, the programs and
+their compilation, and the host↔device transfers. `envcoder.rl.grouped_ppo.GroupedPPO`, `envcoder.rl.dqn.GroupedDQN`
+and `envcoder.rl.sac.GroupedSAC` are its siblings; each keeps its own state in `TrainState.own`.
+
+Layout: every per-environment array is `[G, E, ...]` (G groups × E envs per candidate). Networks, normalizers and
+updates are single-policy functions vmapped over the group axis. Nothing mixes across groups, so a group's result
+depends only on its candidate, its seed and the config.
+
+On one device an iteration runs as two programs, the rollout ("collect") and the update ("learn"), which compile
+at once (`envcoder.compile_cache.StagedIteration`): XLA compiles one program on one thread, and two programs
+compiled at once on a GPU took about the longer one's time (docs/benchmarks/throughput.md § 2). Over several
+devices the group axis is sharded (`envcoder.rl.sharding`) and the iteration is one program.
+
+Usage:
+    learner = GroupedPPO(task, candidates, specs, config, envs_per_candidate=256, seeds=(0,))
+    state = learner.init()
+    for _ in range(config.max_epochs):
+        state, metrics = learner.iteration(state)      # jitted, asynchronous
+    fitness = learner.evaluate(state)                  # deterministic episodes, task fitness per group
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import functools
+from typing import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import PartitionSpec
+
+from envcoder.compile_cache import CachedJit, fingerprint, trace_cache_dir, xla_options
+from envcoder.env import EnvState, GroupedEnv
+from envcoder.rl.networks import init_per_group
+from envcoder.rl.normalizer import RunningMeanStd
+from envcoder.rl.staging import StagedIteration, in_thread
+from envcoder.rl.sharding import GROUP_AXIS, GroupSharding, choose_devices, read, reduce_groups
+from envcoder.rl.state import (BestPolicy, TrainState, Transition, all_finite_per_group, iteration_metrics, reached,
+                               where_group)
+from envcoder.candidates import Candidate
+from envcoder.env.grouping import group_key
+from envcoder.candidates.validate import CandidateSpec
+from envcoder.sim import Simulator
+from envcoder.tasks.base import Task
+
+
+class GroupedLearner:
+    """Trains one policy per group; see the module docstring. A subclass is the algorithm: it sets up its update
+    (`_setup_updates`), initializes one group's parameters, optimizer and own state, acts (`act_deterministic`)
+    and implements the iteration's two stages (`_collect`, then `_learn`, which ends with `_conclude`)."""
+
+    def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec], config,
+                 envs_per_candidate: int, seeds: Sequence[int] = (0,), simulator: Simulator | None = None,
+                 fitness: str | None = None, physics: str | None = None, devices: int | None = None,
+                 sharded: bool | None = None):
+        """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
+        ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
+        (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
+        measures its cost against the plain one)."""
+        self.task, self.config, self.num_envs = task, config, envs_per_candidate
+        self.devices = choose_devices(devices, simulator.physics if simulator is not None else physics)
+        self.env = env = GroupedEnv(task, candidates, specs, envs_per_candidate, seeds, simulator, fitness, physics)
+        self.plan, self.groups, self.sim, self.physics = env.plan, env.groups, env.sim, env.physics
+        self.fitness_name, self.fitness, self.specs = env.fitness_name, env.fitness, env.specs
+        self.discrete = env.discrete  # a policy over `action_dims` discrete actions, else a continuous one
+        self.obs_dims, self.action_dims = env.obs_dims, env.action_dims
+        self.obs_dim_max, self.action_dim_max = env.obs_dim_max, env.action_dim_max
+        # An asymmetric actor-critic where some candidate gives its critic observations of its own.
+        self.asymmetric, self.critic_obs_dims, self.critic_obs_dim_max = (env.asymmetric, env.critic_obs_dims,
+                                                                          env.critic_obs_dim_max)
+        self.component_names = env.component_names
+        # Per-group constants of the traced functions (each device's rows of them in a sharded run).
+        sizes = list(zip(self.obs_dims.tolist(), self.action_dims.tolist(),
+                         (self.critic_obs_dims.tolist() if self.asymmetric else [None] * len(self.groups))))
+        self._dims = sorted(set(sizes))
+        constants = {**env.masks(), "dims_class": np.array([self._dims.index(d) for d in sizes]),
+                     "inert": np.zeros(len(self.groups), bool)}
+        shard = len(self.devices) > 1 if sharded is None else sharded
+        self.sharding = GroupSharding(self.plan, self.devices, constants) if shard else None
+        self.layout = self.sharding.layout if shard else None
+        self.rows = self.sharding.rows if shard else len(self.groups)  # groups a traced function sees
+        self.action_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
+                                                         ("action_mask", "dims_class", "inert"))
+        self.optimizer = self._setup_updates()
+        # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
+        donate = () if jax.default_backend() == "cpu" else (0,)
+        if not shard:
+            self.iteration = StagedIteration(self._jit(self._collect, "collect"),
+                                             self._jit(self._learn, "learn", donate))
+            self.evaluate = self._jit(self._evaluate, "evaluate")
+            self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
+            self._init_program = self._jit(self._init, "init")
+        else:
+            options = xla_options()
+            self.iteration = jax.jit(self._sharded_iteration, donate_argnums=donate, compiler_options=options)
+            self.evaluate = jax.jit(self._sharded_evaluate, compiler_options=options)
+            self.evaluate_recorded = jax.jit(functools.partial(self._sharded_evaluate, record=True),
+                                             compiler_options=options)
+        self.device_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+        self.compiled_device_copy = None  # `device_copy` compiled ahead for the train state (`compile_evaluation`)
+
+    # ---- what an algorithm provides ---------------------------------------------------------------
+
+    def _setup_updates(self):
+        """Check the algorithm's settings against the run's sizes and return the optimizer of one group."""
+        raise NotImplementedError
+
+    def _init_params(self, key, obs_dim: int, action_dim: int, critic_obs_dim: int | None) -> dict:
+        """One group's parameters at its own sizes, zero-padded to the run's largest."""
+        raise NotImplementedError
+
+    def _init_optimizer(self, params):
+        """One group's optimizer state."""
+        raise NotImplementedError
+
+    def _init_own(self, groups: int):
+        """The algorithm's own state of `groups` groups (`TrainState.own`)."""
+        raise NotImplementedError
+
+    def act_deterministic(self, params, obs_rms, obs):
+        """Every group's deterministic action `[G, E, A_max]` for observations `obs [G, E, D_max]`."""
+        raise NotImplementedError
+
+    def _collect(self, ts: TrainState) -> dict:
+        """The iteration's first stage: the rollout from `ts` and whatever the second stage needs of it."""
+        raise NotImplementedError
+
+    def _learn(self, args: tuple[TrainState, dict]):
+        """The iteration's second stage, from `(ts, ts's _collect)`: `(next train state, metrics)`. One argument, so
+        that a program can donate all of it."""
+        raise NotImplementedError
+
+    # ---- helpers of every algorithm ----------------------------------------------------------------
+
+    def normalized(self, rms, obs, normalize: bool | None = None):
+        """Every group's `obs` normalized by its `rms` (where `normalize`, by default the config's
+        `normalize_input`)."""
+        if not (self.config.normalize_input if normalize is None else normalize):
+            return obs
+        return jax.vmap(lambda r, o: r.normalize(o, self.config.clip_observations))(rms, obs)
+
+    def adam(self) -> optax.GradientTransformation:
+        """Adam's scaling (the step size is applied by the update), after gradient clipping where configured."""
+        tx = [optax.scale_by_adam(eps=1e-8)]
+        if self.config.truncate_grads:
+            tx.insert(0, optax.clip_by_global_norm(self.config.grad_norm))
+        return optax.chain(*tx)
+
+    # ---- programs ----------------------------------------------------------------------------------
+
+    def programs(self) -> dict:
+        """The learner's jitted programs on one device: "init" (`keys [G, 2]` -> `TrainState`), "collect" and
+        "learn" (the iteration's two stages) and "evaluate"; with the trace cache on, each says whether its trace
+        was `loaded` from the cache or `stored` in it."""
+        return {"init": self._init_program, "collect": self.iteration.collect, "learn": self.iteration.learn,
+                "evaluate": self.evaluate}
+
+    def functions(self) -> dict:
+        """The plain functions behind the programs, to lower for shapes or to jit with other options: "init"
+        (`keys [G, 2]`), "iteration" (the whole iteration as one function, as a sharded run compiles it),
+        "collect" (`ts` -> what "learn" takes with `ts`), "learn" (`(ts, collected)`), "evaluate" (`ts`)."""
+        return {"init": self._init, "iteration": self._iteration, "collect": self._collect, "learn": self._learn,
+                "evaluate": self._evaluate}
+
+    def _jit(self, function, name: str, donate_argnums=()):
+        """`jax.jit(function)` with envcoder's XLA options (`xla_options`); with the trace cache on
+        (`envcoder.compile_cache`) and JAX physics, one whose traced program a later run of the same job loads
+        instead of tracing (MuJoCo Warp's kernels do not serialize)."""
+        if trace_cache_dir() is None or self.physics != "jax":
+            return jax.jit(function, donate_argnums=donate_argnums, compiler_options=xla_options())
+        return CachedJit(function, f"{self._trace_key}:{name}", donate_argnums, xla_options())
+
+    @functools.cached_property
+    def _trace_key(self) -> str:
+        """What this learner's traces depend on besides envcoder's code and the argument shapes: the algorithm,
+        the task (its functions and model), the simulator, the groups and their candidates' code, constants and
+        sizes, the settings."""
+        candidates = {g.candidate.name: g.candidate for g in self.groups}
+        return repr((fingerprint(type(self)), fingerprint(self.task), self.fitness_name, fingerprint(type(self.sim)),
+                     fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.num_envs,
+                     [g.label for g in self.groups],
+                     {name: (sorted((api, c.function_keys.get(api) or fingerprint(f)) for api, f in c.functions.items()),
+                             {api: dict(p) for api, p in c.function_params.items()}, c.action_dim)
+                      for name, c in candidates.items()},
+                     [repr(spec) for spec in self.specs], repr(self.config)))
+
+    # ---- sharding over devices ----------------------------------------------------------------------
+
+    def on_device(self, local: dict) -> "GroupedLearner":
+        """The learner as one device of a sharded run sees it: its rows of the per-group constants and its plan
+        (`local`: its slice of `GroupSharding.local`)."""
+        view = copy.copy(self)
+        view.plan = self.plan.localized(local["plan"])
+        view.env = self.env.localized(view.plan, self.rows, local["action_mask"], local["obs_mask"])
+        view.action_mask, view.dims_class, view.inert = local["action_mask"], local["dims_class"], local["inert"]
+        return view
+
+    def _sharded_iteration(self, ts: TrainState):
+        specs = _state_specs()
+        ts, metrics = self.sharding.map(self, type(self)._iteration, (specs,), (specs, PartitionSpec(GROUP_AXIS)))(ts)
+        return ts, jax.tree.map(self.sharding.canonical, metrics)
+
+    def _sharded_evaluate(self, ts: TrainState, record: bool = False):
+        def evaluate(learner, ts):
+            out = learner._evaluate(ts, record=record)
+            if record:
+                out["qpos"] = out["qpos"].swapaxes(0, 1)  # group axis first inside
+            return out
+        out = self.sharding.map(self, evaluate, (_state_specs(),), PartitionSpec(GROUP_AXIS))(ts)
+        out = jax.tree.map(self.sharding.canonical, out)
+        if record:
+            out["qpos"] = out["qpos"].swapaxes(0, 1)
+        return out
+
+    def to_host(self, train_state: TrainState) -> TrainState:
+        """`train_state` as numpy arrays in the plan's group order (the same for every device count)."""
+        host = read(train_state)
+        return host if self.sharding is None else self.sharding.to_host(host)
+
+    def to_device(self, host_state: TrainState) -> TrainState:
+        """A state from `to_host` (of a run over any number of devices), laid out over this learner's devices."""
+        return jax.device_put(host_state) if self.sharding is None else self.sharding.to_device(host_state)
+
+    def host_shapes(self, train_state: TrainState):
+        """The shapes of `to_host(train_state)`, without reading it."""
+        G = len(self.groups)
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct((G,) + x.shape[1:] if x.ndim else (), x.dtype), train_state)
+
+    def group_status(self, train_state: TrainState) -> tuple[np.ndarray, np.ndarray]:
+        """`(diverged_at, solved_at)` `[G]` in the plan's order."""
+        diverged_at, solved_at = read((train_state.diverged_at, train_state.solved_at))
+        if self.sharding is not None:
+            diverged_at, solved_at = (self.sharding.in_plan_order(x) for x in (diverged_at, solved_at))
+        return diverged_at, solved_at
+
+    @property
+    def labels(self) -> list[str]:
+        return [g.label for g in self.groups]
+
+    # ---- one training iteration ---------------------------------------------------------------------
+
+    def _iteration(self, ts: TrainState):
+        """One training iteration: `(next train state, metrics)`. The sharded program runs it whole; on one
+        device it runs as its two stages, each its own program (`StagedIteration`)."""
+        return self._learn((ts, self._collect(ts)))
+
+    def _conclude(self, ts: TrainState, env: EnvState, traj: Transition, next_key, new: dict, updates: dict):
+        """The next train state and the iteration's metrics, from the rollout's `env` and `traj` and the update's
+        `new` train-state fields (stacked over groups), applied only to the groups that are still training; the
+        update's own metrics `updates` (name -> `[G]`) are NaN for the others."""
+        cfg = self.config
+        # Isolation: a group whose data or parameters went non-finite keeps its last finite policy, stops
+        # updating and is reported; nothing crosses groups, so the others are unaffected. A group whose
+        # episodes reached score_to_win keeps the policy that collected them (this update is dropped).
+        finite = (all_finite_per_group((traj.obs, traj.actions, traj.step_reward), group_axis=1)
+                  & all_finite_per_group(new["params"], group_axis=0))
+        training = (ts.diverged_at < 0) & (ts.solved_at < 0)
+        solved_now = training & finite & reached(traj, cfg.score_to_win, self.fitness.higher_is_better)
+        updated = training & finite & ~solved_now
+        new = where_group(updated, new, {name: getattr(ts, name) for name in new})
+        diverged_at = jnp.where(training & ~finite, ts.iteration, ts.diverged_at)
+        solved_at = jnp.where(solved_now, ts.iteration, ts.solved_at)
+
+        metrics = iteration_metrics(traj, updates, new["learning_rate"])
+        metrics = {k: jnp.where(diverged_at >= 0, jnp.nan, v) for k, v in metrics.items()}
+        for name in updates:  # no update was applied to these groups
+            metrics[name] = jnp.where(updated, metrics[name], jnp.nan)
+        metrics["diverged"] = (diverged_at >= 0).astype(jnp.float32)
+        metrics["solved"] = (solved_at >= 0).astype(jnp.float32)
+        best = self._best(ts, metrics["task_fitness"], diverged_at)
+        if self.env.curriculum_shapes:
+            env = env._replace(curriculum=self.env.curriculum(ts.iteration + 1, metrics, env.curriculum))
+            for name, value in env.curriculum.items():  # logged as scalars: curriculum/NAME or curriculum/NAME/i
+                flat = value.reshape(value.shape[0], -1)
+                for i in range(flat.shape[1]):
+                    metrics[f"curriculum/{name}" + (f"/{i}" if value.ndim > 1 else "")] = flat[:, i]
+        new_ts = ts._replace(**new, env=env, key=next_key, iteration=ts.iteration + 1, diverged_at=diverged_at,
+                             solved_at=solved_at, best=best)
+        if cfg.score_to_win is not None:
+            # Once every group is solved or diverged the run is over: an iteration dispatched after that (the
+            # driver dispatches one ahead of reading metrics) leaves the state as it is.
+            sharded = self.sharding is not None
+            over = (reduce_groups((ts.diverged_at >= 0) | (ts.solved_at >= 0), "all", sharded)
+                    & reduce_groups(ts.solved_at >= 0, "any", sharded))
+            new_ts = jax.tree.map(lambda old, new: jnp.where(over, old, new), ts, new_ts)
+        return new_ts, metrics
+
+    def _best(self, ts: TrainState, fitness, diverged_at) -> BestPolicy:
+        """`ts.best` with the groups whose episodes of this iteration beat their best so far replaced by the
+        policy that collected them (`ts.params`, before this iteration's update)."""
+        best = ts.best
+        beats = (fitness > best.fitness) if self.fitness.higher_is_better else (fitness < best.fitness)
+        improved = ((ts.iteration + 1 >= self.config.save_best_after) & ~jnp.isnan(fitness) & (diverged_at < 0)
+                    & (jnp.isnan(best.fitness) | beats))
+        return where_group(improved, BestPolicy(ts.params, ts.obs_rms, fitness, jnp.broadcast_to(
+            ts.iteration, improved.shape)), best)
+
+    # ---- initialization and evaluation --------------------------------------------------------------
+
+    def init(self, prepare_iteration: bool = False) -> TrainState:
+        """Initial train state; every group's randomness comes from `group_key(name, seed)`. `prepare_iteration`
+        (for a caller that trains next; one device): trace the training iteration for the state's shapes while
+        `init` compiles, and compile it in the background (`StagedIteration.prepare`), so that the first iteration
+        waits only for what is left of its compile (H100, README job: init + compile + first iteration 30.9 -> 25.7 s,
+        docs/benchmarks/throughput.md § 2)."""
+        keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
+        if self.sharding is None:
+            lowered = self._init_program.lower(keys)
+            compiled = in_thread(lowered.compile, "envcoder-compile-init")
+            if prepare_iteration:
+                self.iteration.prepare(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
+                                                    lowered.out_info))
+            state = compiled.result()(keys)
+        else:
+            keys = self.sharding.put(keys[np.maximum(self.layout.order, 0)])
+            state = jax.jit(self.sharding.map(self, type(self)._init, (PartitionSpec(GROUP_AXIS),), _state_specs()),
+                            compiler_options=xla_options())(keys)
+        # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
+        # not be donated twice.
+        return state._replace(best=state.best._replace(
+            params=jax.tree.map(jnp.copy, state.best.params), obs_rms=jax.tree.map(jnp.copy, state.best.obs_rms)))
+
+    def _init(self, keys) -> TrainState:
+        """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`."""
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
+        param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        # Every group is initialized at its own (obs size, action size), then padded: each size class is
+        # initialized for all groups and each group keeps its own class's (a handful of classes, once per run).
+        params = None
+        for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
+            sized = init_per_group(lambda k, o=obs_dim, a=action_dim, c=critic_dim: self._init_params(k, o, a, c),
+                                   param_keys)
+            params = sized if params is None else where_group(self.dims_class == index, sized, params)
+        G = self.rows
+        obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
+        best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
+        return TrainState(params, jax.vmap(self._init_optimizer)(params),
+                          jnp.full((G,), self.config.learning_rate, jnp.float32), obs_rms, self._init_own(G),
+                          self.env.reset(env_keys, self.env.first_curriculum()), next_keys,
+                          jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
+                          jnp.full((G,), -1, jnp.int32), best)
+
+    def snapshot(self, train_state: TrainState) -> TrainState | None:
+        """A copy of `train_state` on the device (it survives the next iteration, which donates its input), or
+        None where the device lacks the free memory for one (twice its size) or reports none (the CPU), and in a
+        multi-host run (reading it back is a collective of all processes, which the caller's thread must make)."""
+        if jax.process_count() > 1:
+            return None
+        stats = self.devices[0].memory_stats() if jax.default_backend() != "cpu" else None
+        size = sum(x.nbytes for x in jax.tree.leaves(train_state)) / len(self.devices)  # per device
+        if not stats or stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0) < 2 * size:
+            return None
+        return (self.compiled_device_copy or self.device_copy)(train_state)
+
+    def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
+        """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
+        it once the iteration is compiled); the future gives the compiled function. The checkpoints' device copy
+        (`snapshot`) is compiled first in the same thread: compiled at the first checkpoint, it stalled training
+        for about 0.5 s there (H100, README job)."""
+        shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), train_state)
+
+        def compile_():
+            try:
+                self.compiled_device_copy = self.device_copy.lower(shapes).compile()
+            except Exception:  # noqa: BLE001 - `snapshot` compiles it where it is used, as before
+                pass
+            return self.evaluate.lower(shapes).compile()
+        # A daemon thread: a run that fails before it evaluates exits without waiting for this compile.
+        return in_thread(compile_, "envcoder-compile-evaluation")
+
+    def _evaluate(self, ts: TrainState, seed_offset: int = 1_000_003, record: bool = False):
+        """Task fitness of every group's deterministic policy over one full episode per env (`GroupedEnv.episodes`,
+        under the fitness's own physics where it has one); NaN for the groups that diverged."""
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
+        out = self.env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys, ts.env.curriculum,
+                                held_out=self.fitness.physics, record=record)
+        diverged = (ts.diverged_at >= 0)[:, None]
+        return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
+
+
+def _state_specs() -> TrainState:
+    """`shard_map` specs of a `TrainState` (a prefix of its tree): the group axis leads every array but the
+    iteration counter, which every device holds."""
+    group = PartitionSpec(GROUP_AXIS)
+    return TrainState(*([group] * len(TrainState._fields)))._replace(iteration=PartitionSpec())

@@ -1,0 +1,436 @@
+"""The training driver: trains a run's candidates rung by rung (one rung under the flat schedule, see
+`envcoder.runs.schedule`), records every iteration, writes checkpoints, then evaluates the last rung's policies and
+ranks every candidate.
+
+The loop keeps the device busy: it dispatches iteration k+1 before it reads iteration k's metrics (JAX runs them in
+order), and the records are written by a background thread. The train state is read back only at checkpoints,
+before the next dispatch (the iteration donates its input state on the GPU).
+
+    driver = TrainingDriver(job, run_dir, console, resume, validation_s)
+    results = driver.run()           # RunResults; results.json, the report and the records are written
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from envcoder.runs.background import BackgroundWriter
+from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
+from envcoder.runs.directory import RunDirectory
+from envcoder.runs.loggers import TensorBoardLog, WandbLog
+from envcoder.runs.report import write_report
+from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
+from envcoder.runs.schedule import RUNG_KEYS, Rung, carry_over, recent_means, rung_scores, survivors
+from envcoder.runs.watchdog import describe_compile, describe_run, guard
+from envcoder.candidates import Candidate, LoadFailure
+from envcoder.env.grouping import GroupPlan
+
+GIL_SWITCH_INTERVAL_S = 2e-4
+"""Python's thread switch interval while training. While the device trains, other threads run Python: the
+evaluation's tracing (seconds, cold) and the background writer. Python hands the GIL over every 5 ms by default, and
+the training loop waits for it at each of its many short calls, so the device starved for ~1 s per iteration while
+the evaluation traced (H200, cold: wall/device 0.82 against 0.97 with 0.2 ms; docs/benchmarks/throughput.md)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What a run trains: resolved by `envcoder.runs.evaluation.run_evaluation` before any training."""
+
+    settings: object  # EvalSettings
+    task: object  # Task
+    fitness_name: str
+    fitness: object  # Fitness
+    config: object  # the algorithm's resolved settings
+    candidates: list[Candidate]  # the valid ones, in the run's order
+    failures: list[LoadFailure]
+    schedule: list[Rung]
+    make_trainer: Callable  # (candidate names, envs per candidate) -> GroupedLearner
+
+
+@dataclasses.dataclass
+class DriverState:
+    """What the driver keeps between iterations (in the current rung's group order); a checkpoint's progress holds
+    what a resumed run needs of it."""
+
+    survivors: list[str]
+    """The candidates that train in the current rung."""
+    rung: int = 0
+    eliminated: list[dict] = dataclasses.field(default_factory=list)
+    """The results of the groups dropped at earlier rungs (`GroupResult.to_json` rows)."""
+    next_survivors: list[str] | None = None
+    """The candidates that go on to the next rung, once the current one has ended."""
+    done: int = 0
+    """Iterations whose metrics were read."""
+    first: int = 0
+    """The first iteration this process trains in the current rung (after a checkpoint when resumed)."""
+    last_fitness: np.ndarray | None = None
+    """`[G]` the task fitness of each group's last finished training episodes (NaN before any)."""
+    reported_divergence: set = dataclasses.field(default_factory=set)
+    reported_solved: set = dataclasses.field(default_factory=set)
+    best_written: np.ndarray | None = None
+    """`[G]` the iteration of the best policy last written per group."""
+    history: list = dataclasses.field(default_factory=list)
+    """This rung's `(iteration, {RUNG_KEYS: [G]})`."""
+    steady_steps: int = 0
+    steady_s: float = 0.0
+    """Env steps and seconds of the iterations read after each rung's first (compiled) one."""
+    physics_resets: int = 0
+
+    def progress(self) -> dict:
+        """A checkpoint's record of this state, after `done` iterations."""
+        return {"iteration": self.done, "last_fitness": [float(x) for x in self.last_fitness],
+                "reported_divergence": sorted(int(g) for g in self.reported_divergence),
+                "rung": self.rung, "survivors": list(self.survivors), "eliminated": list(self.eliminated),
+                "next_survivors": self.next_survivors}
+
+
+class TrainingDriver:
+    """Trains, records and ranks one run; see the module docstring."""
+
+    def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float):
+        self.job, self.run_dir, self.console = job, run_dir, console
+        self.settings, self.config = job.settings, job.config
+        self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
+        self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
+        self.resume = resume
+        self.resumed = resume and has_train_state(run_dir.checkpoints)  # from a checkpoint (else from the start)
+        self.state = DriverState(survivors=[c.name for c in job.candidates])
+        if self.resumed:
+            saved = read_progress(run_dir.checkpoints)
+            self.state.rung, self.state.eliminated = saved.get("rung", 0), saved.get("eliminated", [])
+            self.state.survivors = saved.get("survivors", self.state.survivors)
+            self.state.next_survivors = saved.get("next_survivors")
+        self.validation_s = validation_s
+        self.trainer = self._rung_trainer()
+        self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
+        self.tensorboard = self.wandb = None
+        self.timings: dict = {}
+        self.evaluation_compiled = None  # the evaluation, compiling in the background during the last rung
+
+    # ---- the current rung ---------------------------------------------------------------------------
+
+    def _rung_trainer(self):
+        """The current rung's learner, with its labels, reported components and env steps per iteration."""
+        trainer = self.job.make_trainer(self.state.survivors, self.job.schedule[self.state.rung].envs_per_candidate)
+        self.labels = trainer.labels
+        # Components are reported only for the candidates that define them.
+        self.own_components = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
+                               for n in trainer.component_names}
+        self.steps_per_iteration = len(trainer.labels) * trainer.num_envs * self.config.horizon_length
+        self.candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
+        return trainer
+
+    def _compiling(self, what: str):
+        """The watchdog ends the process with a clear message when a compile hangs..."""
+        limit = self.settings.compile_timeout_s
+        return guard(limit, describe_compile(what, limit, self.candidates, "--compile-timeout"))
+
+    def _running(self, what: str):
+        """... or an iteration."""
+        limit = self.settings.iteration_timeout_s
+        return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"))
+
+    def _announce(self) -> None:
+        trainer, settings, schedule = self.trainer, self.settings, self.job.schedule
+        count = len({g.candidate.name for g in trainer.groups})
+        kind = trainer.devices[0].device_kind
+        devices = kind if len(trainer.devices) == 1 else f"{len(trainer.devices)} × {kind}"
+        self.console.print(f"[bold]{self.job.task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
+                           f"{trainer.num_envs} envs = {self.steps_per_iteration // self.config.horizon_length} "
+                           f"environments in one process on {devices}, {trainer.physics} physics", highlight=False)
+        if len(schedule) > 1:
+            self.console.print("successive halving: " + "; ".join(
+                f"iterations {a}–{r.end - 1}: {r.candidates} candidate(s) × {r.envs_per_candidate} envs"
+                for a, r in zip([0] + [r.end for r in schedule[:-1]], schedule)), highlight=False)
+
+    def start(self):
+        """The first train state: initialized (its iteration compiling meanwhile), or resumed from the checkpoint."""
+        self._announce()
+        start = time.perf_counter()
+        state, run_dir = self.state, self.run_dir
+        with self._compiling("compiling the initialization and the training iteration"):  # traced here, compiled
+            train_state = self.trainer.init(prepare_iteration=True)                       # meanwhile
+        state.last_fitness = np.full(len(self.labels), np.nan)
+        state.best_written = np.full(len(self.labels), -2)
+        if self.resumed:
+            host_state, progress = load_train_state(run_dir.checkpoints, self.trainer.host_shapes(train_state))
+            train_state = self.trainer.to_device(host_state)
+            state.first = state.done = progress["iteration"]
+            state.last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
+            state.reported_divergence = set(progress["reported_divergence"])
+            self.console.print(f"resuming {self.settings.out} after iteration {state.first} of "
+                               f"{self.settings.iterations}", highlight=False)
+        if self.resume:
+            run_dir.keep_metrics_before(state.first)
+        rung_start = self.job.schedule[state.rung - 1].end if state.rung else 0
+        state.history = run_dir.read_metrics(self.labels, rung_start, state.first, RUNG_KEYS)  # resumed: so far
+        if self.settings.tensorboard and run_dir.writes:
+            self.tensorboard = TensorBoardLog(run_dir.path / "tensorboard", self.all_labels, state.first)
+        if self.settings.wandb_project is not None and run_dir.writes:
+            self.wandb = WandbLog(run_dir.path, self.all_labels, {k: v for k, v in run_dir.read_config().items()
+                                                                  if k != "candidates"}, self.settings.wandb_project)
+        self.start_time = start
+        self.timings = {"validation_s": self.validation_s, "init_s": time.perf_counter() - start,
+                        "resumed_after_iteration": state.first, "physics": self.trainer.physics,
+                        "devices": len(self.trainer.devices), "rungs": []}
+        return train_state
+
+    # ---- records ------------------------------------------------------------------------------------
+
+    def checkpoint(self, train_state) -> None:
+        """Write the train state, every group's last policy and the best policies that changed, in the
+        background. The next dispatch donates `train_state`: it is copied on the device first where the memory
+        allows (the device runs on while the copy is read back), else read back now."""
+        trainer, labels, best_written = self.trainer, self.labels, self.state.best_written  # this rung's
+        snapshot = trainer.snapshot(train_state)
+        progress = self.state.progress()
+        host = trainer.to_host(train_state) if snapshot is None else None
+        if not self.run_dir.writes:
+            return
+        checkpoints = self.run_dir.checkpoints
+
+        def write():
+            write_checkpoint(checkpoints, host if snapshot is None else trainer.to_host(snapshot), progress, labels,
+                             trainer.obs_dims, trainer.action_dims, best_written)
+        self.writer.submit(write)
+
+    def record(self, iteration: int, metrics: dict, elapsed: float) -> bool:
+        """Bookkeeping and records of one iteration's metrics; True when every group is solved or diverged."""
+        state, labels, console = self.state, self.labels, self.progress.console
+        for key, mask in self.own_components.items():
+            metrics[key] = np.where(mask, metrics[key], np.nan)
+        for g in np.flatnonzero(metrics["diverged"] > 0):
+            if g not in state.reported_divergence:
+                state.reported_divergence.add(g)
+                console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite rewards, "
+                              "observations, actions or parameters; it stops updating", highlight=False)
+        for g in np.flatnonzero(metrics["solved"] > 0):
+            if g not in state.reported_solved:
+                state.reported_solved.add(g)
+                console.print(f"[green]solved[/green] {labels[g]} at iteration {iteration}: task fitness "
+                              f"{metrics['task_fitness'][g]:.3f} reached score_to_win {self.config.score_to_win}; "
+                              "it keeps that policy and stops updating", highlight=False)
+        finished = ~np.isnan(metrics["task_fitness"])
+        state.last_fitness[finished] = metrics["task_fitness"][finished]
+        state.history.append((iteration, {k: metrics[k] for k in RUNG_KEYS}))
+        extra = {"env_steps_per_s": self.steps_per_iteration / elapsed}
+        if iteration != self.rung_first:
+            state.steady_steps += self.steps_per_iteration
+            state.steady_s += elapsed
+        self.writer.submit(functools.partial(self.run_dir.append_metrics, iteration, labels, metrics, extra))
+        rows = [self.position[label] for label in labels]
+        for log in (self.tensorboard, self.wandb):
+            if log is not None:
+                self.writer.submit(functools.partial(log.write, iteration, metrics, extra, rows))
+        self.progress.update(self.bar, advance=1, rate=f"{extra['env_steps_per_s'] / 1e3:,.0f}k steps/s",
+                             best=self._status(metrics))
+        return _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
+
+    def _status(self, metrics: dict) -> str:
+        """The progress bar's text: the best group so far, the solved, diverged and reset counts."""
+        state, labels = self.state, self.labels
+        best_of = np.nanargmax if self.job.fitness.higher_is_better else np.nanargmin
+        best = "" if np.all(np.isnan(state.last_fitness)) else (
+            f"best {labels[int(best_of(state.last_fitness))].split('#')[0]} "
+            f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
+        state.physics_resets += int(np.sum(metrics["physics_failures"]))
+        if state.reported_solved:
+            best += f" | {len(state.reported_solved)}/{len(labels)} solved"
+        if state.reported_divergence or state.physics_resets:
+            best += f" | {len(state.reported_divergence)} diverged, {state.physics_resets} physics resets"
+        return best
+
+    # ---- rungs --------------------------------------------------------------------------------------
+
+    def end_rung(self, train_state) -> list[str]:
+        """The candidates that go on to the next rung; the others' results (their training episodes' fitness over
+        the rung's last iterations) join `eliminated`."""
+        state, schedule = self.state, self.job.schedule
+        rung_start = schedule[state.rung - 1].end if state.rung else 0
+        window = recent_means(state.history, rung_start, state.done)
+        score, scores = rung_scores(window, state.last_fitness, [g.candidate.name for g in self.trainer.groups])
+        keep = survivors(scores, schedule[state.rung + 1].candidates, self.job.fitness.higher_is_better)
+        diverged_at, solved_at = self.trainer.group_status(train_state)
+        for g, group in enumerate(self.trainer.groups):
+            if group.candidate.name not in keep:
+                state.eliminated.append(GroupResult(
+                    group.candidate.name, group.seed, float(score[g]), float(window["episode_length"][g]),
+                    float(window["shaped_return"][g]), float(state.last_fitness[g]),
+                    int(diverged_at[g]) if diverged_at[g] >= 0 else None,
+                    int(solved_at[g]) if solved_at[g] >= 0 else None, dict(group.candidate.params),
+                    state.done).to_json())
+        dropped = [name for name in scores if name not in keep]
+        self.progress.console.print(
+            f"rung {state.rung + 1}/{len(schedule)} ends after iteration {state.done - 1}: {len(keep)} candidate(s) "
+            f"go on with {schedule[state.rung + 1].envs_per_candidate} envs each; dropped " + ", ".join(
+                f"{name} ({scores[name]:.3f})" for name in dropped), highlight=False)
+        return keep
+
+    def next_rung(self, train_state):
+        """The next rung's train state: the survivors keep what they learned, the freed environments become theirs."""
+        state = self.state
+        if state.next_survivors is None:  # not reached in practice: the checkpoint that ends a rung records them
+            state.next_survivors = self.end_rung(train_state)
+        self.writer.close()  # every record of this rung is written (the checkpoint's best_written included)
+        self.writer = BackgroundWriter(max_pending=64)
+        old_labels, host = self.labels, self.trainer.to_host(train_state)
+        del train_state
+        state.rung, state.survivors, state.next_survivors = state.rung + 1, state.next_survivors, None
+        self.trainer = self._rung_trainer()
+        rows = np.array([old_labels.index(label) for label in self.labels])
+        with self._compiling("initializing the next rung and compiling its iteration"):
+            fresh = self.trainer.to_host(self.trainer.init(prepare_iteration=True))
+        train_state = self.trainer.to_device(carry_over(host, rows, fresh))
+        del host, fresh
+        state.last_fitness, state.best_written = state.last_fitness[rows], state.best_written[rows]
+        moved = {int(before): after for after, before in enumerate(rows)}
+        state.reported_divergence = {moved[g] for g in state.reported_divergence if g in moved}
+        state.reported_solved = {moved[g] for g in state.reported_solved if g in moved}
+        state.history, state.first = [], state.done
+        return train_state
+
+    # ---- training -----------------------------------------------------------------------------------
+
+    def train_rung(self, train_state):
+        """Train the current rung from `state.first` to its end (or until every group is solved or diverged):
+        `(train state, stopped)`."""
+        state, settings, trainer = self.state, self.settings, self.trainer
+        last_rung = state.rung == len(self.job.schedule) - 1
+        self.rung_first, rung_end = state.first, self.job.schedule[state.rung].end
+        pending = None  # (iteration, metrics on the device) dispatched and not yet read
+        arrived = tick = time.perf_counter()
+        for iteration in range(state.first, rung_end):
+            with self._compiling("compiling the training iteration") if iteration == state.first else self._running(
+                    f"dispatching training iteration {iteration}"):
+                train_state, metrics = trainer.iteration(train_state)
+            if self.evaluation_compiled is None and last_rung:  # compiled now: the evaluation compiles meanwhile
+                self.evaluation_compiled = trainer.compile_evaluation(train_state)
+            for leaf in metrics.values():
+                leaf.copy_to_host_async()
+            due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or _checkpoint_due(
+                iteration + 1, settings, self.config) else [pending])
+            stopped = False
+            for item in due:
+                if item is None:
+                    continue
+                with self._running(f"training iteration {item[0]}"):
+                    host_metrics = jax.device_get(item[1])
+                now = time.perf_counter()
+                if item[0] == state.first:
+                    self.timings["rungs"].append({"rung": state.rung, "candidates": len(state.survivors),
+                                                  "envs_per_candidate": trainer.num_envs,
+                                                  "first_iteration": state.first, "first_iteration_s": now - tick})
+                    if state.first == self.timings["resumed_after_iteration"]:
+                        self.timings["first_iteration_s"] = now - tick  # includes compilation
+                stopped = self.record(item[0], host_metrics, now - arrived)
+                arrived, state.done, pending = now, item[0] + 1, None
+                if stopped:
+                    break  # an iteration dispatched after this one changed nothing (GroupedLearner._conclude)
+            if stopped or state.done == iteration + 1:
+                if state.done == rung_end and not last_rung and not stopped:
+                    state.next_survivors = self.end_rung(train_state)
+                self.checkpoint(train_state)
+            if stopped:
+                self.progress.update(self.bar, total=state.done)
+                self.progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
+                                            f"{state.done - 1}", highlight=False)
+                self.timings["stopped_after_iteration"] = state.done
+                return train_state, True
+            if state.done != iteration + 1:
+                pending = (iteration, metrics)
+        return train_state, False
+
+    def train(self):
+        """Every rung; the last rung's train state."""
+        train_state = self.start()
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                   TextColumn("{task.fields[best]}"))
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        try:
+            with Progress(*columns, console=self.console, transient=False) as self.progress:
+                self.bar = self.progress.add_task("training", total=self.settings.iterations,
+                                                  completed=self.state.first, rate="compiling…", best="")
+                diverged_at, solved_at = self.trainer.group_status(train_state)
+                self.state.reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
+                stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped
+                if stopped:
+                    self.timings["stopped_after_iteration"] = self.state.first
+                while not stopped:
+                    train_state, stopped = self.train_rung(train_state)
+                    if stopped or self.state.rung == len(self.job.schedule) - 1:
+                        break
+                    train_state = self.next_rung(train_state)
+                if self.state.steady_s:
+                    self.timings["steady_env_steps_per_s"] = self.state.steady_steps / self.state.steady_s
+        finally:
+            sys.setswitchinterval(switch_interval)
+            self.writer.close()
+            self.run_dir.close()
+            if self.tensorboard is not None:
+                self.tensorboard.close()
+        return train_state
+
+    # ---- the end ------------------------------------------------------------------------------------
+
+    def run(self) -> RunResults:
+        """Train, evaluate each policy deterministically, rank, and write the results and the report."""
+        train_state = self.train()
+        trainer, console, fitness = self.trainer, self.console, self.job.fitness
+        console.print("evaluating each policy deterministically over one full episode per environment…")
+        tick = time.perf_counter()
+        with self._compiling("compiling the evaluation"):
+            evaluate = trainer.evaluate if self.evaluation_compiled is None else self.evaluation_compiled.result()
+            evaluate = evaluate.lower(train_state).compile() if evaluate is trainer.evaluate else evaluate
+        with self._running("the final evaluation"):
+            evaluation = jax.device_get(evaluate(train_state))
+        self.timings["evaluation_s"] = time.perf_counter() - tick
+        self.timings["total_s"] = time.perf_counter() - self.start_time
+
+        diverged_at, solved_at = trainer.group_status(train_state)
+        groups = [GroupResult(**row) for row in self.state.eliminated]
+        for g, group in enumerate(trainer.groups):
+            groups.append(GroupResult(
+                group.candidate.name, group.seed, *(float(np.mean(evaluation[k][g])) for k in (
+                    "task_fitness", "episode_length", "shaped_return")), float(self.state.last_fitness[g]),
+                int(diverged_at[g]) if diverged_at[g] >= 0 else None, int(solved_at[g]) if solved_at[g] >= 0 else None,
+                dict(group.candidate.params)))
+        groups.sort(key=lambda row: self.position[f"{row.candidate}#{row.seed}"])  # the run's group order
+        results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,
+                                 self.job.failures, self.timings, self._training_fitness)
+        print_results(console, results)
+        self.run_dir.write_results(results.to_json())
+        if self.wandb is not None:
+            self.wandb.summarize([g.to_json() for g in results.groups])
+            self.wandb.close()
+        if self.run_dir.writes:
+            report = write_report(self.settings.out)
+            console.print(f"run directory: {self.settings.out} (report: {report})", highlight=False)
+        return results
+
+    def _training_fitness(self, candidate: str) -> dict[int, float]:
+        """The candidate's training-episode task fitness per iteration (metrics.csv; {} where there is none)."""
+        if not (self.run_dir.path / "metrics.csv").exists():
+            return {}
+        return self.run_dir.read_series(candidate, "task_fitness")
+
+
+def _checkpoint_due(done: int, settings, config) -> bool:
+    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last."""
+    return done == settings.iterations or bool(config.save_frequency and done % config.save_frequency == 0)
+
+
+def _all_done(diverged, solved) -> bool:
+    """`[G]` booleans: every group solved (score_to_win) or diverged, at least one solved: nothing to train."""
+    diverged, solved = (np.asarray(jax.device_get(x)) for x in (diverged, solved))
+    return bool(np.all(diverged | solved) and np.any(solved))

@@ -1,0 +1,116 @@
+"""What `envcoder auto` runs: its settings record (saved as `auto.json`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from envcoder.runs.schedule import FINAL_ENVS
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoSettings:
+    """What `envcoder auto` runs (saved as `auto.json`)."""
+
+    task: str
+    out: Path
+    task_description: str | None = None
+    """What the robot should do, in words (default: the task's own one-line description)."""
+    shaper_types: tuple[str, ...] = ("compute_reward",)
+    llm: str | None = None
+    """Model name; None uses the offline proposer."""
+    provider: str | None = None
+    """`openai` or `anthropic`; None follows from the model name."""
+    base_url: str | None = None
+    """An OpenAI-compatible server (vLLM, Ollama, ...), or another endpoint for the SDK."""
+    candidates_per_iteration: int = 8
+    iterations: int = 3
+    retries: int = 2
+    """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
+    envs_per_candidate: int = 256
+    train_iterations: int | None = None
+    """PPO iterations per evaluation (None: the task's `max_epochs`)."""
+    seeds: int = 1
+    """Seeds per candidate during the search."""
+    schedule: str = "flat"
+    """How each search iteration's evaluation spends its budget (`EvalSettings.schedule`): "flat" trains every
+    candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
+    environments to the others. The final evaluation is always flat. Flat is the default because halving saved
+    no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
+    final_seeds: int = 2
+    final_top: int = 3
+    """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
+    final_envs_per_candidate: int | None = None
+    """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
+    accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""
+    seed: int = 0
+    initial: tuple[Path, ...] = ()
+    """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
+    config_file: Path | None = None
+    algo: str = "ppo"
+    """The training algorithm of the evaluations (`--algo`)."""
+    overrides: dict = dataclasses.field(default_factory=dict)
+    """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
+    fitness: str | None = None
+    physics: str | None = None
+    """Physics engine of the evaluations ("jax" or "warp"; None: "jax", as for `envcoder eval`)."""
+    validation_timeout_s: float = 120.0
+    validation_memory_gib: float = 4.0
+    validation_workers: int = 2
+    compile_timeout_s: float = 1800.0
+    iteration_timeout_s: float = 600.0
+    """The evaluations' watchdog limits (see `EvalSettings`)."""
+    devices: int | None = None
+    """Devices the evaluations shard their groups over (None: all; see `EvalSettings.devices`)."""
+    request_timeout_s: float = 120.0
+    api_retries: int = 4
+    concurrency: int = 4
+    """Proposer calls in flight at once."""
+    temperature: float | None = None
+    max_tokens: int = 4096
+    price: tuple[float, float] | None = None
+    """USD per million (input, output) tokens, for models without a known list price."""
+
+    def to_json(self) -> dict:
+        data = dataclasses.asdict(self)
+        data["out"] = str(self.out)
+        data["initial"] = [str(p) for p in self.initial]
+        data["config_file"] = str(self.config_file) if self.config_file else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "AutoSettings":
+        data = dict(data)
+        data["out"] = Path(data["out"])
+        data["initial"] = tuple(Path(p) for p in data.get("initial", ()))
+        data["config_file"] = Path(data["config_file"]) if data.get("config_file") else None
+        data["shaper_types"] = tuple(data["shaper_types"])
+        data["price"] = tuple(data["price"]) if data.get("price") else None
+        if "ppo" in data:  # runs started before --algo
+            data["overrides"] = data.pop("ppo")
+        data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
+        return cls(**data)
+
+    def resolved(self) -> "AutoSettings":
+        """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps
+        them on another machine)."""
+        if self.final_envs_per_candidate is not None:
+            return self
+        import jax
+
+        final = FINAL_ENVS if jax.default_backend() != "cpu" else self.envs_per_candidate
+        return dataclasses.replace(self, final_envs_per_candidate=final)
+
+
+class AutoRunExistsError(FileExistsError):
+    pass
+
+
+def load_settings(run: Path) -> AutoSettings:
+    """The settings of an existing auto run (for `--resume`)."""
+    path = Path(run) / "auto.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
+    settings = AutoSettings.from_json(json.loads(path.read_text()))
+    return dataclasses.replace(settings, out=Path(run))
