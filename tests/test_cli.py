@@ -288,3 +288,25 @@ def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkey
     err = capsys.readouterr().err
     assert "error: JaxRuntimeError: INTERNAL: something else (run again with --debug" in err
     assert "out of GPU memory" not in err
+
+
+def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_field_docs(tmp_path, capsys):
+    from envcoder.cli import build_parser
+    from envcoder.runs.settings import EvalSettings, field_docs
+    from envcoder.search.settings import AutoSettings
+
+    settings = EvalSettings(task="Cartpole", functions=tmp_path / "f", out=tmp_path / "o", seeds=(3, 4),
+                            shaper_types=("compute_reward", "sample_goal"), overrides={"gamma": 0.9}, rungs=2,
+                            config_file=tmp_path / "c.yaml", schedule="halving", iterations=7, physics="jax")
+    recorded = json.loads(json.dumps(settings.to_config()))  # as config.json holds it
+    assert "out" not in recorded and "devices" not in recorded
+    assert EvalSettings.from_config(recorded, settings.out) == settings
+    assert EvalSettings.from_config({"task": "Cartpole", "functions": "f"}, tmp_path).algo == "ppo"  # an older run
+    for command, settings_class, fields in (
+            ("eval", EvalSettings, ("envs_per_candidate", "iterations", "compile_timeout_s", "physics", "cross")),
+            ("auto", AutoSettings, ("final_top", "llm", "concurrency", "task_description"))):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        for field in fields:
+            assert field_docs(settings_class)[field] in text, (command, field)

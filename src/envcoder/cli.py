@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -48,29 +50,8 @@ def _initial_path(text: str) -> Path:
     return Path(text)
 
 
-def _limits(parser, what: str) -> None:
-    """The sandbox's and the watchdog's limits (`eval` and `auto`)."""
-    parser.add_argument("--validation-timeout", dest="validation_timeout_s", type=float, default=120.0, metavar="S",
-                        help="wall-clock seconds each step of a candidate's sandboxed validation (loading the file; "
-                             "tracing, compiling or running one function) may take (default 120)")
-    parser.add_argument("--validation-memory", dest="validation_memory_gib", type=float, default=4.0, metavar="GIB",
-                        help="memory limit of a validation process in GiB (default 4)")
-    parser.add_argument("--compile-timeout", dest="compile_timeout_s", type=float, default=1800.0, metavar="S",
-                        help=f"seconds {what} compile may take before the run is ended, naming the candidates "
-                             "whose code hung it (default 1800)")
-    parser.add_argument("--iteration-timeout", dest="iteration_timeout_s", type=float, default=600.0, metavar="S",
-                        help="seconds one training iteration may run on the device before the run is ended "
-                             "(default 600)")
-
-
-def _devices(parser, hosts: bool = True) -> None:
-    """Where the groups train: devices of this machine (`eval` and `auto`), and with `hosts` the processes of a
-    multi-host run (`eval`). None of these is a setting of the run: --resume may continue it on other devices."""
-    parser.add_argument("--devices", type=_positive_int, default=None, metavar="N",
-                        help="shard the candidates' groups over N devices (default: all that JAX sees, over all "
-                             "processes of a multi-host run); more than one needs --physics jax")
-    if not hosts:
-        return
+def _hosts(parser) -> None:
+    """The processes of a multi-host run (`eval`). Not a setting of the run: --resume may continue it on others."""
     parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                         help="a multi-host run: process 0's address, or 'auto' to read it from the cluster's "
                              "environment (SLURM, Open MPI); every process runs the same command and process 0 writes "
@@ -103,6 +84,105 @@ def _start_processes(args) -> None:
     jax.config.update("jax_default_device", jax.local_devices()[0])
 
 
+def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
+    """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
+    its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
+    from envcoder.runs.settings import field_docs
+
+    default = next(f.default for f in dataclasses.fields(settings_class) if f.name == field)
+    kwargs.setdefault("default", list(default) if isinstance(default, tuple) else
+                      None if default is dataclasses.MISSING else default)
+    shown = kwargs["default"]
+    if not note and shown is not None and not isinstance(shown, (bool, list, dict)):
+        note = f"(default {shown})"
+    if flags[0].startswith("-"):
+        kwargs["dest"] = field
+    parser.add_argument(*flags, help=" ".join(filter(None, (field_docs(settings_class)[field], note))), **kwargs)
+
+
+def _run_options(parser, settings_class, command: str) -> None:
+    """The options `eval` and `auto` share: what is trained, how, and within which limits."""
+    option = functools.partial(_setting, parser, settings_class)
+    option("task", "--task", note="Required unless --resume.")
+    option("envs_per_candidate", "--envs-per-candidate", "--envs_per_candidate", type=_positive_int)
+    option("algo", "--algo", choices=tuple(ALGORITHMS), note="`envcoder tasks` lists each task's (default ppo).")
+    option("config_file", "--config", type=Path, metavar="FILE",
+           note="(rl_games names, or a section per algorithm; a run's ppo.yaml can be reused here)")
+    option("overrides", "overrides", nargs="*", metavar="ALGO.NAME=VALUE",
+           note="Applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256].")
+    option("fitness", "--fitness", note="See `envcoder tasks --task T`.")
+    option("physics", "--physics", choices=("jax", "warp"), note="warp: MuJoCo Warp, CUDA GPUs, needs warp-lang.")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    option("validation_timeout_s", "--validation-timeout", type=float, metavar="S")
+    option("validation_memory_gib", "--validation-memory", type=float, metavar="GIB", note="In GiB (default 4).")
+    option("compile_timeout_s", "--compile-timeout", type=float, metavar="S")
+    option("iteration_timeout_s", "--iteration-timeout", type=float, metavar="S")
+    option("devices", "--devices", type=_positive_int, metavar="N")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"run directory to create (default runs/{command}<task>-<time>)")
+
+
+def _eval_parser(add_parser) -> None:
+    from envcoder.runs.settings import EvalSettings
+
+    ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
+    option = functools.partial(_setting, ev, EvalSettings)
+    _run_options(ev, EvalSettings, "")
+    option("functions", "--functions", type=Path, note="(default: the bundled user_functions/<task>)")
+    option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
+           default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
+    option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")
+    option("iterations", "--iterations", type=_positive_int)
+    option("schedule", "--schedule", choices=SCHEDULES)
+    option("rungs", "--rungs", type=_positive_int)
+    ev.add_argument("--seeds", type=_positive_int, default=1,
+                    help="independent seeds per candidate: every candidate is trained once per seed (default 1)")
+    option("tensorboard", "--no-tensorboard", action="store_false", note="Off with --no-tensorboard.")
+    ev.add_argument("--wandb", action="store_true",
+                    help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
+                         "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
+    ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
+    _hosts(ev)
+    ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                    help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
+                         "with the settings it was started with; the result equals an uninterrupted run's")
+
+
+def _auto_parser(add_parser) -> None:
+    from envcoder.search.settings import AutoSettings
+
+    auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
+                                   "envcoder evaluates them all at once, feeds statistics back and iterates")
+    option = functools.partial(_setting, auto, AutoSettings)
+    _run_options(auto, AutoSettings, "auto-")
+    option("task_description", "--task-description", "--task_description")
+    option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
+           note=f"(default compute_reward; {', '.join(SHAPER_TYPES)})")
+    option("llm", "--llm", metavar="MODEL", note="e.g. gpt-4o or claude-sonnet-4-5")
+    option("provider", "--provider", choices=("openai", "anthropic"), note="(OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
+    option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)
+    option("iterations", "--iterations", type=_positive_int)
+    option("retries", "--retries", type=int)
+    option("initial", "--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
+           note="Files or directories (offline default: the bundled user_functions/<task>).")
+    option("train_iterations", "--train-iterations", type=_positive_int)
+    option("schedule", "--schedule", choices=SCHEDULES)
+    auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
+    option("final_seeds", "--final-seeds", type=_positive_int)
+    option("final_top", "--final-top", type=_positive_int)
+    option("final_envs_per_candidate", "--final-envs", type=_positive_int, metavar="N",
+           note=f"(FINAL_ENVS = {FINAL_ENVS}, the full-budget ranking of docs/benchmarks/fidelity.md)")
+    option("request_timeout_s", "--request-timeout", type=float, metavar="S")
+    option("api_retries", "--api-retries", type=int)
+    option("concurrency", "--concurrency", type=_positive_int)
+    option("temperature", "--temperature", type=float, note="(default: the model's)")
+    option("max_tokens", "--max-tokens", type=_positive_int)
+    option("price", "--price", nargs=2, type=float, metavar=("IN", "OUT"))
+    auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                      help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true",
@@ -113,120 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add_parser(name, **kwargs):
         return sub.add_parser(name, parents=[common], **kwargs)
 
-    ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
-    ev.add_argument("--task", default=None, help="task name (see `envcoder tasks`); required unless --resume")
-    ev.add_argument("--functions", type=Path, default=None,
-                    help="directory of candidate .py files (default: the bundled user_functions/<task>)")
-    ev.add_argument("--shaper-types", "--shaper_types", dest="shaper_types", nargs="+", type=_shaper_type,
-                    default=list(SHAPER_TYPES), metavar="TYPE",
-                    help=f"functions taken from the candidate files (default: whichever of them a file defines); "
-                         f"the others use the task's defaults ({', '.join(SHAPER_TYPES)})")
-    ev.add_argument("--cross", action="store_true",
-                    help="evaluate the product of files across --shaper-types (5 reward × 3 observation files = 15 "
-                         "candidates) instead of one candidate per file")
-    ev.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate", type=_positive_int,
-                    default=256, help="parallel environments per candidate and seed (default 256)")
-    ev.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
-                    help="training algorithm of every candidate: ppo (continuous or discrete actions), dqn (discrete) "
-                         "or sac (continuous); `envcoder tasks` lists each task's (default ppo)")
-    ev.add_argument("--iterations", type=_positive_int, default=None,
-                    help="training iterations (default: max_epochs of the resolved settings, e.g. 60 for Cartpole)")
-    ev.add_argument("--schedule", choices=SCHEDULES, default="flat",
-                    help="flat: every candidate trains for every iteration; halving: successive halving, the worse "
-                         "half of the candidates stops at the end of each rung and the survivors get its "
-                         "environments (default flat)")
-    ev.add_argument("--rungs", type=_positive_int, default=None,
-                    help="rungs of --schedule halving (default 4; fewer where the candidates halve to one sooner)")
-    ev.add_argument("--config", type=Path, default=None, metavar="FILE",
-                    help="YAML file of the algorithm's settings (rl_games names; or with a section per algorithm) "
-                         "applied over the task's src/envcoder/tasks/configs/<task>.yaml; a run's ppo.yaml can be "
-                         "reused here")
-    ev.add_argument("overrides", nargs="*", metavar="ALGO.NAME=VALUE",
-                    help="setting overrides applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256]")
-    ev.add_argument("--fitness", default=None,
-                    help="the task fitness to rank by (default: the task's first; see `envcoder tasks --task T`)")
-    ev.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    ev.add_argument("--seeds", type=_positive_int, default=1, help="independent seeds per candidate (default 1)")
-    ev.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/<task>-<time>)")
-    ev.add_argument("--no-tensorboard", dest="tensorboard", action="store_false",
-                    help="skip the TensorBoard event files (one run per candidate and seed in <out>/tensorboard/)")
-    ev.add_argument("--wandb", action="store_true",
-                    help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
-                         "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
-    ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
-    ev.add_argument("--physics", choices=("jax", "warp"), default=None,
-                    help="physics engine: jax (MJX, the default) or warp (MuJoCo Warp, CUDA GPUs, needs warp-lang)")
-    _limits(ev, "the training iteration's")
-    _devices(ev)
-    ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
-                    help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
-                         "with the settings it was started with; the result equals an uninterrupted run's")
-
-    auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
-                                        "envcoder evaluates them all at once, feeds statistics back and iterates")
-    auto.add_argument("--task", default=None, help="task name (see `envcoder tasks`)")
-    auto.add_argument("--task-description", "--task_description", dest="task_description", default=None,
-                      help="what the robot should do, in words (default: the task's own description)")
-    auto.add_argument("--shaper-types", "--shaper_types", dest="shaper_types", nargs="+", type=_shaper_type,
-                      default=["compute_reward"], metavar="TYPE",
-                      help=f"functions the proposer writes (default compute_reward; {', '.join(SHAPER_TYPES)})")
-    auto.add_argument("--llm", default=None, metavar="MODEL",
-                      help="model that proposes candidates, e.g. gpt-4o or claude-sonnet-4-5 (default: the offline "
-                           "proposer, which mutates the constants of the best candidates and needs no network)")
-    auto.add_argument("--provider", choices=("openai", "anthropic"), default=None,
-                      help="API of --llm (default: from the model name; OPENAI_API_KEY or ANTHROPIC_API_KEY)")
-    auto.add_argument("--base-url", "--base_url", dest="base_url", default=None,
-                      help="an OpenAI-compatible server (vLLM, Ollama, ...), e.g. http://localhost:8000/v1")
-    auto.add_argument("--candidates-per-iteration", dest="candidates_per_iteration", type=_positive_int, default=8,
-                      help="candidates proposed and evaluated together per iteration (default 8)")
-    auto.add_argument("--iterations", type=_positive_int, default=3, help="search iterations (default 3)")
-    auto.add_argument("--retries", type=int, default=2,
-                      help="times a candidate that fails validation is sent back to be fixed (default 2)")
-    auto.add_argument("--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
-                      help="starting candidate files or directories: evaluated first, shown to an LLM, mutated by "
-                           "the offline proposer (offline default: the bundled user_functions/<task>)")
-    auto.add_argument("--envs-per-candidate", "--envs_per_candidate", dest="envs_per_candidate",
-                      type=_positive_int, default=256, help="parallel environments per candidate (default 256)")
-    auto.add_argument("--train-iterations", dest="train_iterations", type=_positive_int, default=None,
-                      help="PPO iterations per evaluation (default: the resolved settings' max_epochs)")
-    auto.add_argument("--schedule", choices=SCHEDULES, default="flat",
-                      help="budget of each search iteration's evaluation: flat trains every candidate to the end; "
-                           "halving drops the worse half halfway and gives their environments to the survivors "
-                           "(default flat; the final evaluation is flat)")
-    auto.add_argument("--algo", choices=tuple(ALGORITHMS), default="ppo",
-                      help="training algorithm of the evaluations (default ppo)")
-    auto.add_argument("--config", type=Path, default=None, metavar="FILE",
-                      help="YAML file of the algorithm's settings")
-    auto.add_argument("overrides", nargs="*", metavar="ALGO.NAME=VALUE", help="setting overrides, e.g. "
-                                                                              "ppo.learning_rate=1e-3")
-    auto.add_argument("--fitness", default=None, help="the task fitness to optimise (default: the task's first)")
-    auto.add_argument("--physics", choices=("jax", "warp"), default=None,
-                      help="physics engine of the evaluations: jax or warp (default as for eval)")
-    auto.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
-    auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
-    auto.add_argument("--final-seeds", dest="final_seeds", type=_positive_int, default=2,
-                      help="seeds of the final re-evaluation of the best candidates (default 2)")
-    auto.add_argument("--final-top", dest="final_top", type=_positive_int, default=3,
-                      help="how many of the best candidates the final evaluation re-trains (default 3)")
-    auto.add_argument("--final-envs", dest="final_envs", type=_positive_int, default=None, metavar="N",
-                      help=f"envs per candidate of the final evaluation (default {FINAL_ENVS} on a GPU, the full-budget "
-                           "ranking of docs/benchmarks/fidelity.md; on a CPU --envs-per-candidate's)")
-    _limits(auto, "an evaluation's")
-    _devices(auto, hosts=False)
-    auto.add_argument("--request-timeout", dest="request_timeout_s", type=float, default=120.0, metavar="S",
-                      help="seconds before an LLM request is retried (default 120)")
-    auto.add_argument("--api-retries", dest="api_retries", type=int, default=4,
-                      help="retries with backoff of a failed LLM request, by the SDK (default 4)")
-    auto.add_argument("--concurrency", type=_positive_int, default=4, help="LLM requests in flight (default 4)")
-    auto.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the model's)")
-    auto.add_argument("--max-tokens", dest="max_tokens", type=_positive_int, default=4096,
-                      help="longest response in tokens (default 4096)")
-    auto.add_argument("--price", nargs=2, type=float, default=None, metavar=("IN", "OUT"),
-                      help="USD per million input and output tokens, for the cost estimate of an unlisted model")
-    auto.add_argument("--out", type=Path, default=None, help="run directory to create (default runs/auto-<task>-<time>)")
-    auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
-                      help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
-
+    _eval_parser(add_parser)
+    _auto_parser(add_parser)
     pl = add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
     pl.add_argument("--run", type=Path, required=True, help="an `envcoder eval` run directory")
     pl.add_argument("--candidate", required=True, help="candidate name, as in the ranking")
@@ -238,13 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
     pl.add_argument("--width", type=_positive_int, default=480)
     pl.add_argument("--height", type=_positive_int, default=360)
-
     report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
     report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
-
     tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
     return parser
+
+
+def _fields(settings_class, args) -> dict:
+    """The options that are fields of `settings_class` (`_setting`'s), by field."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(settings_class) if hasattr(args, f.name)}
 
 
 def _eval(args) -> int:
@@ -258,8 +229,8 @@ def _eval(args) -> int:
         return _fail("eval", str(err))
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation,
-                                         settings_from_run)
+    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
+    from envcoder.runs.settings import settings_from_run
     from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
 
@@ -280,14 +251,10 @@ def _eval(args) -> int:
         return _fail("eval", str(err))
     functions = args.functions or BUNDLED_FUNCTIONS / task.name.lower()
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
-    settings = EvalSettings(
-        task=task.name, functions=functions, out=out, shaper_types=tuple(dict.fromkeys(args.shaper_types)),
-        cross=args.cross, envs_per_candidate=args.envs_per_candidate, schedule=args.schedule, rungs=args.rungs,
-        iterations=args.iterations, fitness=args.fitness, config_file=args.config, tensorboard=args.tensorboard,
-        wandb_project=args.wandb_project if args.wandb else None, physics=args.physics,
-        seeds=tuple(range(args.seed, args.seed + args.seeds)), validation_timeout_s=args.validation_timeout_s,
-        validation_memory_gib=args.validation_memory_gib, compile_timeout_s=args.compile_timeout_s,
-        iteration_timeout_s=args.iteration_timeout_s, devices=args.devices)
+    settings = EvalSettings(**{
+        **_fields(EvalSettings, args), "task": task.name, "functions": functions, "out": out,
+        "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": tuple(range(args.seed, args.seed + args.seeds)),
+        "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
@@ -346,21 +313,10 @@ def _auto(args) -> int:
         task = get_task(args.task)
         initial = _candidate_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
         out = args.out or Path("runs") / f"auto-{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
-        settings = AutoSettings(
-            task=task.name, out=out, task_description=args.task_description,
-            shaper_types=tuple(dict.fromkeys(args.shaper_types)), llm=args.llm, provider=args.provider,
-            base_url=args.base_url, candidates_per_iteration=args.candidates_per_iteration,
-            iterations=args.iterations, retries=args.retries, envs_per_candidate=args.envs_per_candidate,
-            train_iterations=args.train_iterations, seeds=args.seeds, schedule=args.schedule,
-            final_seeds=args.final_seeds, final_top=args.final_top, final_envs_per_candidate=args.final_envs,
-            seed=args.seed, initial=initial, config_file=args.config,
-            algo=args.algo, overrides=parse_overrides(args.overrides, args.algo), fitness=args.fitness,
-            physics=args.physics,
-            validation_timeout_s=args.validation_timeout_s, validation_memory_gib=args.validation_memory_gib,
-            compile_timeout_s=args.compile_timeout_s, iteration_timeout_s=args.iteration_timeout_s,
-            devices=args.devices, request_timeout_s=args.request_timeout_s, api_retries=args.api_retries,
-            concurrency=args.concurrency,
-            temperature=args.temperature, max_tokens=args.max_tokens, price=tuple(args.price) if args.price else None)
+        settings = AutoSettings(**{
+            **_fields(AutoSettings, args), "task": task.name, "out": out, "initial": initial,
+            "shaper_types": tuple(dict.fromkeys(args.shaper_types)),
+            "overrides": parse_overrides(args.overrides, args.algo), "price": tuple(args.price) if args.price else None})
         run_auto(settings)
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
             ValueError) as err:

@@ -8,7 +8,6 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import jax
 from rich.console import Console
@@ -20,6 +19,7 @@ from envcoder.rl.config import ALGORITHMS, Settings, load_config_file, task_sett
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import Job, TrainingDriver
 from envcoder.runs.results import RunResults
+from envcoder.runs.settings import EvalSettings
 from envcoder.runs.schedule import rungs
 from envcoder.candidates import candidate_files
 from envcoder.candidates.prepare import sandboxed_candidates
@@ -36,88 +36,11 @@ class NoValidCandidatesError(RuntimeError):
     pass
 
 
-@dataclasses.dataclass(frozen=True)
-class EvalSettings:
-    """What `envcoder eval` runs."""
-
-    task: str
-    """Task name (see `envcoder tasks`)."""
-    functions: Path
-    """Directory of candidate `.py` files."""
-    out: Path
-    """Run directory to create."""
-    shaper_types: tuple[str, ...] = ("compute_reward",)
-    """Shaping functions taken from the candidate files; the rest come from the task's defaults."""
-    envs_per_candidate: int = 256
-    """Parallel environments of each (candidate, seed) group."""
-    iterations: int | None = None
-    """PPO iterations; None takes the resolved config's `max_epochs`."""
-    seeds: tuple[int, ...] = (0,)
-    """Every candidate is trained once per seed, independently."""
-    cross: bool = False
-    """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
-    algo: str = "ppo"
-    """The training algorithm (`envcoder.rl.config.ALGORITHMS`): every candidate is trained with it."""
-    schedule: str = "flat"
-    """How the iterations are spent (`envcoder.runs.schedule`): "flat" trains every candidate to the end;
-    "halving" drops the worse half of the candidates at the end of each rung and gives their environments to
-    the survivors."""
-    rungs: int | None = None
-    """Rungs of the halving schedule (None: 4); fewer where the candidates halve to one sooner, or where there
-    are fewer iterations."""
-    overrides: dict = dataclasses.field(default_factory=dict)
-    """The algorithm's settings that override the task's and `config_file`'s (the `ALGO.NAME=VALUE` overrides)."""
-    config_file: Path | None = None
-    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
-    fitness: str | None = None
-    """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
-    tensorboard: bool = True
-    """Write TensorBoard event files per candidate and seed (`<out>/tensorboard/`)."""
-    wandb_project: str | None = None
-    """Log to Weights & Biases under this project, one W&B run per candidate and seed (None: off)."""
-    physics: str | None = None
-    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax"; docs/benchmarks/throughput.md § 2
-    and § 3 compare them). Candidates are validated on the JAX engine either way."""
-    validation_timeout_s: float = 120.0
-    """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
-    running one function) may take."""
-    validation_memory_gib: float = 4.0
-    """Memory limit of a validation process."""
-    compile_timeout_s: float = 1800.0
-    """Seconds that tracing and compiling the training iteration (or the initialization, or the evaluation) may
-    take before the watchdog ends the run, naming the candidates it suspects."""
-    iteration_timeout_s: float = 600.0
-    """Seconds one training iteration (and the final evaluation) may run on the device before the watchdog ends
-    the run."""
-    devices: int | None = None
-    """How many devices to shard the groups over (None: every device JAX sees; more than one needs JAX physics).
-    Not a setting of the run: a run may be resumed on another number of devices."""
-
-
 def _versions() -> dict:
     import mujoco
     return {"envcoder": envcoder.__version__, "jax": jax.__version__, "mujoco": mujoco.__version__,
             "python": platform.python_version(), "device": str(jax.devices()[0].device_kind),
             "backend": jax.default_backend()}
-
-
-def settings_from_run(run: str | Path) -> EvalSettings:
-    """The settings an existing run directory was started with (for `--resume`)."""
-    config = RunDirectory(run, resume=True).read_config()
-    return EvalSettings(
-        task=config["task"], functions=Path(config["functions"]), out=Path(run),
-        shaper_types=tuple(config["shaper_types"]), envs_per_candidate=config["envs_per_candidate"],
-        iterations=config["iterations"], seeds=tuple(config["seeds"]), cross=config["cross"],
-        algo=config.get("algo", "ppo"), schedule=config.get("schedule", "flat"), rungs=config.get("rungs"),
-        overrides=config["overrides"], fitness=config["fitness"],
-        tensorboard=config.get("tensorboard", True),
-        wandb_project=config.get("wandb_project"), physics=config.get("physics", "jax"),
-        config_file=Path(config["config_file"]) if config["config_file"] else None,
-        **{k: config[k] for k in _LIMITS if k in config})
-
-
-_LIMITS = ("validation_timeout_s", "validation_memory_gib", "compile_timeout_s", "iteration_timeout_s")
-"""The time and memory limits of `EvalSettings`, recorded in config.json and kept by --resume."""
 
 
 def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
@@ -231,18 +154,10 @@ def _physics(settings: EvalSettings) -> str:
 
 
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
-    run_dir.write_config({
-        "task": task.name, "functions": str(settings.functions), "shaper_types": list(settings.shaper_types),
-        "envs_per_candidate": settings.envs_per_candidate, "iterations": settings.iterations,
-        "seeds": list(settings.seeds), "cross": settings.cross, "fitness": fitness_name,
-        "config_file": str(settings.config_file) if settings.config_file else None, "algo": settings.algo,
-        "schedule": settings.schedule, "rungs": settings.rungs,
-        "overrides": settings.overrides,
-        "tensorboard": settings.tensorboard, "wandb_project": settings.wandb_project,
-        "physics": _physics(settings), **{k: getattr(settings, k) for k in _LIMITS},
-        settings.algo: dataclasses.asdict(config),
-        "candidates": [c.name for c in valid],
-        "command": sys.argv, "versions": _versions(),
-    })
+    """config.json (the settings as resolved: the fitness's and the physics engine's names, the algorithm's
+    settings), the candidates' sources and the algorithm's settings file."""
+    resolved = dataclasses.replace(settings, task=task.name, fitness=fitness_name, physics=_physics(settings))
+    run_dir.write_config({**resolved.to_config(), settings.algo: dataclasses.asdict(config),
+                          "candidates": [c.name for c in valid], "command": sys.argv, "versions": _versions()})
     run_dir.write_candidates(valid)
     run_dir.write_algorithm_config(config, settings.algo)

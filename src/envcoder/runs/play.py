@@ -17,7 +17,7 @@ from envcoder.rl.config import ALGORITHMS, load_config_file
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.candidates.prepare import sandboxed_candidates
-from envcoder.runs.evaluation import settings_from_run
+from envcoder.runs.settings import settings_from_run
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -29,6 +29,33 @@ class PlayResult:
     shaped_return: list[float]
     checkpoint: str
     video: str | None
+
+
+def _checkpoint(run: Path, candidate: str, seed: int, which: str, config, console: Console) -> Path:
+    """The policy file to play: the group's best (or its last where it has no best yet), or its last."""
+    folder = run / "checkpoints" / f"{candidate}#{seed}"
+    path = folder / f"{which}.npz"
+    if which == "best" and not path.exists() and (folder / "last.npz").exists():
+        console.print(f"no best checkpoint (none after save_best_after={config.save_best_after}); using the last")
+        path = folder / "last.npz"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: the run saved no checkpoint for {candidate}#{seed} yet")
+    return path
+
+
+def _trained_candidate(run: Path, settings, task, candidate: str):
+    """`(candidate, spec)`: only the files this candidate is made of, validated in the sandbox and loaded; they must
+    be unchanged since the run."""
+    stems = {part.split("[")[0] for part in candidate.split("+")}
+    candidates, specs, failures = sandboxed_candidates(settings, task, only=stems)
+    if candidate not in specs:
+        reasons = "; ".join(f.error for f in failures) or "it is not among the files' candidates"
+        raise ValueError(f"{candidate} cannot be played: {reasons}")
+    chosen = next(c for c in candidates if c.name == candidate)
+    saved = run / "candidates" / f"{candidate}.py"
+    if saved.exists() and saved.read_text() != chosen.source:
+        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
+    return chosen, specs[candidate]
 
 
 def play(run: str | Path, candidate: str, seed: int | None = None, which: str = "best", episodes: int = 1,
@@ -47,26 +74,10 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     trained = RunDirectory(run, resume=True).read_config()["candidates"]
     if candidate not in trained:
         raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
-    folder = run / "checkpoints" / f"{candidate}#{seed}"
-    path = folder / f"{which}.npz"
-    if which == "best" and not path.exists() and (folder / "last.npz").exists():
-        console.print(f"no best checkpoint (none after save_best_after={config.save_best_after}); using the last")
-        path = folder / "last.npz"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: the run saved no checkpoint for {candidate}#{seed} yet")
-    # Only the files this candidate is made of are validated (in the sandbox) and loaded.
-    stems = {part.split("[")[0] for part in candidate.split("+")}
-    candidates, specs, failures = sandboxed_candidates(settings, task, only=stems)
-    if candidate not in specs:
-        reasons = "; ".join(f.error for f in failures) or "it is not among the files' candidates"
-        raise ValueError(f"{candidate} cannot be played: {reasons}")
-    chosen = next(c for c in candidates if c.name == candidate)
-    saved = run / "candidates" / f"{candidate}.py"
-    if saved.exists() and saved.read_text() != chosen.source:
-        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
-
+    path = _checkpoint(run, candidate, seed, which, config, console)
+    chosen, spec = _trained_candidate(run, settings, task, candidate)
     sim = Simulator(task.model_file, task.substeps)
-    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: specs[candidate]}, config, episodes, (seed,),
+    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: spec}, config, episodes, (seed,),
                                            sim, fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),

@@ -14,23 +14,30 @@ class AutoSettings:
     """What `envcoder auto` runs (saved as `auto.json`)."""
 
     task: str
+    """Task name (see `envcoder tasks`)."""
     out: Path
+    """Run directory to create."""
     task_description: str | None = None
     """What the robot should do, in words (default: the task's own one-line description)."""
     shaper_types: tuple[str, ...] = ("compute_reward",)
+    """Shaping functions the proposer writes; the rest come from the task's defaults."""
     llm: str | None = None
-    """Model name; None uses the offline proposer."""
+    """Model that proposes candidates; None: the offline proposer, which mutates the best candidates and needs no
+    network."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, ...), or another endpoint for the SDK."""
     candidates_per_iteration: int = 8
+    """Candidates proposed and evaluated together per iteration."""
     iterations: int = 3
+    """Search iterations."""
     retries: int = 2
     """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
     envs_per_candidate: int = 256
+    """Parallel environments of each (candidate, seed) group in the search's evaluations."""
     train_iterations: int | None = None
-    """PPO iterations per evaluation (None: the task's `max_epochs`)."""
+    """Training iterations per evaluation (None: the resolved settings' `max_epochs`)."""
     seeds: int = 1
     """Seeds per candidate during the search."""
     schedule: str = "flat"
@@ -39,36 +46,50 @@ class AutoSettings:
     environments to the others. The final evaluation is always flat. Flat is the default because halving saved
     no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
     final_seeds: int = 2
+    """Seeds of the final re-evaluation of the best candidates."""
     final_top: int = 3
     """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
     final_envs_per_candidate: int | None = None
     """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
     accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""
     seed: int = 0
+    """The first seed."""
     initial: tuple[Path, ...] = ()
     """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
     config_file: Path | None = None
+    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
     algo: str = "ppo"
     """The training algorithm of the evaluations (`--algo`)."""
     overrides: dict = dataclasses.field(default_factory=dict)
     """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
     fitness: str | None = None
+    """The task fitness to optimise (None: the task's first)."""
     physics: str | None = None
     """Physics engine of the evaluations ("jax" or "warp"; None: "jax", as for `envcoder eval`)."""
     validation_timeout_s: float = 120.0
+    """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
+    running one function) may take."""
     validation_memory_gib: float = 4.0
+    """Memory limit of a validation process."""
     validation_workers: int = 2
+    """Validation worker processes kept up for the whole run."""
     compile_timeout_s: float = 1800.0
+    """Seconds that compiling an evaluation's training iteration may take before the watchdog ends the run, naming
+    the candidates it suspects."""
     iteration_timeout_s: float = 600.0
-    """The evaluations' watchdog limits (see `EvalSettings`)."""
+    """Seconds one training iteration may run on the device before the watchdog ends the run."""
     devices: int | None = None
     """Devices the evaluations shard their groups over (None: all; see `EvalSettings.devices`)."""
     request_timeout_s: float = 120.0
+    """Seconds before an LLM request is retried."""
     api_retries: int = 4
+    """Retries with backoff of a failed LLM request, by the SDK."""
     concurrency: int = 4
     """Proposer calls in flight at once."""
     temperature: float | None = None
+    """Sampling temperature (None: the model's)."""
     max_tokens: int = 4096
+    """Longest response in tokens."""
     price: tuple[float, float] | None = None
     """USD per million (input, output) tokens, for models without a known list price."""
 
