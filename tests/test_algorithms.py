@@ -203,6 +203,7 @@ def _same_group(grouped, alone, label, check_metrics=True):
     np.testing.assert_allclose(evaluation["task_fitness"][g], evaluation_a["task_fitness"][g_a], rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_discrete_group_trained_among_others_equals_it_alone(grouped_runs, algo):
     runs = grouped_runs[("CartpoleDiscrete", algo)]
@@ -216,6 +217,7 @@ def test_a_discrete_group_trained_among_others_equals_it_alone(grouped_runs, alg
     assert not np.allclose(jax.tree.leaves(initial)[0], jax.tree.leaves(ts_alone.params)[0])
 
 
+@pytest.mark.slow
 def test_discrete_actions_reach_the_candidates_action_mapping(grouped_runs):
     """state["actions"] is the one-hot last action, and the padded action is never taken."""
     trainer, ts, _, _ = grouped_runs[("CartpoleDiscrete", "ppo")]["grouped"]
@@ -231,6 +233,7 @@ def test_discrete_actions_reach_the_candidates_action_mapping(grouped_runs):
     np.testing.assert_allclose(torques[three, :, 0], 30.0 * (actions[three].argmax(-1) - 1.0))
 
 
+@pytest.mark.slow
 def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     runs = grouped_runs[("Cartpole", "ppo")]
     assert runs["specs"]["privileged"].critic_obs_dim == 5 and runs["specs"]["alive_bonus"].critic_obs_dim is None
@@ -247,6 +250,7 @@ def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     assert runs["alone"]["alive_bonus"][1].own.critic_rms is None
 
 
+@pytest.mark.slow
 def test_a_central_value_group_trained_among_others_equals_it_alone(grouped_runs):
     runs = grouped_runs[("Cartpole", "central value")]
     trainer, ts, history, _ = runs["grouped"]
@@ -377,6 +381,7 @@ def test_errors_name_what_to_do(tmp_path):
 
 # ---- learning, end to end --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo, envs", [("ppo", 64), ("dqn", 256)])
 def test_cartpole_discrete_learns_and_ranks(tmp_path, algo, envs):
     """`envcoder eval --task CartpoleDiscrete --algo ALGO` with the task's settings. PPO balances the pole with
@@ -400,6 +405,7 @@ def test_cartpole_discrete_learns_and_ranks(tmp_path, algo, envs):
 
 # ---- resume and play, per algorithm ------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo, task, files, settings", [
     ("dqn", "CartpoleDiscrete", ["good_upright", "three_forces"],
      ["dqn.batch_size=16", "dqn.replay_buffer_size=256", "dqn.units=[16, 16]"]),
@@ -534,6 +540,7 @@ def sac_runs(tmp_path_factory):
     return {"specs": specs, "grouped": train(["good_upright", "two_actions"]), "alone": train(["good_upright"])}
 
 
+@pytest.mark.slow
 def test_a_sac_group_trained_among_others_equals_it_alone(sac_runs):
     assert sac_runs["specs"]["two_actions"].action_dim == 2
     trainer, ts, history, _ = sac_runs["grouped"]

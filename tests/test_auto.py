@@ -19,6 +19,7 @@ import pytest
 
 from envcoder.cli import main
 from envcoder.search import loop
+from envcoder.runs.results import RunResults
 from envcoder.search.loop import AutoRun, AutoSettings, load_settings
 from fake_llm import USAGE, FakeLLMServer
 
@@ -100,6 +101,7 @@ def drafts(out, iteration):
     return {(d["slot"], d["attempt"]): d for d in json.loads((out / f"iter_{iteration:02d}" / "drafts.json").read_text())}
 
 
+@pytest.mark.slow
 def test_every_fault_is_recorded_with_its_reason(llm_run):
     out, summary, requests = llm_run
     assert len(requests) == len(SCRIPT)  # every step served once; the SDK retried 429, 500 and the stall
@@ -120,6 +122,7 @@ def test_every_fault_is_recorded_with_its_reason(llm_run):
     assert json.loads((out / "iter_00" / "eval" / "failures.json").read_text()) == []
 
 
+@pytest.mark.slow
 def test_errors_and_statistics_are_fed_back(llm_run):
     out, _, requests = llm_run
     fix = json.loads((out / "llm" / "it00_s01_a1.json").read_text())["messages"]
@@ -136,6 +139,7 @@ def test_errors_and_statistics_are_fed_back(llm_run):
     assert "dof_pos [E, 2]" in system["content"] and "upright" in system["content"]
 
 
+@pytest.mark.slow
 def test_good_candidates_are_ranked_and_the_run_is_summarised(llm_run):
     out, summary, _ = llm_run
     record = json.loads((out / "iter_01" / "iteration.json").read_text())
@@ -152,6 +156,7 @@ def test_good_candidates_are_ranked_and_the_run_is_summarised(llm_run):
     assert f"Best: **{summary['best']['name']}**" in text and "Proposer calls: 13 (1 failed)" in text
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_repeating_proposer_calls(llm_run, tmp_path, monkeypatch):
     reference_out, reference, _ = llm_run
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
@@ -181,6 +186,7 @@ def test_killed_run_resumes_without_repeating_proposer_calls(llm_run, tmp_path, 
         assert (out / name).read_text() == (reference_out / name).read_text(), name
 
 
+@pytest.mark.slow
 def test_existing_run_directory_points_to_resume(llm_run, capsys):
     out, _, _ = llm_run
     assert main(["auto", "--task", "Cartpole", "--out", str(out)]) == 2
@@ -189,6 +195,7 @@ def test_existing_run_directory_points_to_resume(llm_run, capsys):
     assert "give no --task" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
     out = tmp_path / "offline"
     status = main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
@@ -294,6 +301,7 @@ def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose
         validate_candidate(task, sim, late, states)
 
 
+@pytest.mark.slow
 def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_result(tmp_path):
     from fault_harness import run_killed
 
@@ -324,8 +332,13 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
                     "ci_high": 0.9 - 0.1 * i, "seeds": 1, "shaped_return": 1.0, "episode_length": 10.0,
                     "eliminated_at": None if i == 0 or settings.schedule == "flat" else 15}
                    for i, name in enumerate(names)]
-        groups = [{"candidate": name, "seed": 0, "diverged_at_iteration": None} for name in names]
-        return {"ranking": ranking, "groups": groups, "failures": []}
+        groups = [{"candidate": name, "seed": 0, "task_fitness": r["fitness_mean"], "episode_length": 10.0,
+                   "shaped_return": 1.0, "training_task_fitness": r["fitness_mean"], "diverged_at_iteration": None,
+                   "solved_at_iteration": None, "params": {}} for name, r in zip(names, ranking)]
+        return RunResults.from_json({"task": "Cartpole", "fitness": "upright", "fitness_doc": "", "schedule": "flat",
+                                     "higher_is_better": True, "ranking": ranking, "groups": groups, "failures": [],
+                                     "timings": {}, "win_probability": {}, "best_still_improving": None,
+                                     "not_separable_from_best": []})
 
     monkeypatch.setattr(loop, "run_evaluation", evaluate)
     out = tmp_path / "auto"
@@ -339,6 +352,7 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     assert finalists == sorted(row["name"] for row in table if row["status"] == "ok")
 
 
+@pytest.mark.slow
 def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys):
     """`auto --algo dqn` on a discrete task: every evaluation (search and final) trains with DQN and the given
     settings; a task the algorithm cannot train is refused before anything runs."""

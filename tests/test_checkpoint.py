@@ -356,6 +356,7 @@ def test_kill_9_at_each_point_then_resume_equals_the_uninterrupted_run(runs, tmp
     assert_same_run(runs / "whole", out)
 
 
+@pytest.mark.slow
 def test_kill_9_at_a_random_point_then_resume_equals_the_uninterrupted_run(runs, tmp_path):
     seed = random.randrange(2**31)
     out = tmp_path / "random"

@@ -63,6 +63,7 @@ def cached(trainer) -> list:
     return [(f.loaded, f.stored) for f in trainer.programs().values()]
 
 
+@pytest.mark.slow
 def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,
                                                                                           monkeypatch):
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", None)

@@ -142,6 +142,7 @@ def compute_reward(state):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source, limit, message", [
     (HANGS_IN_TRAINING, ["--compile-timeout", "60"],
      "compiling the initialization and the training iteration took longer than 60 s while tracing compute_reward() "

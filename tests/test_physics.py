@@ -45,6 +45,7 @@ def mujoco_c(sim, task, qpos0, ctrl):
     return np.array(qpos), np.array(forces)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_name", ["Anymal", "Ant"])
 def test_jax_engine_follows_mujoco_c(task_name):
     task = get_task(task_name)
@@ -116,6 +117,7 @@ def compute_torque(action, state):
 '''
 
 
+@pytest.mark.slow
 def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     """`compute_torque` runs at every physics step of a control step. The contact forces it reads are the last
     physics step's: the control step's own at its first substep, then each substep's. The environment computes them

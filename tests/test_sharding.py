@@ -46,6 +46,7 @@ def assert_same_state(a: list, b: list):
             np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 def test_sharded_run_equals_single_device_group_by_group(sharded):
     assert (sharded["order"] < 0).sum() == 1, "the run should pad one inert row"
     assert_same_state(leaves(sharded, "state_1"), leaves(sharded, "state_5"))
@@ -63,6 +64,7 @@ def test_sharded_run_equals_single_device_group_by_group(sharded):
     assert [labels[g] for g in np.flatnonzero(diverged)] == ["nan_later#0", "nan_later#1"]
 
 
+@pytest.mark.slow
 def test_checkpoints_move_between_device_counts(sharded):
     assert_same_state(leaves(sharded, "hop_5_1"), leaves(sharded, "state_1"))
     assert_same_state(leaves(sharded, "hop_1_5"), leaves(sharded, "state_5"))
@@ -106,6 +108,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_run_that_equals_one_process(tmp_path):
     """A multi-host run: two processes of two CPU devices each (gloo collectives), against one process on one
     device. Only process 0 writes the run directory."""

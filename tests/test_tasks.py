@@ -174,6 +174,7 @@ def test_unknown_task_and_fitness_name_the_known_ones():
         get_task("Anymal").get_fitness("speed")
 
 
+@pytest.mark.slow
 def test_root_states_round_trip_through_physics():
     task = get_task("Ant")
     sim = Simulator(task.model_file, task.substeps)
