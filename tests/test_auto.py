@@ -19,6 +19,7 @@ import pytest
 
 from envcoder.cli import main
 from envcoder.search import loop
+from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.results import RunResults
 from envcoder.search.loop import AutoRun, AutoSettings, load_settings
 from fake_llm import USAGE, FakeLLMServer
@@ -237,6 +238,17 @@ def test_settings_round_trip_through_auto_json(tmp_path):
     assert AutoSettings.from_json(json.loads(json.dumps(s.to_json()))) == dataclasses.replace(s)
 
 
+def test_an_evaluation_of_the_run_takes_every_setting_the_two_records_share(tmp_path):
+    s = settings(tmp_path, "http://127.0.0.1:9", seed=3, overrides={"gamma": 0.9}, physics="jax", devices=1)
+    evaluation = s.evaluation(tmp_path / "f", tmp_path / "e", 2, "halving", fitness="upright")
+    assert (evaluation.functions, evaluation.out, evaluation.seeds) == (tmp_path / "f", tmp_path / "e", (3, 4))
+    assert (evaluation.schedule, evaluation.rungs, evaluation.iterations) == ("halving", 2, s.train_iterations)
+    for name in ("task", "shaper_types", "envs_per_candidate", "algo", "overrides", "config_file", "physics",
+                 "validation_timeout_s", "validation_memory_gib", "compile_timeout_s", "iteration_timeout_s", "devices"):
+        assert getattr(evaluation, name) == getattr(s, name), name
+    assert s.evaluation(tmp_path, tmp_path, 1, envs=64).envs_per_candidate == 64 and evaluation.fitness == "upright"
+
+
 def test_the_final_evaluation_budget_is_resolved_once_and_old_runs_keep_theirs(tmp_path):
     s = settings(tmp_path, "http://127.0.0.1:9")
     assert s.final_envs_per_candidate is None
@@ -249,10 +261,10 @@ def test_the_final_evaluation_budget_is_resolved_once_and_old_runs_keep_theirs(t
 
 def test_sweep_files_become_one_candidate_file_per_variant():
     source = "PARAMS = {'W': [0.5, 2.0],\n          'K': [1]}\nW = 1.0\nK = 3\n\ndef compute_reward(state):\n    return W * K\n"
-    variants = dict(loop.freeze_sweep(source))
+    variants = dict(freeze_sweep(source))
     assert list(variants) == ["[W=0.5,K=1]", "[W=2,K=1]"]
     assert "PARAMS" not in variants["[W=2,K=1]"] and "W = 2.0\nK = 1\n" in variants["[W=2,K=1]"]
-    assert loop.freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
+    assert freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
 
 
 def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
@@ -319,7 +331,7 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
     assert rankings[0] == rankings[1]
 
 
-def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_flat(tmp_path, monkeypatch):
+def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_flat(tmp_path, monkeypatch, capsys):
     """`auto --schedule halving`: each search evaluation runs two rungs; a dropped candidate is fed back with
     the iteration it stopped at and is never a finalist; the final evaluation is flat. (The evaluations are
     stood in for: their training is tested in test_schedule.py.)"""
@@ -350,6 +362,10 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     assert len(dropped) == len(table) - 1
     finalists = sorted(p.stem for p in (out / "final" / "candidates").glob("*.py"))
     assert finalists == sorted(row["name"] for row in table if row["status"] == "ok")
+    # The console shows the summary rendered (no Markdown source), where best.py is, and each iteration's folder.
+    printed = capsys.readouterr().out
+    assert f"best candidate: {out / 'best.py'}" in printed and "iteration 1/1 (iter_00)" in printed
+    assert "**" not in printed and "|---|" not in printed
 
 
 @pytest.mark.slow

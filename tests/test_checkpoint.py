@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -189,6 +190,41 @@ def test_play_without_an_opengl_backend_ends_with_one_line(runs, tmp_path, monke
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "cannot render the video: MuJoCo's OpenGL backend" in err and "libosmesa6" in err
     assert not (tmp_path / "x.gif").exists()
+
+
+@pytest.mark.slow
+def test_play_as_the_readme_shows_it_renders_with_mujoco_gl_unset(runs, tmp_path, monkeypatch):
+    """`envcoder play --video X.gif` in a fresh process whose environment names no OpenGL backend: it picks one
+    that works here (EGL, then OSMesa) before MuJoCo is imported, prints no GLFW warnings and writes the GIF."""
+    from PIL import Image
+
+    from envcoder.cli import choose_gl_backend
+
+    monkeypatch.setenv("MUJOCO_GL", "unset")
+    monkeypatch.delenv("MUJOCO_GL")
+    if choose_gl_backend() is None:
+        pytest.skip("neither EGL nor OSMesa renders on this machine (apt-get install libosmesa6)")
+    env = {k: v for k, v in os.environ.items() if k != "MUJOCO_GL"}
+    env["ENVCODER_CACHE_DIR"] = jax.config.jax_compilation_cache_dir or ""  # the suite's compiled programs
+    video = tmp_path / "good_upright.gif"
+    done = subprocess.run([sys.executable, "-m", "envcoder.cli", "play", "--run", str(runs / "whole"), "--candidate",
+                           "good_upright", "--video", str(video), "--width", "80", "--height", "60"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "GLFW" not in done.stderr and f"video: {video}" in done.stdout
+    with Image.open(video) as image:
+        assert image.format == "GIF" and image.size == (80, 60) and image.n_frames > 1
+
+
+def test_a_video_that_cannot_be_written_is_refused_before_anything_is_played(runs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MUJOCO_GL", os.environ.get("MUJOCO_GL", "egl"))  # play would choose one; undone after
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # the video extra is not installed
+    args = ["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--video"]
+    assert main([*args, str(tmp_path / "x.mp4")]) == 2
+    captured = capsys.readouterr()
+    assert 'needs the video extra: pip install -e ".[video]", or write a .gif' in captured.err
+    assert captured.err.count("\n") == 1 and "deterministic episodes" not in captured.out
+    assert main([*args, str(tmp_path / "x.avi")]) == 2 and "write a .mp4 or a .gif" in capsys.readouterr().err
 
 
 def test_unexpected_errors_are_one_line_and_debug_shows_the_traceback(runs, monkeypatch, capsys):

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUNDLED
+import envcoder
 from envcoder.cli import main
 from envcoder.rl.config import PPOConfig, load_config_file
 
@@ -188,9 +189,18 @@ def test_missing_task_says_what_is_needed(capsys):
     assert capsys.readouterr().err.count("--task is required (or --resume RUN)") == 2
 
 
-def test_unknown_task_exit_status(capsys):
+def test_unknown_task_exit_status_and_a_guess(capsys):
     assert main(["eval", "--task", "Humanoidd"]) == 2
-    assert capsys.readouterr().err.startswith("envcoder eval: error: unknown task")
+    assert capsys.readouterr().err.startswith("envcoder eval: error: unknown task 'Humanoidd'; did you mean "
+                                              "'Humanoid'? known tasks:")
+    assert main(["tasks", "--task", "antt"]) == 2 and "did you mean 'Ant'?" in capsys.readouterr().err
+    assert main(["eval", "--task", "qqqq"]) == 2 and "did you mean" not in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"envcoder {envcoder.__version__}"
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -232,14 +242,16 @@ def test_all_candidates_invalid(tmp_path, capsys):
     assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     captured = capsys.readouterr()
     assert "no valid candidates" in captured.err and "import of 'os' is not allowed" in captured.out
-    assert "import of 'os'" in (tmp_path / "o" / "failures.json").read_text()
+    assert not (tmp_path / "o").exists()  # a run that trained nothing leaves no run directory behind
 
 
 def test_shaper_types_underscore_spelling_and_tasks_listing(capsys):
     from envcoder.cli import build_parser
     args = build_parser().parse_args(["eval", "--task", "Ant", "--shaper_types", "compute_reward", "compute_action"])
     assert args.shaper_types == ["compute_reward", "compute_torque"]
-    assert main(["tasks"]) == 0 and "Cartpole" in capsys.readouterr().out
+    assert main(["tasks"]) == 0
+    listing = capsys.readouterr().out
+    assert "Cartpole" in listing and max(len(line) for line in listing.splitlines()) <= 100
     assert main(["tasks", "--task", "ant"]) == 0
     text = capsys.readouterr().out
     assert "root_states [E, 13]" in text and "def compute_reward(state)" in text and "forward" in text
@@ -310,3 +322,42 @@ def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_fi
         text = " ".join(capsys.readouterr().out.split())
         for field in fields:
             assert field_docs(settings_class)[field] in text, (command, field)
+
+
+def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path, monkeypatch, capsys):
+    from envcoder.runs.driver import TrainingDriver
+
+    def interrupted(self):  # Ctrl-C while training
+        raise KeyboardInterrupt
+    monkeypatch.setattr(TrainingDriver, "run", interrupted)
+    out = tmp_path / "o"
+    assert main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted; `envcoder eval --resume {out}` continues it from iteration 0: it has no checkpoint yet" in err
+    (out / "checkpoints").mkdir()
+    (out / "checkpoints" / "progress.json").write_text('{"iteration": 4}')
+    assert main(["eval", "--resume", str(out)]) == 130
+    assert f"`envcoder eval --resume {out}` continues it after iteration 4, its last checkpoint" in (
+        capsys.readouterr().err)
+
+
+def test_your_own_candidates_run_next_to_the_bundled_ones(tmp_path, monkeypatch, capsys):
+    """`--functions` takes several folders and files: a researcher's candidates are compared with the bundled
+    ones without copying files; two files of one name are refused, naming both."""
+    from envcoder.runs.driver import TrainingDriver
+
+    trained = []
+    monkeypatch.setattr(TrainingDriver, "run", lambda self: trained.append([c.name for c in self.job.candidates]))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_upright.py").write_text((BUNDLED / "cartpole" / "good_upright.py").read_text())
+    bundled = BUNDLED / "cartpole" / "alive_bonus.py"
+    out = tmp_path / "o"
+    assert main(["eval", "--task", "Cartpole", "--functions", str(mine), str(bundled), "--envs-per-candidate", "8",
+                 "--out", str(out)]) == 0
+    assert trained == [["my_upright", "alive_bonus"]]
+    assert json.loads((out / "config.json").read_text())["functions"] == [str(mine), str(bundled)]
+    (mine / "alive_bonus.py").write_text(bundled.read_text())
+    assert main(["eval", "--task", "Cartpole", "--functions", str(mine), str(bundled), "--out", str(tmp_path / "p")]) == 2
+    assert f"two candidate files are named 'alive_bonus': {mine / 'alive_bonus.py'} and {bundled}" in (
+        capsys.readouterr().err)

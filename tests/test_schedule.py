@@ -15,8 +15,8 @@ from conftest import BUNDLED
 from envcoder.cli import main
 from envcoder.rl.learner import TrainState
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.driver import GIL_SWITCH_INTERVAL_S
-from envcoder.runs.ranking import mean_ci, rank, still_improving, win_probabilities
+from envcoder.runs.background import GIL_SWITCH_INTERVAL_S
+from envcoder.runs.ranking import Ranked, mean_ci, rank, still_improving, win_probabilities
 from envcoder.runs.schedule import Rung, carry_over, rungs, survivors
 
 ITERATIONS, ENVS = 24, 16
@@ -323,3 +323,28 @@ def test_fidelity_analysis_of_a_cut_off_reference_rescores_earlier_orders_with_t
     (setting,) = summary["settings"]
     assert setting["note"] == "run of earlier.json" and setting["spearman"] == pytest.approx(-1.0)
     assert setting["top1_regret"] == pytest.approx(0.9 - 0.2)  # it picks c, the reference's worst
+
+
+def test_a_ranking_in_a_log_file_keeps_every_number_whole_and_a_terminal_row_fits_100_columns():
+    import io
+
+    from rich.console import Console
+
+    from envcoder.runs.results import print_table, ranking_table
+
+    ranking = [Ranked("tracking_sigma[SIGMA=0.25]", 0.7123456, 0.1, 0.61234, 0.81234, 6, 3.08, 570.0),
+               Ranked("proprioceptive_observation", 1.1, 0.2, 0.9, 1.3, 6, 2.88, 468.0)]
+    doc = "tracking: mean abs error of the base velocity against the command (m/s); lower is better"
+    win = {"tracking_sigma[SIGMA=0.25]": {"proprioceptive_observation": 0.93}}
+    log = io.StringIO()
+    print_table(Console(file=log), ranking_table(ranking, doc, win))  # a file: not a terminal, 80 columns
+    text = log.getvalue()
+    for number in ("0.712", "[0.612, 0.812]", "1.100", "[0.900, 1.300]", "3.08", "570", "0.93",
+                   "tracking_sigma[SIGMA=0.25]", "proprioceptive_observation"):
+        assert number in text, number
+    assert "…" not in text
+    terminal = io.StringIO()
+    print_table(Console(file=terminal, width=100, force_terminal=True, color_system=None),
+                ranking_table(ranking, doc, win))
+    rows = [line for line in terminal.getvalue().splitlines() if "tracking_sigma" in line or "proprio" in line]
+    assert len(rows) == 2 and all(len(row) <= 100 and "…" not in row for row in rows)

@@ -7,8 +7,10 @@ import argparse
 import dataclasses
 import functools
 import sys
+import textwrap
 from pathlib import Path
 
+import envcoder
 from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
 from envcoder.shaping.api import ALIASES, SHAPER_TYPES
@@ -128,7 +130,8 @@ def _eval_parser(add_parser) -> None:
     ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
     option = functools.partial(_setting, ev, EvalSettings)
     _run_options(ev, EvalSettings, "")
-    option("functions", "--functions", type=Path, note="(default: the bundled user_functions/<task>)")
+    option("functions", "--functions", type=Path, nargs="+", metavar="PATH",
+           note="E.g. your own folder next to the bundled one (default: the bundled user_functions/<task>).")
     option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
            default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
     option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")
@@ -188,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true",
                         help="on an error, show Python's traceback instead of the one-line message")
     parser = _Parser(prog="envcoder", description="Evaluate many RL environment-shaping candidates in one process.")
+    parser.add_argument("--version", action="version", version=f"envcoder {envcoder.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def add_parser(name, **kwargs):
@@ -238,6 +242,7 @@ def _eval(args) -> int:
         if args.task is not None or args.overrides:
             return _fail("eval", "--resume continues a run with the settings in RUN/config.json; give no --task, "
                                  "overrides or other options with it (but --devices and the multi-host options)")
+        args.run_dir = args.resume
         try:
             run_evaluation(dataclasses.replace(settings_from_run(args.resume), devices=args.devices), resume=True)
         except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
@@ -249,12 +254,14 @@ def _eval(args) -> int:
         task = get_task(args.task)
     except UnknownTaskError as err:
         return _fail("eval", str(err))
-    functions = args.functions or BUNDLED_FUNCTIONS / task.name.lower()
+    functions = BUNDLED_FUNCTIONS / task.name.lower() if not args.functions else (
+        args.functions[0] if len(args.functions) == 1 else tuple(args.functions))
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = EvalSettings(**{
         **_fields(EvalSettings, args), "task": task.name, "functions": functions, "out": out,
         "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": tuple(range(args.seed, args.seed + args.seeds)),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
+    args.run_dir = out
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
@@ -306,6 +313,7 @@ def _auto(args) -> int:
             if args.task is not None:
                 return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
                                      "or other options with it")
+            args.run_dir = args.resume
             run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True)
             return 0
         if args.task is None:
@@ -317,6 +325,7 @@ def _auto(args) -> int:
             **_fields(AutoSettings, args), "task": task.name, "out": out, "initial": initial,
             "shaper_types": tuple(dict.fromkeys(args.shaper_types)),
             "overrides": parse_overrides(args.overrides, args.algo), "price": tuple(args.price) if args.price else None})
+        args.run_dir = out
         run_auto(settings)
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
             ValueError) as err:
@@ -324,12 +333,34 @@ def _auto(args) -> int:
     return 0
 
 
-def _play(args) -> int:
-    import os
-    import shutil
+GL_BACKENDS = ("egl", "osmesa")
+"""MuJoCo's OpenGL backends that render without a display, in the order `envcoder play --video` tries them."""
 
-    # MuJoCo picks its OpenGL backend when it is first imported: EGL on a GPU machine, else OSMesa.
-    os.environ.setdefault("MUJOCO_GL", "egl" if shutil.which("nvidia-smi") else "osmesa")
+
+def choose_gl_backend() -> str | None:
+    """MuJoCo's OpenGL backend for rendering: `MUJOCO_GL` where it is set, else the first of `GL_BACKENDS` that
+    creates a context on this machine, each tried in a subprocess (MuJoCo reads `MUJOCO_GL` once, when it is first
+    imported, and a backend that is not installed fails that import); set in the environment before anything here
+    imports MuJoCo. None where none works (rendering then fails with one line that says what to install)."""
+    import os
+    import subprocess
+
+    if os.environ.get("MUJOCO_GL"):
+        return os.environ["MUJOCO_GL"]
+    probe = "import mujoco; context = mujoco.GLContext(8, 8); context.make_current(); context.free()"
+    for backend in GL_BACKENDS:
+        try:
+            done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MUJOCO_GL": backend},
+                                  capture_output=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            continue
+        if done.returncode == 0:
+            os.environ["MUJOCO_GL"] = backend
+            return backend
+    return None
+
+
+def _play(args) -> int:
     from envcoder.runs.play import play
 
     try:
@@ -355,8 +386,9 @@ def _tasks(args) -> int:
     from envcoder.tasks import TASKS, UnknownTaskError, get_task
 
     if args.task is None:
-        for task in TASKS.values():
-            print(f"{task.name:16s} {task.description} (--algo {'|'.join(task.algorithms)})")
+        for task in TASKS.values():  # wrapped to 100 columns, under the description
+            lines = textwrap.wrap(f"{task.description} (--algo {'|'.join(task.algorithms)})", 100 - 17)
+            print("\n".join(f"{task.name if i == 0 else '':16s} {line}" for i, line in enumerate(lines)))
         return 0
     try:
         task = get_task(args.task)
@@ -372,8 +404,28 @@ def _fail(command: str, message: str) -> int:
     return 2
 
 
+def _resume_hint(args) -> str:
+    """What continues an interrupted run: its path, and where it will continue from."""
+    run = getattr(args, "run_dir", None)
+    if args.command not in ("eval", "auto") or run is None or not Path(run).exists():
+        return ""
+    if args.command == "auto":
+        return (f"; `envcoder auto --resume {run}` continues it (recorded proposer calls and finished evaluations "
+                "are kept)")
+    progress = Path(run) / "checkpoints" / "progress.json"
+    if progress.exists():
+        import json
+        where = f"after iteration {json.loads(progress.read_text())['iteration']}, its last checkpoint"
+    else:
+        where = "from iteration 0: it has no checkpoint yet"
+    return f"; `envcoder eval --resume {run}` continues it {where}"
+
+
 def main(argv=None) -> int:
     """Every command ends with one clear line on an error (`--debug` shows the traceback instead)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["play"] and "--video" in argv:
+        choose_gl_backend()  # before the parser's imports bring in MuJoCo
     args = build_parser().parse_args(argv)
     try:
         if args.command in ("eval", "auto", "play"):
@@ -383,9 +435,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
-        hint = (f"; `envcoder {args.command} --resume RUN` continues the run from its last checkpoint"
-                if args.command in ("eval", "auto") else "")
-        print(f"envcoder {args.command}: interrupted{hint}", file=sys.stderr)
+        print(f"envcoder {args.command}: interrupted{_resume_hint(args)}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - anything not foreseen: one line, not a traceback
         if args.debug:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Sequence
 
 from envcoder.shaping.api import CandidateError
 
@@ -45,12 +46,27 @@ class LoadFailure:
     error: str
 
 
-def candidate_files(directory: str | Path) -> list[Path]:
-    """The candidate files of `directory`: its `*.py` files not starting with `_`, sorted by name."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"candidate directory {str(directory)!r} does not exist")
-    files = sorted(p for p in directory.glob("*.py") if not p.name.startswith("_"))
-    if not files:
-        raise FileNotFoundError(f"candidate directory {str(directory)!r} has no .py candidate files")
-    return files
+def candidate_files(functions: str | Path | Sequence[str | Path]) -> list[Path]:
+    """The candidate files of `functions`: a folder (its `*.py` files not starting with `_`, sorted by name), a
+    `.py` file, or several of either, in the order given. Two files of one name (a candidate's name is its file's
+    stem) are an error that names both."""
+    paths = [Path(functions)] if isinstance(functions, (str, Path)) else [Path(p) for p in functions]
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            if not found:
+                raise FileNotFoundError(f"candidate directory {str(path)!r} has no .py candidate files")
+            files += found
+        elif path.suffix == ".py" and path.exists():
+            files.append(path)
+        else:
+            raise FileNotFoundError(f"candidate directory {str(path)!r} does not exist" if path.suffix != ".py"
+                                    else f"candidate file {str(path)!r} does not exist")
+    seen: dict[str, Path] = {}
+    for file in files:
+        if file.stem in seen and seen[file.stem].resolve() != file.resolve():
+            raise ValueError(f"two candidate files are named {file.stem!r}: {seen[file.stem]} and {file}; rename one "
+                             "(a candidate's name is its file's)")
+        seen.setdefault(file.stem, file)
+    return list(dict.fromkeys(seen.values()))

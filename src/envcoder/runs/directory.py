@@ -16,6 +16,7 @@ import dataclasses
 import io
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,13 @@ class RunDirectory:
         if not resume and self.path.exists() and any(self.path.iterdir()):
             raise FileExistsError(f"run directory {str(self.path)!r} already exists and is not empty; "
                                   f"choose another --out, or continue it with `envcoder eval --resume {self.path}`")
+        self._created = not resume and not self.path.exists()
         (self.path / "candidates").mkdir(parents=True, exist_ok=True)
+
+    def discard(self) -> None:
+        """Remove the directory again where this run created it (a run that trained nothing leaves nothing)."""
+        if self.writes and getattr(self, "_created", False):
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def read_config(self) -> dict:
         return json.loads((self.path / "config.json").read_text())

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 import time
 from typing import Callable
 
 import jax
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from envcoder.runs.background import BackgroundWriter
+from envcoder.runs.background import BackgroundWriter, training_progress
 from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
@@ -33,13 +31,6 @@ from envcoder.runs.schedule import RUNG_KEYS, Rung, carry_over, recent_means, ru
 from envcoder.runs.watchdog import describe_compile, describe_run, guard
 from envcoder.candidates import Candidate, LoadFailure
 from envcoder.env.grouping import GroupPlan
-
-GIL_SWITCH_INTERVAL_S = 2e-4
-"""Python's thread switch interval while training. While the device trains, other threads run Python: the
-evaluation's tracing (seconds, cold) and the background writer. Python hands the GIL over every 5 ms by default, and
-the training loop waits for it at each of its many short calls, so the device starved for ~1 s per iteration while
-the evaluation traced (H200, cold: wall/device 0.82 against 0.97 with 0.2 ms; docs/benchmarks/throughput.md)."""
-
 
 @dataclasses.dataclass(frozen=True)
 class Job:
@@ -352,15 +343,9 @@ class TrainingDriver:
     def train(self):
         """Every rung; the last rung's train state."""
         train_state = self.start()
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                   TextColumn("{task.fields[best]}"))
-        switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         try:
-            with Progress(*columns, console=self.console, transient=False) as self.progress:
-                self.bar = self.progress.add_task("training", total=self.settings.iterations,
-                                                  completed=self.state.first, rate="compiling…", best="")
+            with training_progress(self.console, self.settings.iterations, self.state.first) as (self.progress,
+                                                                                                    self.bar):
                 diverged_at, solved_at = self.trainer.group_status(train_state)
                 self.state.reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
                 stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped
@@ -374,7 +359,6 @@ class TrainingDriver:
                 if self.state.steady_s:
                     self.timings["steady_env_steps_per_s"] = self.state.steady_steps / self.state.steady_s
         finally:
-            sys.setswitchinterval(switch_interval)
             self.writer.close()
             self.run_dir.close()
             if self.tensorboard is not None:

@@ -8,6 +8,7 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 import jax
 from rich.console import Console
@@ -87,7 +88,9 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)
     if not valid:
-        raise NoValidCandidatesError(f"no valid candidates in {settings.functions} "
+        run_dir.discard()
+        where = settings.functions if isinstance(settings.functions, Path) else ", ".join(map(str, settings.functions))
+        raise NoValidCandidatesError(f"no valid candidates in {where} "
                                      f"({len(failures)} failed validation; see the messages above)")
 
     if resume:

@@ -63,6 +63,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
          console: Console | None = None) -> PlayResult:
     console = console or Console()
     run = Path(run)
+    if video:
+        check_video_writer(Path(video))
     settings = settings_from_run(run)
     task = get_task(settings.task)
     fitness_name, _ = task.get_fitness(settings.fitness)
@@ -142,6 +144,23 @@ def render(sim: Simulator, qpos: np.ndarray, lengths, width: int, height: int) -
                 renderer.update_scene(data, camera)
                 frames.append(renderer.render().copy())
     return frames
+
+
+def check_video_writer(path: Path) -> None:
+    """A `ValueError` that says what to install or choose, unless `write_video` can write `path` here."""
+    suffix = path.suffix.lower()
+    if suffix not in (".mp4", ".gif"):
+        raise ValueError(f"--video {path}: write a .mp4 or a .gif")
+    try:
+        if suffix == ".mp4":
+            import imageio  # noqa: F401
+            import imageio_ffmpeg  # noqa: F401
+        else:
+            import PIL  # noqa: F401
+    except ImportError as err:
+        need = 'the video extra: pip install -e ".[video]", or write a .gif (Pillow only)' if suffix == ".mp4" \
+            else "Pillow: pip install pillow"
+        raise ValueError(f"--video {path} needs {need} ({err})") from None
 
 
 def write_video(path: Path, frames, fps: float) -> None:

@@ -12,7 +12,9 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from envcoder.runs.ranking import (Ranked, not_separable_from_best, rank, still_improving,
@@ -123,8 +125,8 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
 
 def print_results(console: Console, results: RunResults) -> None:
     """The ranked table and what to make of it."""
-    console.print(ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}",
-                                results.win_probability))
+    print_table(console, ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}",
+                                       results.win_probability))
     tied = results.not_separable_from_best
     if tied:
         console.print(f"not separable at 95%: {results.ranking[0].name} does not beat {', '.join(tied)} at 95% "
@@ -145,15 +147,17 @@ def _with_nan(record: type, row: dict):
 
 def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: dict | None = None) -> Table:
     """The ranking as a table; with `win_probability` (`RunResults.win_probability`), a column of the probability
-    that each candidate beats the next one down."""
-    table = Table(title=f"Ranking by task fitness ({fitness_doc})", title_justify="left")
-    columns = ["rank", "candidate", "task fitness", "95% CI", "seeds", "shaped return", "episode length"]
+    that each candidate beats the next one down. Every number stays on one line (a row fits 100 columns unless a
+    candidate's name is long)."""
+    table = Table(title=f"Ranking by task fitness ({fitness_doc})", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
+    columns = ["rank", "candidate", "fitness", "95% CI", "seeds", "return", "length"]
     if win_probability is not None:
-        columns.append("P(beats next)")
+        columns.append("P(>next)")
     if any(r.eliminated_at is not None for r in ranking):
         columns.append("dropped at")
     for column in columns:
-        table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column == "candidate")
+        table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column != "candidate")
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
         row = [str(i), r.name, f"{r.fitness_mean:.3f}", ci, str(r.seeds), f"{r.shaped_return:.2f}",
@@ -166,3 +170,17 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
             row.append("-" if r.eliminated_at is None else str(r.eliminated_at))
         table.add_row(*row)
     return table
+
+
+def print_table(console: Console, table: Table) -> None:
+    """`table` on `console`; where that is not a terminal (a log file, `| tee`, a batch job), as wide as the table
+    needs, so that no number is cut at the console's 80 columns."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    width, console_width = Measurement.get(console, console.options.update(width=10_000), table).maximum, console.width
+    console.width = max(width, console_width)
+    try:
+        console.print(table)
+    finally:
+        console.width = console_width

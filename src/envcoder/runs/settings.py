@@ -19,8 +19,8 @@ class EvalSettings:
 
     task: str
     """Task name (see `envcoder tasks`)."""
-    functions: Path
-    """Directory of candidate `.py` files."""
+    functions: Path | tuple[Path, ...]
+    """Candidate `.py` files: a folder of them, a file, or several of either."""
     out: Path
     """Run directory to create."""
     shaper_types: tuple[str, ...] = ("compute_reward",)
@@ -77,7 +77,8 @@ class EvalSettings:
             value = getattr(self, field.name)
             if field.name in ("out", "devices"):
                 continue
-            config[field.name] = (str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple)
+            config[field.name] = (str(value) if isinstance(value, Path) else
+                                  [str(v) if isinstance(v, Path) else v for v in value] if isinstance(value, tuple)
                                   else value)
         return config
 
@@ -89,7 +90,9 @@ class EvalSettings:
             if field.name not in config:
                 continue
             value = config[field.name]
-            if field.name in ("functions", "config_file"):
+            if field.name == "functions" and isinstance(value, list):
+                value = tuple(Path(v) for v in value)
+            elif field.name in ("functions", "config_file"):
                 value = Path(value) if value else None
             elif field.name in ("shaper_types", "seeds"):
                 value = tuple(value)

@@ -39,12 +39,13 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.console import Console
+from rich.markdown import Markdown
 
 from envcoder.candidates import CandidateError, check_statically
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
-from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, run_evaluation
+from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
@@ -192,16 +193,7 @@ class AutoRun:
             return RunResults.read(eval_dir)
         if eval_dir.exists():
             shutil.rmtree(eval_dir)
-        settings = EvalSettings(
-            task=self.task.name, functions=candidates_dir, out=eval_dir, shaper_types=self.s.shaper_types,
-            envs_per_candidate=envs or self.s.envs_per_candidate, iterations=self.s.train_iterations,
-            seeds=tuple(range(self.s.seed, self.s.seed + seeds)), algo=self.s.algo, schedule=schedule,
-            rungs=2 if schedule == "halving" else None,  # more rungs decide too early (fidelity.md)
-            overrides=dict(self.s.overrides),
-            config_file=self.s.config_file, fitness=self.fitness_name, physics=self.s.physics,
-            validation_timeout_s=self.s.validation_timeout_s, validation_memory_gib=self.s.validation_memory_gib,
-            compile_timeout_s=self.s.compile_timeout_s, iteration_timeout_s=self.s.iteration_timeout_s,
-            devices=self.s.devices)
+        settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name)
         try:
             return run_evaluation(settings, self.console, validator=self.validator)
         except NoValidCandidatesError as err:
@@ -220,8 +212,8 @@ class AutoRun:
         if drafts_file.exists():
             drafts = _read_json(drafts_file)
         else:
-            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations}: {self.proposer.name} proposes "
-                              f"{self.s.candidates_per_iteration} candidates")
+            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations} ({iter_dir.name}): {self.proposer.name} "
+                              f"proposes {self.s.candidates_per_iteration} candidates")
             drafts = self._draft(iteration, first_message)
             write_json(drafts_file, drafts)
         valid = [d for d in drafts if d["ok"]]
@@ -331,7 +323,10 @@ class AutoRun:
             (self.out / "best.py").write_text(finalists[top.name]["source"])
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
-        self.console.print(summary_text(summary), highlight=False)
+        self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
+        if summary["best"] is not None:
+            self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
+                               highlight=False, soft_wrap=True)  # paths stay whole, to copy
         return summary
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from envcoder.runs.schedule import FINAL_ENVS
+from envcoder.runs.settings import EvalSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +113,19 @@ class AutoSettings:
             data["overrides"] = data.pop("ppo")
         data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
         return cls(**data)
+
+    def evaluation(self, functions: Path, out: Path, seeds: int, schedule: str = "flat", envs: int | None = None,
+                   **changes) -> EvalSettings:
+        """The settings of one of the run's evaluations (`envcoder eval`'s record): the candidates of `functions`
+        trained into `out` with `seeds` seeds from `seed`, under `schedule` (halving: two rungs), with `envs`
+        environments per candidate (None: `envs_per_candidate`); every setting the two records share by name is
+        this run's."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalSettings) if hasattr(self, f.name)}
+        return EvalSettings(**{
+            **shared, "functions": functions, "out": out, "envs_per_candidate": envs or self.envs_per_candidate,
+            "iterations": self.train_iterations, "seeds": tuple(range(self.seed, self.seed + seeds)),
+            "schedule": schedule, "rungs": 2 if schedule == "halving" else None,  # more decide too early (fidelity.md)
+            "overrides": dict(self.overrides), **changes})
 
     def resolved(self) -> "AutoSettings":
         """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps

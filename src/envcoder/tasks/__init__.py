@@ -1,5 +1,7 @@
 """Task registry: `get_task("Cartpole")`."""
 
+import difflib
+
 from envcoder.tasks import ant, anymal, cartpole, humanoid
 from envcoder.tasks.base import Fitness, StateField, Task
 
@@ -14,7 +16,9 @@ def get_task(name: str) -> Task:
     """The registered task called `name` (case-insensitive)."""
     by_lower = {key.lower(): task for key, task in TASKS.items()}
     if name.lower() not in by_lower:
-        raise UnknownTaskError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+        close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+        hint = f"did you mean {by_lower[close[0]].name!r}? " if close else ""
+        raise UnknownTaskError(f"unknown task {name!r}; {hint}known tasks: {', '.join(sorted(TASKS))}")
     return by_lower[name.lower()]
 
 
