@@ -198,7 +198,7 @@ def test_play_as_the_readme_shows_it_renders_with_mujoco_gl_unset(runs, tmp_path
     that works here (EGL, then OSMesa) before MuJoCo is imported, prints no GLFW warnings and writes the GIF."""
     from PIL import Image
 
-    from envcoder.cli import choose_gl_backend
+    from envcoder.runs.gl import choose_gl_backend
 
     monkeypatch.setenv("MUJOCO_GL", "unset")
     monkeypatch.delenv("MUJOCO_GL")

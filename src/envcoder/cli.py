@@ -64,28 +64,6 @@ def _hosts(parser) -> None:
                         help="this process's index, 0 to N-1 (with --coordinator HOST:PORT)")
 
 
-def _start_processes(args) -> None:
-    """Join a multi-host run (`jax.distributed.initialize`) when --coordinator is given."""
-    if args.coordinator is None:
-        if args.num_processes is not None or args.process_id is not None:
-            raise ValueError("--num-processes and --process-id belong to a multi-host run: give --coordinator too")
-        return
-    import jax
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes (tests) talk through gloo
-    if args.coordinator == "auto":
-        jax.distributed.initialize()
-    else:
-        if args.num_processes is None or args.process_id is None:
-            raise ValueError("--coordinator HOST:PORT needs --num-processes and --process-id (or --coordinator auto "
-                             "under SLURM or Open MPI)")
-        if not 0 <= args.process_id < args.num_processes:
-            raise ValueError(f"--process-id {args.process_id} is not between 0 and --num-processes - 1 "
-                             f"({args.num_processes - 1})")
-        jax.distributed.initialize(args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
-    # What is not sharded over the run's mesh (the model, validation samples) stays on this process's devices.
-    jax.config.update("jax_default_device", jax.local_devices()[0])
-
-
 def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
     """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
     its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
@@ -223,12 +201,13 @@ def _fields(settings_class, args) -> dict:
 
 
 def _eval(args) -> int:
-    import dataclasses
     import importlib.util
     import time
 
+    from envcoder.rl.sharding import join_processes
+
     try:
-        _start_processes(args)  # before anything that may start JAX's backend
+        join_processes(args.coordinator, args.num_processes, args.process_id)  # before JAX starts its backend
     except ValueError as err:
         return _fail("eval", str(err))
 
@@ -298,7 +277,6 @@ def _candidate_files(paths, task, shaper_types) -> tuple[Path, ...]:
 
 
 def _auto(args) -> int:
-    import dataclasses
     import time
 
     from envcoder.rl.config import parse_overrides
@@ -331,33 +309,6 @@ def _auto(args) -> int:
             ValueError) as err:
         return _fail("auto", str(err))
     return 0
-
-
-GL_BACKENDS = ("egl", "osmesa")
-"""MuJoCo's OpenGL backends that render without a display, in the order `envcoder play --video` tries them."""
-
-
-def choose_gl_backend() -> str | None:
-    """MuJoCo's OpenGL backend for rendering: `MUJOCO_GL` where it is set, else the first of `GL_BACKENDS` that
-    creates a context on this machine, each tried in a subprocess (MuJoCo reads `MUJOCO_GL` once, when it is first
-    imported, and a backend that is not installed fails that import); set in the environment before anything here
-    imports MuJoCo. None where none works (rendering then fails with one line that says what to install)."""
-    import os
-    import subprocess
-
-    if os.environ.get("MUJOCO_GL"):
-        return os.environ["MUJOCO_GL"]
-    probe = "import mujoco; context = mujoco.GLContext(8, 8); context.make_current(); context.free()"
-    for backend in GL_BACKENDS:
-        try:
-            done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MUJOCO_GL": backend},
-                                  capture_output=True, timeout=120)
-        except subprocess.TimeoutExpired:
-            continue
-        if done.returncode == 0:
-            os.environ["MUJOCO_GL"] = backend
-            return backend
-    return None
 
 
 def _play(args) -> int:
@@ -425,6 +376,7 @@ def main(argv=None) -> int:
     """Every command ends with one clear line on an error (`--debug` shows the traceback instead)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["play"] and "--video" in argv:
+        from envcoder.runs.gl import choose_gl_backend
         choose_gl_backend()  # before the parser's imports bring in MuJoCo
     args = build_parser().parse_args(argv)
     try:

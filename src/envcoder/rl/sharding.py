@@ -31,6 +31,28 @@ def read(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
+def join_processes(coordinator: str | None, num_processes: int | None, process_id: int | None) -> None:
+    """Join a multi-host run (`jax.distributed.initialize`) when a coordinator (`HOST:PORT`, or "auto" under SLURM
+    or Open MPI) is given; a `ValueError` names what is missing or wrong."""
+    if coordinator is None:
+        if num_processes is not None or process_id is not None:
+            raise ValueError("--num-processes and --process-id belong to a multi-host run: give --coordinator too")
+        return
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU processes (tests) talk through gloo
+    if coordinator == "auto":
+        jax.distributed.initialize()
+    else:
+        if num_processes is None or process_id is None:
+            raise ValueError("--coordinator HOST:PORT needs --num-processes and --process-id (or --coordinator auto "
+                             "under SLURM or Open MPI)")
+        if not 0 <= process_id < num_processes:
+            raise ValueError(f"--process-id {process_id} is not between 0 and --num-processes - 1 "
+                             f"({num_processes - 1})")
+        jax.distributed.initialize(coordinator, num_processes=num_processes, process_id=process_id)
+    # What is not sharded over the run's mesh (the model, validation samples) stays on this process's devices.
+    jax.config.update("jax_default_device", jax.local_devices()[0])
+
+
 def choose_devices(devices: int | None, physics: str | None) -> list:
     """The first `devices` devices JAX sees (None: all), checked against what a run can use."""
     visible = jax.devices()
