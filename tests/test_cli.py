@@ -315,7 +315,7 @@ def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_fi
     assert EvalSettings.from_config(recorded, settings.out) == settings
     assert EvalSettings.from_config({"task": "Cartpole", "functions": "f"}, tmp_path).algo == "ppo"  # an older run
     for command, settings_class, fields in (
-            ("eval", EvalSettings, ("envs_per_candidate", "iterations", "compile_timeout_s", "physics", "cross")),
+            ("eval", EvalSettings, ("envs_per_candidate", "iterations", "compile_timeout_s", "physics", "cross", "algo")),
             ("auto", AutoSettings, ("final_top", "llm", "concurrency", "task_description"))):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
@@ -361,3 +361,10 @@ def test_your_own_candidates_run_next_to_the_bundled_ones(tmp_path, monkeypatch,
     assert main(["eval", "--task", "Cartpole", "--functions", str(mine), str(bundled), "--out", str(tmp_path / "p")]) == 2
     assert f"two candidate files are named 'alive_bonus': {mine / 'alive_bonus.py'} and {bundled}" in (
         capsys.readouterr().err)
+
+
+def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():
+    """MuJoCo reads MUJOCO_GL once, when it is first imported: `envcoder play --video` must choose the backend
+    before that (`envcoder.runs.gl.choose_gl_backend`), so importing the command line may not import MuJoCo."""
+    code = "import sys, envcoder.cli; print('mujoco' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

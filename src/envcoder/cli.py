@@ -1,5 +1,8 @@
 """Command line: `envcoder eval` (train and rank candidates), `envcoder auto` (automatic shaping) and
-`envcoder tasks` (what a task offers)."""
+`envcoder tasks` (what a task offers).
+
+Importing this module imports no MuJoCo: `envcoder play --video` chooses MuJoCo's OpenGL backend first
+(`envcoder.runs.gl`), and MuJoCo reads it once, when it is first imported."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from pathlib import Path
 import envcoder
 from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
-from envcoder.shaping.api import ALIASES, SHAPER_TYPES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
 """The example candidates shipped in the source tree (`user_functions/<task>/`)."""
@@ -40,6 +42,8 @@ def _shaper_type(text: str) -> str:
     if "=" in text:
         raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a shaper type; put overrides before "
                                          "--shaper-types")
+    from envcoder.shaping.api import ALIASES, SHAPER_TYPES
+
     name = ALIASES.get(text, text)
     if name not in SHAPER_TYPES:
         raise argparse.ArgumentTypeError(f"unknown shaper type {text!r}; choose from {', '.join(SHAPER_TYPES)}")
@@ -104,6 +108,7 @@ def _run_options(parser, settings_class, command: str) -> None:
 
 def _eval_parser(add_parser) -> None:
     from envcoder.runs.settings import EvalSettings
+    from envcoder.shaping.api import SHAPER_TYPES
 
     ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
     option = functools.partial(_setting, ev, EvalSettings)
@@ -131,6 +136,7 @@ def _eval_parser(add_parser) -> None:
 
 def _auto_parser(add_parser) -> None:
     from envcoder.search.settings import AutoSettings
+    from envcoder.shaping.api import SHAPER_TYPES
 
     auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
                                    "envcoder evaluates them all at once, feeds statistics back and iterates")

@@ -103,7 +103,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     if video:
         frames = render(sim, out["qpos"][:, 0], result.episode_length, width, height)
         write_video(Path(video), frames, fps=1.0 / sim.control_dt)
-        console.print(f"video: {video} ({len(frames)} frames at {1.0 / sim.control_dt:g} fps)", highlight=False)
+        console.print(f"video: {video} ({len(frames)} frames at {1.0 / sim.control_dt:g} fps)", highlight=False,
+                      soft_wrap=True)  # the path stays whole, to copy
     return result
 
 
