@@ -368,3 +368,32 @@ def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():
     before that (`envcoder.runs.gl.choose_gl_backend`), so importing the command line may not import MuJoCo."""
     code = "import sys, envcoder.cli; print('mujoco' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_compiling_ends_at_once_with_130_and_says_how_to_resume(tmp_path):
+    """Ctrl-C while the training compiles in JAX's background threads: the process ends with 130 and the resume
+    line, never with a C++ abort of the interpreter's shutdown ("terminate called ..."). The signal's moment
+    depends on the machine's speed: a second try is allowed where the first ended otherwise."""
+    import signal
+    import time
+
+    env = {**os.environ, "ENVCODER_CACHE_DIR": "", "PYTHONUNBUFFERED": "1"}  # no caches: it compiles
+    tries = []
+    for attempt in range(2):
+        out = tmp_path / f"o{attempt}"
+        proc = subprocess.Popen([sys.executable, "-m", "envcoder.cli", "eval", "--task", "Cartpole",
+                                 "--envs-per-candidate", "8", "--out", str(out)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        for line in proc.stdout:
+            if "environments in one process" in line:  # the compile starts now
+                break
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+        assert "terminate called" not in stderr
+        tries.append((proc.returncode, stdout[-1000:], stderr[-2000:]))
+        if proc.returncode == 130:
+            assert f"`envcoder eval --resume {out}` continues it from iteration 0: it has no checkpoint yet" in stderr
+            return
+    pytest.fail(f"no try ended with 130: {tries}")

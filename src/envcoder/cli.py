@@ -404,5 +404,18 @@ def main(argv=None) -> int:
         return 1
 
 
+def run() -> None:
+    """The `envcoder` command: `main`'s exit status. An interrupted run ends at once: a compile that JAX runs in a
+    background thread would otherwise abort the interpreter's shutdown ("terminate called ...") and lose the 130."""
+    status = main()
+    if status == 130:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
