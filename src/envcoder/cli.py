@@ -393,6 +393,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             raise
+        sys.stdout.flush()  # the progress bar's last line first: printed after this one, it showed twice
         print(f"envcoder {args.command}: interrupted{_resume_hint(args)}", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - anything not foreseen: one line, not a traceback
