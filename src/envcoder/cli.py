@@ -258,22 +258,15 @@ def _eval(args) -> int:
     return 0
 
 
-def _candidate_files(paths, task, shaper_types) -> tuple[Path, ...]:
-    """Files given to --initial (directories expanded), or, with none, the bundled files of the task that
-    define one of `shaper_types`."""
-    from envcoder.candidates import CandidateError, check_statically
-
-    def expand(path: Path):
-        if path.is_dir():
-            return sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
-        if not path.is_file():
-            raise FileNotFoundError(f"--initial: {str(path)!r} does not exist")
-        return [path]
+def _initial_files(paths, task, shaper_types) -> tuple[Path, ...]:
+    """Files given to --initial (folders expanded), or, with none, the bundled files of the task that define one of
+    `shaper_types`."""
+    from envcoder.candidates import CandidateError, candidate_files, check_statically
 
     if paths:
-        return tuple(f for path in paths for f in expand(path))
+        return tuple(candidate_files(paths))
     bundled = []
-    for file in expand(BUNDLED_FUNCTIONS / task.name.lower()):
+    for file in candidate_files(BUNDLED_FUNCTIONS / task.name.lower()):
         try:
             check_statically(file.read_text(), str(file), shaper_types)
             bundled.append(file)
@@ -303,7 +296,7 @@ def _auto(args) -> int:
         if args.task is None:
             return _fail("auto", "--task is required (or --resume RUN)")
         task = get_task(args.task)
-        initial = _candidate_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
+        initial = _initial_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
         out = args.out or Path("runs") / f"auto-{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
         settings = AutoSettings(**{
             **_fields(AutoSettings, args), "task": task.name, "out": out, "initial": initial,
