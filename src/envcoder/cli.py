@@ -355,20 +355,11 @@ def _fail(command: str, message: str) -> int:
 
 
 def _resume_hint(args) -> str:
-    """What continues an interrupted run: its path, and where it will continue from."""
+    """What continues an interrupted run (`envcoder.runs.checkpoint.resume_hint`)."""
+    from envcoder.runs.checkpoint import resume_hint
+
     run = getattr(args, "run_dir", None)
-    if args.command not in ("eval", "auto") or run is None or not Path(run).exists():
-        return ""
-    if args.command == "auto":
-        return (f"; `envcoder auto --resume {run}` continues it (recorded proposer calls and finished evaluations "
-                "are kept)")
-    progress = Path(run) / "checkpoints" / "progress.json"
-    if progress.exists():
-        import json
-        where = f"after iteration {json.loads(progress.read_text())['iteration']}, its last checkpoint"
-    else:
-        where = "from iteration 0: it has no checkpoint yet"
-    return f"; `envcoder eval --resume {run}` continues it {where}"
+    return resume_hint(args.command, Path(run)) if args.command in ("eval", "auto") and run is not None else ""
 
 
 def main(argv=None) -> int:

@@ -123,3 +123,16 @@ def write_checkpoint(directory: Path, state, progress: dict, labels, obs_dims, a
         if g in changed:
             save_policy(directory / label / "best.npz", group(best.params), group(best.obs_rms), int(obs_dims[g]),
                         int(action_dims[g]), int(best.iteration[g]), float(best.fitness[g]))
+
+
+def resume_hint(command: str, run: Path) -> str:
+    """`; <the command that continues the interrupted run in run>, and where from` ("" where nothing was written)."""
+    if not run.exists():
+        return ""
+    if command == "auto":
+        return (f"; `envcoder auto --resume {run}` continues it (recorded proposer calls and finished evaluations "
+                "are kept)")
+    where = "from iteration 0: it has no checkpoint yet"
+    if (run / "checkpoints" / "progress.json").exists():
+        where = f"after iteration {read_progress(run / 'checkpoints')['iteration']}, its last checkpoint"
+    return f"; `envcoder eval --resume {run}` continues it {where}"

@@ -52,28 +52,19 @@ class DriverState:
     """What the driver keeps between iterations (in the current rung's group order); a checkpoint's progress holds
     what a resumed run needs of it."""
 
-    survivors: list[str]
-    """The candidates that train in the current rung."""
+    survivors: list[str]  # the candidates that train in the current rung
     rung: int = 0
-    eliminated: list[dict] = dataclasses.field(default_factory=list)
-    """The results of the groups dropped at earlier rungs (`GroupResult.to_json` rows)."""
-    next_survivors: list[str] | None = None
-    """The candidates that go on to the next rung, once the current one has ended."""
-    done: int = 0
-    """Iterations whose metrics were read."""
-    first: int = 0
-    """The first iteration this process trains in the current rung (after a checkpoint when resumed)."""
-    last_fitness: np.ndarray | None = None
-    """`[G]` the task fitness of each group's last finished training episodes (NaN before any)."""
+    eliminated: list[dict] = dataclasses.field(default_factory=list)  # earlier rungs' dropped groups (results rows)
+    next_survivors: list[str] | None = None  # who goes on, once the current rung has ended
+    done: int = 0  # iterations whose metrics were read
+    first: int = 0  # the first iteration this process trains in the rung (after a checkpoint when resumed)
+    last_fitness: np.ndarray | None = None  # [G] task fitness of each group's last finished training episodes
     reported_divergence: set = dataclasses.field(default_factory=set)
     reported_solved: set = dataclasses.field(default_factory=set)
-    best_written: np.ndarray | None = None
-    """`[G]` the iteration of the best policy last written per group."""
-    history: list = dataclasses.field(default_factory=list)
-    """This rung's `(iteration, {RUNG_KEYS: [G]})`."""
-    steady_steps: int = 0
+    best_written: np.ndarray | None = None  # [G] the iteration of the best policy last written per group
+    history: list = dataclasses.field(default_factory=list)  # this rung's (iteration, {RUNG_KEYS: [G]})
+    steady_steps: int = 0  # env steps and seconds of the iterations read after each rung's first (compiled) one
     steady_s: float = 0.0
-    """Env steps and seconds of the iterations read after each rung's first (compiled) one."""
     physics_resets: int = 0
 
     def progress(self) -> dict:
