@@ -341,6 +341,41 @@ def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path,
         capsys.readouterr().err)
 
 
+def test_the_interrupt_message_comes_after_everything_the_run_printed(tmp_path, monkeypatch):
+    """The progress bar's last line is buffered when Ctrl-C comes; written after the interrupt message (at exit),
+    a terminal showed the bar twice. One ordered log of both streams, stdout block-buffered as on a pipe."""
+    import io
+
+    from envcoder.runs.driver import TrainingDriver
+
+    log = []
+
+    class Sink(io.RawIOBase):
+        def __init__(self, name):
+            self.name = name
+
+        def writable(self):
+            return True
+
+        def write(self, data):
+            log.append((self.name, bytes(data).decode()))
+            return len(data)
+
+    def interrupted(self):  # the bar's line is drawn, then Ctrl-C while training
+        print("training  3/50  1.2 M steps/s", end="")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(TrainingDriver, "run", interrupted)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BufferedWriter(Sink("out"), 1 << 16)))
+    monkeypatch.setattr(sys, "stderr", io.TextIOWrapper(Sink("err"), write_through=True))
+    out = tmp_path / "o"
+    status = main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--out", str(out)])
+    sys.stdout.flush()
+    assert status == 130
+    written = [(name, text) for name, text in log if text.strip()]
+    assert "training  3/50" in "".join(text for name, text in written if name == "out")
+    assert written[-1][0] == "err" and "interrupted" in written[-1][1], written
+
+
 def test_your_own_candidates_run_next_to_the_bundled_ones(tmp_path, monkeypatch, capsys):
     """`--functions` takes several folders and files: a researcher's candidates are compared with the bundled
     ones without copying files; two files of one name are refused, naming both."""
