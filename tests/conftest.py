@@ -21,3 +21,32 @@ enable_compilation_cache()
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 BUNDLED = Path(__file__).resolve().parents[1] / "user_functions"
+
+
+class FakeEvaluations:
+    """Stands in for `envcoder.runs.evaluation.evaluate_once` where training is not the point: each (candidate,
+    seed) group's Cartpole fitness is `values(name, seed)`, and the run directory is written as a run writes it
+    (config, candidate copies, results)."""
+
+    def __init__(self, values):
+        self.values, self.calls = values, []
+
+    def __call__(self, settings, console=None, resume=False, validator=None):
+        from envcoder.candidates import TASK_DEFAULT, candidate_files
+        from envcoder.runs.directory import RunDirectory
+        from envcoder.runs.results import GroupResult, ranked_results
+        from envcoder.tasks import get_task
+
+        names = [p.stem for p in candidate_files(settings.functions)]
+        names += [TASK_DEFAULT] if settings.task_default else []
+        self.calls.append((names, settings.seeds))
+        run = RunDirectory(settings.out)
+        run.write_config({**settings.to_config(), "candidates": names})
+        for name in names:
+            (settings.out / "candidates" / f"{name}.py").write_text(f"# {name}\n")
+        groups = [GroupResult(name, seed, self.values(name, seed), 500.0, 1.0, 0.0, None, None, {})
+                  for name in names for seed in settings.seeds]
+        results = ranked_results("Cartpole", "upright", get_task("Cartpole").get_fitness()[1], "flat", groups, [], {},
+                                 lambda name: {}, settings.rank_by)
+        run.write_results(results.to_json())
+        return results

@@ -83,7 +83,7 @@ ANSWERS = sum(1 for kind, _ in SCRIPT if kind == "text")
 def settings(out, url, **kw):
     return AutoSettings(task="Cartpole", out=out, task_description="Keep the pole upright for as long as possible.",
                         llm="gpt-4o", base_url=f"{url}/v1", candidates_per_iteration=3, iterations=2, retries=2,
-                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_top=2, concurrency=1,
+                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_max_seeds=2, final_top=2, concurrency=1,
                         request_timeout_s=1.0, api_retries=2, validation_timeout_s=15.0, validation_workers=1,
                         **kw)
 
@@ -146,9 +146,10 @@ def test_good_candidates_are_ranked_and_the_run_is_summarised(llm_run):
     record = json.loads((out / "iter_01" / "iteration.json").read_text())
     assert sorted(row["name"] for row in record["table"]) == ["it01_c00", "it01_c01", "it01_c02"]
     assert all(row["status"] == "ok" and 0.0 <= row["fitness"] <= 1.0 for row in record["table"])
-    ranking = summary["final_ranking"]
-    assert len(ranking) == 2 and all(r["seeds"] == 2 for r in ranking)
-    assert summary["best"]["name"] == ranking[0]["name"]
+    ranking = summary["final_ranking"]  # the two best finds and the task's default shaping
+    assert len(ranking) == 3 and all(r["seeds"] == 2 for r in ranking) and "task_default" in [r["name"] for r in ranking]
+    assert summary["best"]["name"] == next(r["name"] for r in ranking if r["name"] != "task_default")
+    assert summary["task_default"]["text"] in (out / "summary.md").read_text()
     assert (out / "best.py").read_text() in (GOOD_A, GOOD_B, GOOD_C)
     assert summary["proposer_calls"] == 13 and summary["failed_calls"] == 1
     assert (summary["input_tokens"], summary["output_tokens"]) == (ANSWERS * USAGE[0], ANSWERS * USAGE[1])
@@ -201,13 +202,16 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
     out = tmp_path / "offline"
     status = main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
                    "--candidates-per-iteration", "4", "--iterations", "2", "--envs-per-candidate", "64",
-                   "--train-iterations", "30", "--final-seeds", "2", "--final-top", "1", "--out", str(out)])
+                   "--train-iterations", "30", "--final-seeds", "2", "--final-max-seeds", "4", "--final-top", "1",
+                   "--out", str(out)])
     assert status == 0
     summary = json.loads((out / "summary.json").read_text())
     final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
     assert summary["proposer"] == "offline" and summary["cost_usd"] == 0.0
     assert summary["best"]["name"] != "init_poor_weights"
     assert final[summary["best"]["name"]] > final["init_poor_weights"] + 0.2, final
+    assert "task_default" in final and "the task default" in summary["task_default"]["text"]
+    assert summary["final_seeds"]["stopped"] in ("separable", "budget")
     # Every child says where it came from and what changed.
     child = (out / "best.py").read_text()
     assert child.startswith("# offline: from ") and "->" in child.splitlines()[0]
@@ -319,7 +323,7 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
 
     args = ["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
             "--candidates-per-iteration", "2", "--iterations", "2", "--envs-per-candidate", "16",
-            "--train-iterations", "3", "--final-seeds", "2", "--final-top", "1"]
+            "--train-iterations", "3", "--final-seeds", "2", "--final-max-seeds", "2", "--final-top", "1"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main([*args, "--out", str(whole)]) == 0
     run_killed("second-evaluation", [*args, "--out", str(killed)])  # in iteration 2's evaluation
@@ -337,7 +341,7 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     stood in for: their training is tested in test_schedule.py.)"""
     seen = []
 
-    def evaluate(settings, console=None, validator=None):
+    def evaluate(settings, console=None, resume=False, validator=None):
         seen.append((settings.schedule, settings.rungs))
         names = sorted(p.stem for p in settings.functions.glob("*.py"))
         ranking = [{"name": name, "fitness_mean": 0.9 - 0.1 * i, "fitness_std": 0.0, "ci_low": 0.9 - 0.1 * i,
@@ -375,6 +379,7 @@ def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys)
     out = tmp_path / "dqn"
     assert main(["auto", "--task", "CartpoleDiscrete", "--algo", "dqn", "--candidates-per-iteration", "2",
                  "--iterations", "1", "--envs-per-candidate", "16", "--train-iterations", "3", "--final-seeds", "1",
+                 "--final-max-seeds", "1",
                  "--final-top", "1", "dqn.batch_size=16", "dqn.replay_buffer_size=256", "--out", str(out)]) == 0
     evaluations = sorted(out.glob("**/config.json"))
     assert len(evaluations) == 2  # the search's and the final one
@@ -385,3 +390,34 @@ def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys)
     assert json.loads((out / "summary.json").read_text())["final_ranking"]
     assert main(["auto", "--task", "Cartpole", "--algo", "dqn", "--out", str(tmp_path / "refused")]) == 2
     assert "discrete actions" in capsys.readouterr().err and not (tmp_path / "refused").exists()
+
+
+def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it(tmp_path, monkeypatch, capsys):
+    """The final evaluation trains the best find, the best start and `task_default` together, in rounds of seeds;
+    the summary says whether the best beats the task default, by how much and how surely. (The evaluations are stood
+    in for, with a fitness per candidate and seed that is ±0.1 by the seed's parity.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    def value(name, seed):
+        mean = 0.4 if name == "task_default" else 0.1 if name.startswith("init_") else 0.85
+        return mean + (0.1 if seed % 2 == 0 else -0.1)
+    fake = FakeEvaluations(value)
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)  # each evaluation, and each round of the final one
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--candidates-per-iteration", "2", "--iterations", "1", "--final-top", "1", "--out", str(out)]) == 0
+    finals = [(names, seeds) for names, seeds in fake.calls if "task_default" in names]
+    assert len(finals) == 1 and finals[0][1] == (0, 1, 2, 3)  # 4 seeds, separable at once: no round added
+    summary = json.loads((out / "summary.json").read_text())
+    names = [r["name"] for r in summary["final_ranking"]]
+    assert names[1:] == ["task_default", "init_poor_weights"] and summary["best"]["name"] == names[0]
+    # 0.85 against 0.40 over 4 seeds each (s = 0.1155): 0.45 ± t(0.975, 6) · 0.0816 = 0.45 ± 0.200, t = 5.51
+    verdict = summary["task_default"]
+    assert verdict["difference"] == pytest.approx(0.45) and verdict["beats"]
+    assert verdict["ci"] == pytest.approx([0.2502, 0.6498], abs=1e-4)
+    assert verdict["p_beats"] == pytest.approx(0.9992, abs=1e-4)
+    text = f"{names[0]} beats the task default by 0.45 [95% CI 0.2502, 0.6498] (P(beats) = 1.00)."
+    assert verdict["text"] == text and text in (out / "summary.md").read_text()
+    assert summary["final_seeds"]["stopped"] == "separable"
+    assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())

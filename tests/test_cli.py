@@ -34,11 +34,50 @@ def cartpole_run(tmp_path_factory):
 def test_the_readme_run_gives_the_recorded_results_bit_for_bit(cartpole_run):
     """`results.json` of the README's Cartpole run (CPU, fixed seeds: JAX is deterministic there) is the one recorded
     before the redesign of the trainer into environment, learners and driver (tests/golden/), to the last bit of
-    every float; only the timings differ between runs."""
+    every float; only the timings differ between runs. (It was written again when the ranking gained learning speed:
+    every group's number stayed the same; the three candidates at 1.000 are now ordered by their AUC.)"""
     _, out = cartpole_run
     results = json.loads((out / "results.json").read_text())
     results.pop("timings")
     assert results == json.loads((GOLDEN / "cartpole_readme_results.json").read_text())
+
+
+def test_candidates_that_all_reach_the_ceiling_are_ranked_by_learning_speed(cartpole_run):
+    """The README's run ends with three candidates at exactly 1.000: they are ordered by the area under their
+    training curve (each group's from metrics.csv), said to be tied, and never "not separable"."""
+    from envcoder.runs.directory import RunDirectory
+    from envcoder.runs.ranking import learning_auc
+    from envcoder.runs.results import RunResults
+
+    _, out = cartpole_run
+    results = RunResults.read(out)
+    ceiling = [r for r in results.ranking if r.fitness_mean == 1.0]
+    assert len(ceiling) == 3 and results.ranking[:3] == ceiling
+    assert [r.auc for r in ceiling] == sorted((r.auc for r in ceiling), reverse=True)
+    assert ceiling[0].auc > ceiling[2].auc
+    curves = RunDirectory(out, resume=True).read_group_series("task_fitness")
+    for r in ceiling:
+        assert r.auc == pytest.approx(learning_auc(curves[(r.name, 0)]))
+    assert results.tied_with_best == [r.name for r in ceiling[1:]] and results.not_separable_from_best == []
+    assert results.fitness_bounds == (0.0, 1.0)
+
+
+@pytest.mark.slow
+def test_eval_with_three_seeds_ranks_the_ceiling_by_learning_speed_within_0_and_1(tmp_path, capsys):
+    """The bar of decisive results, as a user runs it: `envcoder eval --task Cartpole --seeds 3`, with the task's
+    default next to the bundled candidates."""
+    from envcoder.runs.results import RunResults
+
+    out = tmp_path / "three"
+    assert main(["eval", "--task", "Cartpole", "--seeds", "3", "--task-default", "--out", str(out)]) == 0
+    results = RunResults.read(out)
+    assert all(0.0 <= r.ci_low <= r.fitness_mean <= r.ci_high <= 1.0 for r in results.ranking)
+    ceiling = [r for r in results.ranking if r.fitness_mean == 1.0]
+    assert len(ceiling) >= 2 and [r.auc for r in ceiling] == sorted((r.auc for r in ceiling), reverse=True)
+    assert "task_default" in [r.name for r in results.ranking]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "AUC" in printed and "ranked by learning speed" in printed
+    assert "clipped to the fitness's range [0, 1]" in printed
 
 
 def test_run_directory_is_complete_and_readable(cartpole_run):
@@ -396,6 +435,28 @@ def test_your_own_candidates_run_next_to_the_bundled_ones(tmp_path, monkeypatch,
     assert main(["eval", "--task", "Cartpole", "--functions", str(mine), str(bundled), "--out", str(tmp_path / "p")]) == 2
     assert f"two candidate files are named 'alive_bonus': {mine / 'alive_bonus.py'} and {bundled}" in (
         capsys.readouterr().err)
+
+
+def test_the_task_default_trains_as_a_candidate_named_task_default(tmp_path, monkeypatch, capsys):
+    """`--task-default` adds the task's own shaping, last, as `task_default`: validated like a file, its defaults'
+    source kept in the run directory for reading; a file of that name is left out with the reason."""
+    from envcoder.runs.driver import TrainingDriver
+
+    trained = []
+    monkeypatch.setattr(TrainingDriver, "run", lambda self: trained.append([c.name for c in self.job.candidates]))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "good.py").write_text((BUNDLED / "cartpole" / "good_upright.py").read_text())
+    (mine / "task_default.py").write_text((BUNDLED / "cartpole" / "alive_bonus.py").read_text())
+    out = tmp_path / "o"
+    assert main(["eval", "--task", "Cartpole", "--functions", str(mine), "--task-default", "--envs-per-candidate", "8",
+                 "--out", str(out)]) == 0
+    assert trained == [["good", "task_default"]]
+    kept = (out / "candidates" / "task_default.py").read_text()
+    assert "Cartpole task's own shaping" in kept and "def compute_reward(" in kept
+    failures = json.loads((out / "failures.json").read_text())
+    assert [f["name"] for f in failures] == ["task_default"] and "rename the file" in failures[0]["error"]
+    assert json.loads((out / "config.json").read_text())["task_default"] is True
 
 
 def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():

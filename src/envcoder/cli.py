@@ -16,6 +16,7 @@ from pathlib import Path
 import envcoder
 from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
+from envcoder.runs.ranking import RANK_BY
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
 """The example candidates shipped in the source tree (`user_functions/<task>/`)."""
@@ -118,6 +119,9 @@ def _eval_parser(add_parser) -> None:
     option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
            default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
     option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")
+    option("task_default", "--task-default", action="store_true")
+    option("rank_by", "--rank-by", choices=RANK_BY)
+    option("seeds_until_separable", "--seeds-until-separable", type=_positive_int, metavar="N")
     option("iterations", "--iterations", type=_positive_int)
     option("schedule", "--schedule", choices=SCHEDULES)
     option("rungs", "--rungs", type=_positive_int)
@@ -157,6 +161,8 @@ def _auto_parser(add_parser) -> None:
     option("schedule", "--schedule", choices=SCHEDULES)
     auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
     option("final_seeds", "--final-seeds", type=_positive_int)
+    option("final_max_seeds", "--final-max-seeds", type=_positive_int)
+    option("rank_by", "--rank-by", choices=RANK_BY)
     option("final_top", "--final-top", type=_positive_int)
     option("final_envs_per_candidate", "--final-envs", type=_positive_int, metavar="N",
            note=f"(FINAL_ENVS = {FINAL_ENVS}, the full-budget ranking of docs/benchmarks/fidelity.md)")

@@ -176,6 +176,31 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     )
 
 
+TASK_DEFAULT = "task_default"
+"""The name of the candidate that keeps every shaping function of its task (`task_default_candidate`)."""
+
+
+def task_default_candidate(task, shaper_types: Sequence[str]) -> Candidate:
+    """The task's own shaping as a candidate named `TASK_DEFAULT`: it overrides nothing, so it trains with the
+    task's default functions. Its `source`, which the run directory keeps, shows the defaults of `shaper_types`
+    for reading (they run from the task's module, not from that text)."""
+    parts = []
+    for api in shaper_types:
+        fn = task.defaults.get(api)
+        if fn is None:
+            continue
+        try:
+            parts.append(inspect.getsource(fn))
+        except (OSError, TypeError):
+            parts.append(f"# {api}: {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}\n")
+    module = inspect.getmodule(next(iter(task.defaults.values())))
+    source = (f'"""{TASK_DEFAULT}: the {task.name} task\'s own shaping ({getattr(module, "__name__", "?")}), trained '
+              f'as a candidate to compare with.\nNothing in this file runs: the task\'s default functions of '
+              f'{", ".join(shaper_types)} are copied here for reading."""\n\n' + "\n\n".join(parts))
+    return Candidate(name=TASK_DEFAULT, path=None, source=source, functions={},
+                     code_key=hashlib.sha256(source.encode()).hexdigest()[:16])
+
+
 def _parse_sweep(table, namespace: dict, file: str) -> dict[str, tuple[float, ...]]:
     """Check a `PARAMS = {"NAME": [values...]}` table; each NAME is a module-level constant."""
     if table is None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
-from envcoder.candidates.load import check_statically, load_candidate, load_candidates
+from envcoder.candidates.load import (TASK_DEFAULT, check_statically, load_candidate, load_candidates,
+                                      task_default_candidate)
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
@@ -32,8 +33,9 @@ def build_candidates(settings):
 def sandboxed_candidates(settings, task, validator: SandboxValidator | None = None,
                          only: set[str] | None = None, console: Console | None = None):
     """`(candidates, specs, failures)` of `settings.functions`, each file validated in the sandbox's worker
-    processes before any of its code runs here; sweeps expanded, crossed if asked. `only`: the file stems to
-    take (default all). `validator`: one to reuse (its workers stay up; default a new one for this call).
+    processes before any of its code runs here; sweeps expanded, crossed if asked; with `settings.task_default`,
+    the task's own shaping last, as the candidate `task_default`. `only`: the file stems to take (default all).
+    `validator`: one to reuse (its workers stay up; default a new one for this call).
 
     Files that fail, and sweep variants that fail, are returned as failures with their reasons.
     """
@@ -43,11 +45,17 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             continue
         try:
             check_name(path.stem, str(path))
+            if path.stem == TASK_DEFAULT and getattr(settings, "task_default", False):
+                raise CandidateError(str(path), f"the name {TASK_DEFAULT} is the task's own shaping's in this run "
+                                                "(--task-default): rename the file")
             source = read_source(path)
             check_statically(source, str(path), settings.shaper_types)
             drafts.append((path.stem, source, str(path)))
         except CandidateError as err:
             failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
+    default = task_default_candidate(task, settings.shaper_types) if getattr(settings, "task_default", False) else None
+    if default is not None:
+        drafts.append((default.name, default.source, None))
     if drafts:
         if console is not None:
             console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
@@ -65,8 +73,11 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
     specs: dict[str, CandidateSpec] = {}
     loaded = []
     for (name, source, file), verdict in zip(drafts, verdicts):
-        failures += [LoadFailure(file=file, name=variant, error=error) for variant, error in verdict.errors.items()]
-        if verdict.specs:
+        failures += [LoadFailure(file=file or f"<{task.name} defaults>", name=variant, error=error)
+                     for variant, error in verdict.errors.items()]
+        if verdict.specs and file is None:
+            specs.update(verdict.specs)
+        elif verdict.specs:
             try:  # the sandbox ran this code already: loading it here is safe
                 loaded.append(load_candidate(Path(file), settings.shaper_types, source=source))
             except CandidateError as err:
@@ -76,7 +87,9 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
     candidates = [c for c in expand_sweeps(loaded) if c.name in specs]
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
-        specs = {c.name: _crossed_spec(c, specs) for c in candidates}
+        specs = {**specs, **{c.name: _crossed_spec(c, specs) for c in candidates}}
+    if default is not None and default.name in specs:
+        candidates.append(default)
     return candidates, {c.name: specs[c.name] for c in candidates}, failures
 
 

@@ -207,7 +207,8 @@ class SandboxValidator:
                            int(self.startup_timeout_s * (os.cpu_count() or 1)), self.startup_timeout_s)
 
     def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
-        """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`).
+        """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`; None:
+        the task's own shaping, `envcoder.candidates.task_default_candidate`, whatever the source).
         Raises `SandboxError` only when no worker can start. A verdict that passed is remembered (see the
         class): `envcoder auto` evaluates the drafts it validated, and a rerun of a job skips the sandbox."""
         todo: queue.Queue = queue.Queue()
@@ -315,7 +316,7 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
     header = json.loads(sys.stdin.readline())
     try:
         from envcoder.compile_cache import enable_compilation_cache
-        from envcoder.candidates import CandidateError, expand_sweeps, load_candidate
+        from envcoder.candidates import CandidateError, expand_sweeps, load_candidate, task_default_candidate
         from envcoder.candidates.validate import rollout_states, validate_candidate
         from envcoder.sim import Simulator
         from envcoder.tasks import get_task
@@ -337,7 +338,8 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (used + request["cpu_seconds"], resource.RLIM_INFINITY))
         specs, errors = {}, {}
         try:
-            variants = expand_sweeps([load_candidate(Path(path), shaper_types, name=name, source=request["source"])])
+            variants = [task_default_candidate(task, shaper_types)] if path is None else expand_sweeps(
+                [load_candidate(Path(path), shaper_types, name=name, source=request["source"])])
         except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
             errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
             variants = []

@@ -120,6 +120,14 @@ class RunDirectory:
                 per.setdefault(int(row["iteration"]), []).append(float(row[key]))
         return {i: float(np.mean(v)) for i, v in sorted(per.items())}
 
+    def read_group_series(self, key: str) -> dict[tuple[str, int], dict[int, float]]:
+        """`{(candidate, seed): {iteration: key}}` of every group in metrics.csv (NaN where a row has no value)."""
+        series: dict[tuple[str, int], dict[int, float]] = {}
+        for row in self._metrics_rows():
+            series.setdefault((row["candidate"], int(row["seed"])), {})[int(row["iteration"])] = (
+                float(row[key]) if row[key] != "" else float("nan"))
+        return series
+
     def write_config(self, config: dict) -> None:
         if not self.writes:
             return

@@ -26,6 +26,7 @@ from envcoder.runs.checkpoint import has_train_state, load_train_state, read_pro
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.report import write_report
+from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, Rung, carry_over, recent_means, rung_scores, survivors
 from envcoder.runs.watchdog import describe_compile, describe_run, guard
@@ -381,8 +382,11 @@ class TrainingDriver:
                 int(diverged_at[g]) if diverged_at[g] >= 0 else None, int(solved_at[g]) if solved_at[g] >= 0 else None,
                 dict(group.candidate.params)))
         groups.sort(key=lambda row: self.position[f"{row.candidate}#{row.seed}"])  # the run's group order
+        curves = self.run_dir.read_group_series("task_fitness") if (self.run_dir.path / "metrics.csv").exists() else {}
+        groups = [dataclasses.replace(g, training_auc=learning_auc(curves.get((g.candidate, g.seed), {})))
+                  for g in groups]
         results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,
-                                 self.job.failures, self.timings, self._training_fitness)
+                                 self.job.failures, self.timings, self._training_fitness, self.settings.rank_by)
         print_results(console, results)
         self.run_dir.write_results(results.to_json())
         if self.wandb is not None:

@@ -22,6 +22,7 @@ from envcoder.runs.driver import Job, TrainingDriver
 from envcoder.runs.results import RunResults
 from envcoder.runs.settings import EvalSettings
 from envcoder.runs.schedule import rungs
+from envcoder.runs.seed_rounds import evaluate_until_separable
 from envcoder.candidates import candidate_files
 from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
@@ -59,9 +60,19 @@ def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
 
 def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False,
                    validator: SandboxValidator | None = None) -> RunResults:
-    """Run the whole job (`envcoder.runs.driver`) and return its results (what `results.json` holds). With `resume`, continue the run in
-    `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate the
-    candidates with (default: a new one for this run)."""
+    """Run the whole job (`envcoder.runs.driver`) and return its results (what `results.json` holds); with
+    `settings.seeds_until_separable`, in rounds of seeds (`envcoder.runs.seed_rounds`). With `resume`, continue the
+    run in `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate
+    the candidates with (default: a new one for this run)."""
+    if settings.seeds_until_separable is not None:
+        return evaluate_until_separable(settings, console, resume, validator)
+    return evaluate_once(settings, console, resume, validator)
+
+
+def evaluate_once(settings: EvalSettings, console: Console | None = None, resume: bool = False,
+                  validator: SandboxValidator | None = None) -> RunResults:
+    """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
+    records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
     console = console or Console(quiet=not lead)
     task = get_task(settings.task)

@@ -103,10 +103,15 @@ def _diverged(results: dict) -> dict[str, list[tuple[int, int]]]:
 
 def _ranking_html(results: dict) -> str:
     """The ranked table, and what not to conclude from it."""
+    from envcoder.runs.ranking import beats_next
+    from envcoder.runs.results import RunResults
+
     e, ranking, diverged = html.escape, results["ranking"], _diverged(results)
     table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
-             "<th>P(beats next)</th><th>shaped return</th><th>episode length</th><th>status</th></tr>"]
-    win = results.get("win_probability") or {}
+             "<th>AUC (learning speed)</th><th>P(beats next)</th><th>shaped return</th><th>episode length</th>"
+             "<th>status</th></tr>"]
+    record = RunResults.from_json(results)
+    win = beats_next(record.ranking, record.win_probability, record.higher_is_better, record.rank_by)
     for i, r in enumerate(ranking, 1):
         ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]" if r["seeds"] > 1 else "–"
         status = ", ".join(f"seed {s} diverged at iteration {it}" for s, it in diverged.get(r["name"], [])) or "ok"
@@ -115,11 +120,20 @@ def _ranking_html(results: dict) -> str:
         following = ranking[i]["name"] if i < len(ranking) else None
         beats = win.get(r["name"], {}).get(following)
         table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
-                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(beats, 2)}</td><td>{_fmt(r['shaped_return'], 2)}</td>"
+                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td><td>{_fmt(beats, 2)}</td>"
+                     f"<td>{_fmt(r['shaped_return'], 2)}</td>"
                      f"<td>{_fmt(r['episode_length'], 0)}</td><td>{e(status)}</td></tr>")
     table.append("</table>")
-    tied = results.get("not_separable_from_best") or []
-    notes = (f"<p>Not separable from the best at 95%: {e(', '.join(tied))}.</p>" if tied else "")
+    unseparated, tied = record.not_separable_from_best, record.tied_with_best
+    notes = (f"<p>Not separable from the best at 95%: {e(', '.join(unseparated))}.</p>" if unseparated else "")
+    if tied:
+        notes += (f"<p>Tied with the best on task fitness, so ranked by learning speed (AUC: the mean training "
+                  f"fitness over the iterations): {e(', '.join(tied))}.</p>")
+    if any(b is not None for b in record.fitness_bounds):
+        notes += "<p>95% intervals are clipped to the fitness's range [{}, {}].</p>".format(
+            *("" if b is None else f"{b:g}" for b in record.fitness_bounds))
+    if record.seed_rounds:
+        notes += f"<p>{e(record.seed_rounds['verdict'])}.</p>"
     improving = results.get("best_still_improving")
     if improving and improving["improving"]:
         notes += (f"<p><b>Still improving:</b> the best candidate's training fitness went from "

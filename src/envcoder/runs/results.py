@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from envcoder.runs.ranking import (Ranked, not_separable_from_best, rank, still_improving,
-                                   win_probabilities)
+from envcoder.runs.ranking import (Ranked, beats_next, not_separable_from_best, rank, separation, still_improving,
+                                   tied_with_best, win_probabilities)
 from envcoder.candidates import LoadFailure
 
 
@@ -41,6 +41,9 @@ class GroupResult:
     eliminated_at_iteration: int | None = None
     """Under `--schedule halving`: the iteration after which the group stopped training (None: it trained to the
     end; then the key is left out of the file)."""
+    training_auc: float = math.nan
+    """Learning speed: the area under the group's training curve of the task fitness
+    (`envcoder.runs.ranking.learning_auc`)."""
 
     def to_json(self) -> dict:
         row = dataclasses.asdict(self)
@@ -72,7 +75,19 @@ class RunResults:
     best_still_improving: dict | None
     """Whether the best candidate's training fitness was still rising at the end (`ranking.still_improving`)."""
     not_separable_from_best: list[str]
-    """The candidates the best one does not beat at 95% over these seeds."""
+    """The candidates the best one does not beat at 95% over these seeds (those tied with it left out)."""
+    rank_by: str = "final"
+    """The primary ranking key (`envcoder.runs.ranking.RANK_BY`)."""
+    fitness_bounds: tuple = (None, None)
+    """The fitness's declared range, `(low, high)`: the intervals are clipped to it."""
+    tied_with_best: list[str] = dataclasses.field(default_factory=list)
+    """The candidates whose fitness equals the best's, ordered by learning speed (more seeds would not separate
+    them)."""
+    separation: dict | None = None
+    """Whether the best is separable from the runner-up at 95% (`envcoder.runs.ranking.separation`)."""
+    seed_rounds: dict | None = None
+    """With seeds added until separable (`envcoder.runs.seed_rounds`): its rounds and why they stopped; None
+    otherwise."""
 
     def to_json(self) -> dict:
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
@@ -83,6 +98,7 @@ class RunResults:
 
     @classmethod
     def from_json(cls, data: dict) -> "RunResults":
+        data = {**data, "fitness_bounds": tuple(data.get("fitness_bounds", (None, None)))}
         return cls(**{**data, "ranking": [_with_nan(Ranked, r) for r in data["ranking"]],
                       "groups": [_with_nan(GroupResult, g) for g in data["groups"]],
                       "failures": [LoadFailure(**f) for f in data["failures"]]})
@@ -99,16 +115,18 @@ class RunResults:
 
 def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups: list[GroupResult],
                    failures: list[LoadFailure], timings: dict,
-                   training_fitness: Callable[[str], dict[int, float]]) -> RunResults:
-    """Every candidate ranked by its groups' task fitness (`groups` in the run's order), with how far to trust the
-    ranking: per pair of candidates that trained equally long, the probability that one beats the other (from their
-    seeds), whether the best candidate was still improving when training ended (`training_fitness(candidate)`: its
-    training episodes' fitness per iteration), and the candidates the best one does not beat at 95%."""
+                   training_fitness: Callable[[str], dict[int, float]], rank_by: str = "final") -> RunResults:
+    """Every candidate ranked by its groups' task fitness, ties by learning speed (or by learning speed first:
+    `rank_by`; `groups` in the run's order), with how far to trust the ranking: per pair of candidates that trained
+    equally long, the probability that one beats the other (from their seeds), whether the best candidate was still
+    improving when training ended (`training_fitness(candidate)`: its training episodes' fitness per iteration),
+    the candidates the best one does not beat at 95%, those tied with it, and whether it is separable from the
+    runner-up."""
     per_candidate: dict[str, list[dict]] = {}
     for row in groups:
         per_candidate.setdefault(row.candidate, []).append(dataclasses.asdict(row))
     higher = fitness.higher_is_better
-    ranking = rank(per_candidate, higher)
+    ranking = rank(per_candidate, higher, rank_by, fitness.bounds)
     rungs_of = {r.name: r.eliminated_at for r in ranking}
     probability = win_probabilities({name: [row["task_fitness"] for row in rows]
                                      for name, rows in per_candidate.items()}, higher)
@@ -120,17 +138,28 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
     return RunResults(task=task, fitness=fitness_name, fitness_doc=fitness.doc, higher_is_better=higher,
                       schedule=schedule, ranking=ranking, groups=groups, failures=list(failures), timings=timings,
                       win_probability=probability, best_still_improving=improving,
-                      not_separable_from_best=not_separable_from_best(ranking, higher))
+                      not_separable_from_best=not_separable_from_best(ranking, higher), rank_by=rank_by,
+                      fitness_bounds=tuple(fitness.bounds), tied_with_best=tied_with_best(ranking),
+                      separation=separation(ranking, higher, rank_by))
 
 
 def print_results(console: Console, results: RunResults) -> None:
     """The ranked table and what to make of it."""
-    print_table(console, ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}",
-                                       results.win_probability))
-    tied = results.not_separable_from_best
-    if tied:
-        console.print(f"not separable at 95%: {results.ranking[0].name} does not beat {', '.join(tied)} at 95% "
+    beats = beats_next(results.ranking, results.win_probability, results.higher_is_better, results.rank_by)
+    print_table(console, ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}", beats,
+                                       results.fitness_bounds))
+    best = results.ranking[0] if results.ranking else None
+    if results.tied_with_best:
+        names = [best.name, *results.tied_with_best]
+        console.print(f"tied: {', '.join(names[:-1])} and {names[-1]} reach the same fitness "
+                      f"({best.fitness_mean:.3f}); ranked by learning speed (AUC: the mean training fitness over the "
+                      "iterations)" + _speed_verdict(results), highlight=False)
+    unseparated = results.not_separable_from_best
+    if unseparated:
+        console.print(f"not separable at 95%: {best.name} does not beat {', '.join(unseparated)} at 95% "
                       "over these seeds; more seeds would tell them apart", highlight=False)
+    if results.seed_rounds:
+        console.print(results.seed_rounds["verdict"], highlight=False)
     improving = results.best_still_improving
     if improving and improving["improving"]:
         console.print(f"[yellow]still improving[/yellow]: the best candidate's training fitness went from "
@@ -139,19 +168,36 @@ def print_results(console: Console, results: RunResults) -> None:
                       "the ranking (more --iterations)", highlight=False)
 
 
+def _speed_verdict(results: RunResults) -> str:
+    """How surely the best learns faster than the runner-up tied with it."""
+    split = results.separation
+    if not split or split["by"] != "auc" or split["runner_up"] not in results.tied_with_best:
+        return ""
+    if split["p_best_beats"] is None:
+        return "; one seed: how surely it learns faster is unknown"
+    return (f"; it learns faster than {split['runner_up']} with P = {split['p_best_beats']:.2f}"
+            + (" (separable at 95%)" if split["separable"] else " (not separable at 95%)"))
+
+
 def _with_nan(record: type, row: dict):
     """`record(**row)` with the float fields that JSON holds as null (NaN) NaN again."""
     floats = {f.name for f in dataclasses.fields(record) if f.type == "float"}
     return record(**{k: math.nan if v is None and k in floats else v for k, v in row.items()})
 
 
-def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: dict | None = None) -> Table:
-    """The ranking as a table; with `win_probability` (`RunResults.win_probability`), a column of the probability
-    that each candidate beats the next one down. Every number stays on one line (a row fits 100 columns unless a
-    candidate's name is long)."""
+def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: dict | None = None,
+                  bounds=(None, None)) -> Table:
+    """The ranking as a table; with `win_probability` (`{a: {b: p}}`, e.g. `envcoder.runs.ranking.beats_next`), a
+    column of the probability that each candidate beats the next one down; `AUC` is the learning speed
+    (`Ranked.auc`). Intervals are clipped to `bounds`, the fitness's range (the caption says so). Every number stays
+    on one line (a row fits 100 columns unless a candidate's name is long)."""
+    caption = None
+    if any(b is not None for b in bounds) and any(r.seeds > 1 for r in ranking):
+        caption = "95% CI clipped to the fitness's range [{}, {}]".format(*("" if b is None else f"{b:g}"
+                                                                             for b in bounds))
     table = Table(title=f"Ranking by task fitness ({fitness_doc})", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
-    columns = ["rank", "candidate", "fitness", "95% CI", "seeds", "return", "length"]
+                  pad_edge=False, collapse_padding=True, caption=caption, caption_justify="left")
+    columns = ["rank", "candidate", "fitness", "95% CI", "seeds", "AUC", "return", "length"]
     if win_probability is not None:
         columns.append("P(>next)")
     if any(r.eliminated_at is not None for r in ranking):
@@ -160,8 +206,8 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
         table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column != "candidate")
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
-        row = [str(i), r.name, f"{r.fitness_mean:.3f}", ci, str(r.seeds), f"{r.shaped_return:.2f}",
-               f"{r.episode_length:.0f}"]
+        row = [str(i), r.name, f"{r.fitness_mean:.3f}", ci, str(r.seeds), "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
+               f"{r.shaped_return:.2f}", f"{r.episode_length:.0f}"]
         if win_probability is not None:
             following = ranking[i].name if i < len(ranking) else None
             p = win_probability.get(r.name, {}).get(following)

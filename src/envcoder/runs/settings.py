@@ -31,6 +31,17 @@ class EvalSettings:
     """Training iterations; None takes the resolved settings' `max_epochs` (e.g. 60 for Cartpole)."""
     seeds: tuple[int, ...] = (0,)
     """Every candidate is trained once per seed, independently."""
+    task_default: bool = False
+    """Also train the task's own default shaping (of `shaper_types`) as the candidate `task_default`: the baseline
+    that the candidates have to beat."""
+    rank_by: str = "final"
+    """The primary ranking key: "final" ranks by the final evaluation's task fitness, candidates tied on it (a
+    saturated ceiling) by learning speed, the area under their training curve of the task fitness; "auc" ranks by
+    learning speed first."""
+    seeds_until_separable: int | None = None
+    """Add rounds of `seeds` seeds (the best and the candidates not yet separated from it, in one process each
+    round) until the best is separable from the runner-up at 95% or a candidate has this many seeds (None: one
+    round)."""
     cross: bool = False
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     algo: str = "ppo"

@@ -9,7 +9,9 @@ Every iteration:
    iteration);
 4. the reflection for the next iteration is built from their task fitness, the statistics of every reward
    component over training, the failures and the best candidate so far.
-At the end the best candidates (and the starting files) are re-evaluated with more seeds.
+At the end the best finds, the best starting file and the task's own default shaping (`task_default`) are
+re-evaluated together, adding rounds of seeds until the best is separable from the others (or a seed budget is
+spent); the summary says whether the best beats the task default, and by how much.
 
 The run directory (`out/`):
 
@@ -20,7 +22,7 @@ The run directory (`out/`):
     iter_KK/candidates/*.py      the valid candidates of the iteration
     iter_KK/eval/                their evaluation run directory (results.json, metrics.csv, ...)
     iter_KK/iteration.json       the iteration's table, failures and the reflection it produced
-    final/                       the re-evaluation of the best with more seeds
+    final/                       the final evaluation (final/eval/seed_rounds/: its rounds of added seeds)
     best.py, summary.json, summary.md
 
 Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
@@ -41,11 +43,12 @@ from typing import Sequence
 from rich.console import Console
 from rich.markdown import Markdown
 
-from envcoder.candidates import CandidateError, check_statically
+from envcoder.candidates import TASK_DEFAULT, CandidateError, check_statically
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
 from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
+from envcoder.runs.ranking import compare, rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
@@ -186,16 +189,21 @@ class AutoRun:
     # ---- evaluating -------------------------------------------------------------------------------
 
     def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
-                  envs: int | None = None) -> RunResults | None:
-        """`run_evaluation` on a directory of candidates; a finished evaluation is read back, an unfinished
-        one (a killed run) starts over."""
+                  envs: int | None = None, **changes) -> RunResults | None:
+        """`run_evaluation` on a directory of candidates (`changes`: of its settings); a finished evaluation is read
+        back, one cut off in its rounds of added seeds goes on, and one cut off before its results starts over."""
+        settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name,
+                                     **changes)
+        resume = False
         if (eval_dir / "results.json").exists():
-            return RunResults.read(eval_dir)
-        if eval_dir.exists():
+            results = RunResults.read(eval_dir)
+            if settings.seeds_until_separable is None or results.seed_rounds is not None:
+                return results
+            resume = True
+        elif eval_dir.exists():
             shutil.rmtree(eval_dir)
-        settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name)
         try:
-            return run_evaluation(settings, self.console, validator=self.validator)
+            return run_evaluation(settings, self.console, resume=resume, validator=self.validator)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
             return None
@@ -236,6 +244,7 @@ class AutoRun:
             if r is None:
                 failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
             table.append({"name": name, "fitness": r.fitness_mean if r else None,
+                          "auc": r.auc if r and math.isfinite(r.auc) else None,
                           "shaped_return": r.shaped_return if r else None,
                           "episode_length": r.episode_length if r else None, "status": status,
                           "source": source, "iteration": iteration})
@@ -269,9 +278,13 @@ class AutoRun:
                                          best, stats(best), latest, stats(latest))
 
     def _ranked(self, rows: Sequence[dict]) -> list[dict]:
-        """Trained, non-diverged candidates with a finite fitness, best first."""
-        usable = [h for h in rows if h["status"] == "ok" and _finite(h["fitness"])]
-        return sorted(usable, key=lambda h: h["fitness"], reverse=self.fitness.higher_is_better)
+        """Trained, non-diverged candidates with a finite fitness, best first, as an evaluation ranks them
+        (`envcoder.runs.ranking.rank`: ties on fitness by learning speed, or learning speed first)."""
+        usable = {h["name"]: h for h in rows if h["status"] == "ok" and _finite(h["fitness"])}
+        order = rank({name: [{"task_fitness": h["fitness"], "shaped_return": 0.0, "episode_length": 0.0,
+                              "training_auc": h.get("auc") if _finite(h.get("auc")) else math.nan}]
+                      for name, h in usable.items()}, self.fitness.higher_is_better, self.s.rank_by)
+        return [usable[r.name] for r in order]
 
     # ---- the whole run ----------------------------------------------------------------------------
 
@@ -288,7 +301,7 @@ class AutoRun:
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
-        # The best starting file too, as the baseline that the search had to beat.
+        # The best starting file and the task's own shaping too: the baselines that the search had to beat.
         starting = self._ranked([h for h in self.history if h["name"].split("[")[0] in self.initial])
         finalists.update({h["name"]: h for h in starting[:1]})
         final_dir = self.out / "final"
@@ -297,10 +310,13 @@ class AutoRun:
             (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
             for name, h in finalists.items():
                 (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
-            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) × {self.s.final_seeds} seeds × "
+            max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
+            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) and {TASK_DEFAULT} × "
+                              f"{self.s.final_seeds} seeds (up to {max_seeds} until separable) × "
                               f"{self.s.final_envs_per_candidate} envs")
             results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
-                                     envs=self.s.final_envs_per_candidate)
+                                     envs=self.s.final_envs_per_candidate, task_default=True,
+                                     seeds_until_separable=max_seeds)
         calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
         costs = [c["cost_usd"] for c in calls]
         summary = {
@@ -315,12 +331,14 @@ class AutoRun:
             "output_tokens": sum(c["output_tokens"] for c in calls),
             "cost_usd": None if any(c is None for c in costs) else sum(costs),
             "final_ranking": [dataclasses.asdict(r) for r in results.ranking] if results else [],
-            "best": None,
+            "final_seeds": results.seed_rounds if results else None,
+            "best": None, "task_default": None,
         }
-        if results and results.ranking:
-            top = results.ranking[0]
+        top = next((r for r in results.ranking if r.name in finalists), None) if results else None
+        if top is not None:  # the best file (the task's default, which may rank above it, is no file)
             summary["best"] = {**dataclasses.asdict(top), "file": "best.py", "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
+            summary["task_default"] = _against_default(results, top, self.fitness.higher_is_better)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
@@ -328,6 +346,25 @@ class AutoRun:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
                                highlight=False, soft_wrap=True)  # paths stay whole, to copy
         return summary
+
+
+def _against_default(results: RunResults, best, higher_is_better: bool) -> dict | None:
+    """The best file against the task's default shaping in the final evaluation (`envcoder.runs.ranking.compare`),
+    with the sentence the summary shows."""
+    default = next((r for r in results.ranking if r.name == TASK_DEFAULT), None)
+    if default is None:
+        return None
+    verdict = compare(best, default, higher_is_better)
+    amount = f"{abs(verdict['difference']):.4g}"
+    interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]" if verdict["ci"] else ""
+    p = f"P(beats) = {verdict['p_beats']:.2f}" if verdict["p_beats"] is not None else "one seed: P(beats) unknown"
+    if verdict["beats"]:
+        text = f"{best.name} beats the task default by {amount}{interval} ({p})."
+    else:
+        direction = "better" if verdict["difference"] > 0 else "worse" if verdict["difference"] < 0 else "no different"
+        text = f"{best.name} is not shown to beat the task default: it is {direction} by {amount}{interval} ({p})."
+    return {**verdict, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low, "ci_high": default.ci_high,
+            "seeds": default.seeds, "text": text}
 
 
 def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:

@@ -46,10 +46,17 @@ class AutoSettings:
     candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
     environments to the others. The final evaluation is always flat. Flat is the default because halving saved
     no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
-    final_seeds: int = 2
-    """Seeds of the final re-evaluation of the best candidates."""
+    final_seeds: int = 4
+    """Seeds per finalist of the final evaluation's first round."""
+    final_max_seeds: int = 16
+    """The final evaluation adds rounds of `final_seeds` seeds until the best finalist is separable from the others
+    at 95% or a finalist has this many seeds (`EvalSettings.seeds_until_separable`)."""
     final_top: int = 3
-    """How many of the best candidates the final evaluation re-trains with `final_seeds` seeds."""
+    """How many of the best finds the final evaluation re-trains, next to the best starting file and the task's own
+    default shaping (`task_default`)."""
+    rank_by: str = "final"
+    """The primary ranking key of every evaluation (`EvalSettings.rank_by`): "final" fitness, ties by learning
+    speed, or learning speed ("auc")."""
     final_envs_per_candidate: int | None = None
     """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
     accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""

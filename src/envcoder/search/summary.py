@@ -22,10 +22,15 @@ def summary_text(summary: dict) -> str:
         lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
                      f"{best['fitness_mean']:.4g}{ci} over {best['seeds']} seed(s) in the final evaluation; "
                      f"its code is best.py.")
-        lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds |", "|---|---|---|---|---|"]
+        if summary.get("task_default"):
+            lines += ["", summary["task_default"]["text"]]
+        if summary.get("final_seeds"):
+            lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
+        lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds | AUC |", "|---|---|---|---|---|---|"]
         for i, r in enumerate(summary["final_ranking"], 1):
+            auc = f"{r['auc']:.4g}" if _finite(r.get("auc")) else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
-                         f"| {r['seeds']} |")
+                         f"| {r['seeds']} | {auc} |")
     lines += ["", "| iteration | valid / attempts | best | best fitness |", "|---|---|---|---|"]
     for it in summary["iterations"]:
         fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"

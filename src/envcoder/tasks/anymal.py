@@ -170,14 +170,15 @@ TASK = Task(
             "mean linear-velocity tracking error |command_xy - base velocity_xy| in m/s (base frame) over the "
             "2500-step (50 s) episode; after a fall the remaining steps count the error of standing still; "
             "lower is better",
-            higher_is_better=False, after_failure=standing_still_error),
+            higher_is_better=False, after_failure=standing_still_error, bounds=(0.0, None)),
         "robust_tracking": Fitness(
             tracking_error,
             "the tracking error (as `tracking`, m/s, lower is better) of the final evaluation under a fixed "
             "held-out randomization, whatever the candidate trained under: friction ×[0.5, 1.5], every body's mass "
             "×[0.8, 1.2], a push of up to ±0.5 m/s (x and y) every 250 steps; training metrics use the candidate's "
             "own physics",
-            higher_is_better=False, after_failure=standing_still_error, physics=held_out_physics),
+            higher_is_better=False, after_failure=standing_still_error, physics=held_out_physics,
+            bounds=(0.0, None)),
         "forward_speed": Fitness(
             forward_speed,
             "mean forward (+x, world) velocity of the base in m/s over the 2500-step (50 s) episode; a fall ends "

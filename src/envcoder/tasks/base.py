@@ -45,6 +45,9 @@ class Fitness:
     """`(key, params) -> {field: value}` for one environment, like a candidate's `sample_physics`: the fixed,
     held-out randomization that the final evaluation runs every candidate under (a robustness fitness), in place
     of the candidate's own; None evaluates under the candidate's own physics."""
+    bounds: tuple[float | None, float | None] = (None, None)
+    """The values it can take, `(low, high)` (None: unbounded), e.g. `(0.0, 1.0)` for a fraction: confidence
+    intervals are clipped to them."""
 
 
 @dataclasses.dataclass(frozen=True)

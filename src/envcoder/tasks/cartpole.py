@@ -103,7 +103,8 @@ TASK = Task(
     },
     fitness={
         "upright": Fitness(upright, f"fraction of the 500-step episode with the pole upright (|angle| < "
-                                    f"{UPRIGHT_ANGLE} rad); higher is better, 1.0 is perfect"),
+                                    f"{UPRIGHT_ANGLE} rad); higher is better, 1.0 is perfect",
+                           bounds=(0.0, 1.0)),
     },
 )
 

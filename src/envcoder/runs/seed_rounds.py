@@ -1,0 +1,122 @@
+"""Seeds added until the ranking decides (`EvalSettings.seeds_until_separable`; `envcoder auto`'s final evaluation).
+
+Round 0 is the run itself (`settings.out`, `settings.seeds`). While the best candidate is not separable at 95% from
+every candidate that trained as long (`envcoder.runs.ranking.separation`: by the final fitness, or by learning
+speed where the fitness is tied) and the contenders have fewer than `seeds_until_separable` seeds, one more round
+trains the contenders (the best and the candidates it is not separated from) with as many new seeds as round 0
+had, fewer where the budget ends, all in one process, into `out/seed_rounds/round_K/`: a complete run directory.
+The ranking of every round's groups together is `out/results.json`; its `seed_rounds` says how many seeds each
+round added and why they stopped.
+
+A resumed run reads back the rounds that finished and starts a round that was cut off again from its beginning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+from rich.console import Console
+
+from envcoder.candidates import TASK_DEFAULT
+from envcoder.runs.directory import RunDirectory
+from envcoder.runs.report import write_report
+from envcoder.runs.results import RunResults, print_results, ranked_results
+from envcoder.tasks import get_task
+
+
+def evaluate_until_separable(settings, console: Console | None = None, resume: bool = False,
+                             validator=None) -> RunResults:
+    """`run_evaluation` of `settings`, then rounds of new seeds until the best is separable or the budget
+    (`settings.seeds_until_separable` seeds per candidate) is spent; the results of all rounds, ranked together."""
+    from envcoder.runs.evaluation import evaluate_once  # it calls this module
+
+    budget = settings.seeds_until_separable
+    if settings.schedule != "flat" or settings.cross:
+        raise ValueError("--seeds-until-separable adds seeds to whole candidates of a flat schedule: it does not "
+                         "take --schedule halving or --cross")
+    if budget < len(settings.seeds):
+        raise ValueError(f"--seeds-until-separable {budget} is fewer than the {len(settings.seeds)} seeds of the "
+                         "first round (--seeds)")
+    console = console or Console()
+    out = Path(settings.out)
+    if resume and (out / "results.json").exists():
+        first = RunResults.read(out)
+        first = dataclasses.replace(first, groups=[g for g in first.groups if g.seed in settings.seeds])
+    else:
+        first = evaluate_once(settings, console, resume, validator)
+    task = get_task(settings.task)
+    _, fitness = task.get_fitness(first.fitness)
+    import jax
+
+    run_dir = RunDirectory(out, resume=True, writes=jax.process_index() == 0)  # a multi-host run's process 0 writes
+
+    def ranked(groups) -> RunResults:
+        return ranked_results(task.name, first.fitness, fitness, settings.schedule, groups, first.failures,
+                              first.timings, lambda name: run_dir.read_series(name, "task_fitness"),
+                              settings.rank_by)
+    rounds = [{"round": 0, "seeds": list(settings.seeds), "candidates": [r.name for r in first.ranking], "run": "."}]
+    groups, results, used = list(first.groups), first, max(settings.seeds)
+    while True:
+        split = results.separation
+        if split is None:
+            stopped = "no runner-up to separate the best from"
+            break
+        contenders = [split["best"]] + split["undecided"]
+        if not split["undecided"]:
+            stopped = "separable"
+            break
+        have = max(r.seeds for r in results.ranking if r.name in contenders)
+        new = min(len(settings.seeds), budget - have)
+        if new <= 0:
+            stopped = "budget"
+            break
+        seeds = tuple(range(used + 1, used + 1 + new))
+        used = seeds[-1]
+        k = len(rounds)
+        console.rule(f"seed round {k}: {len(contenders)} candidate(s) not yet separated × {new} new seed(s)")
+        rounds.append({"round": k, "seeds": list(seeds), "candidates": contenders,
+                       "run": f"seed_rounds/round_{k}"})  # in the run directory
+        extra = _round(settings, out, k, contenders, seeds, console, validator, evaluate_once)
+        groups += [g for g in extra.groups if g.candidate in contenders]
+        results = ranked(groups)
+    best = results.ranking[0]
+    verdict = {"separable": f"{best.name} is separable at 95% from every other candidate after "
+                            f"{best.seeds} seed(s)",
+               "budget": f"the seed budget ({budget} per candidate) is spent: {best.name} is not separable at 95% "
+                         f"from {', '.join((split or {}).get('undecided', []))}",
+               "no runner-up to separate the best from": f"{best.name} has no runner-up to separate it from"}[stopped]
+    if len(rounds) > 1:
+        verdict = f"seeds added in {len(rounds) - 1} round(s): " + verdict
+    results = dataclasses.replace(results, seed_rounds={"max_seeds": budget, "rounds": rounds, "stopped": stopped,
+                                                        "verdict": verdict})
+    if len(rounds) > 1:
+        print_results(console, results)
+    else:
+        console.print(verdict, highlight=False)
+    run_dir.write_results(results.to_json())
+    if run_dir.writes and (out / "metrics.csv").exists():  # the report draws round 0's training curves
+        write_report(out)
+    return results
+
+
+def _round(settings, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...], console, validator,
+           evaluate_once) -> RunResults:
+    """Round `k`: the contenders' files (from the run's own copies) trained with `seeds`; a finished round is read
+    back, one that was cut off starts over."""
+    folder = out / "seed_rounds" / f"round_{k}"
+    inputs = out / "seed_rounds" / f"round_{k}_candidates"
+    if (folder / "results.json").exists():
+        return RunResults.read(folder)
+    for path in (folder, inputs):
+        if path.exists():
+            shutil.rmtree(path)
+    inputs.mkdir(parents=True)
+    for name in contenders:  # a sweep's variant is trained with its whole file: every variant of it is then ranked
+        if name != TASK_DEFAULT:
+            stem = name.split("[")[0]
+            shutil.copyfile(out / "candidates" / f"{name}.py", inputs / f"{stem}.py")
+    round_settings = dataclasses.replace(settings, functions=inputs, out=folder, seeds=seeds,
+                                         task_default=TASK_DEFAULT in contenders, seeds_until_separable=None)
+    return evaluate_once(round_settings, console, False, validator)

@@ -1,0 +1,152 @@
+"""Decisive rankings, with numbers worked by hand: learning speed breaks ties at the ceiling, intervals stay within
+the fitness's range, the best is compared with the task's default, and seeds are added in rounds exactly until the
+best is separable. The evaluations are stood in for where training is not the point (a table of fitness per
+candidate and seed); the real runs are the README's (test_cli) and auto's (test_auto)."""
+
+import io
+import math
+
+import pytest
+from rich.console import Console
+
+from conftest import FakeEvaluations
+from envcoder.candidates import TASK_DEFAULT
+from envcoder.runs import evaluation
+from envcoder.runs.ranking import compare, learning_auc, mean_ci, rank, separation
+from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
+from envcoder.runs.settings import EvalSettings
+from envcoder.tasks import get_task
+
+CARTPOLE = get_task("Cartpole")
+UPRIGHT = CARTPOLE.get_fitness()[1]
+
+
+def row(fitness, auc=math.nan):
+    return {"task_fitness": fitness, "shaped_return": 1.0, "episode_length": 500.0, "training_auc": auc}
+
+
+def test_the_area_under_a_training_curve_holds_the_last_value_where_no_episode_finished():
+    # iterations 0..4: 0.2, (none: 0.2), 0.6, (absent: 0.6), 1.0
+    assert learning_auc({0: 0.2, 1: math.nan, 2: 0.6, 4: 1.0}) == pytest.approx((0.2 + 0.2 + 0.6 + 0.6 + 1.0) / 5)
+    assert learning_auc({0: math.nan, 1: 0.5, 2: 1.0}) == pytest.approx(0.75)  # from the first finished episode
+    assert math.isnan(learning_auc({0: math.nan})) and math.isnan(learning_auc({}))
+
+
+def test_candidates_at_the_ceiling_are_ranked_by_learning_speed_and_reported_as_tied_not_unseparated():
+    per_seed = {"slow": [row(1.0, a) for a in (0.60, 0.62, 0.58)],
+                "fast": [row(1.0, a) for a in (0.80, 0.79, 0.81)],
+                "weak": [row(f, 0.3) for f in (0.50, 0.70, 0.60)]}
+    results = ranked_results("Cartpole", "upright", UPRIGHT, "flat",
+                             [GroupResult(name, seed, r["task_fitness"], 500.0, 1.0, r["task_fitness"], None, None, {},
+                                          training_auc=r["training_auc"])
+                              for name, rows in per_seed.items() for seed, r in enumerate(rows)], [], {},
+                             lambda name: {})
+    assert [r.name for r in results.ranking] == ["fast", "slow", "weak"]
+    assert results.tied_with_best == ["slow"] and results.not_separable_from_best == []
+    # AUC 0.80 ± 0.01 against 0.60 ± 0.02 over 3 seeds: t = 0.2 / sqrt(0.01²/3 + 0.02²/3) = 15.5, far past 95%
+    assert results.separation["by"] == "auc" and results.separation["separable"]
+    assert results.ranking[0].auc == pytest.approx(0.80) and results.ranking[1].auc == pytest.approx(0.60)
+    text = io.StringIO()
+    print_results(Console(file=text, width=100), results)
+    printed = text.getvalue()
+    assert "tied: fast and slow reach the same fitness (1.000); ranked by learning speed" in " ".join(printed.split())
+    assert "more seeds would tell them apart" not in printed and "AUC" in printed
+    # Learning speed first: the fastest learner leads even where its final fitness is lower.
+    per_seed["quick"] = [row(0.9, a) for a in (0.95, 0.94, 0.96)]
+    assert [r.name for r in rank(per_seed, rank_by="auc")] == ["quick", "fast", "slow", "weak"]
+    with pytest.raises(ValueError, match="rank_by 'speed'"):
+        rank(per_seed, rank_by="speed")
+
+
+def test_intervals_stay_within_the_fitness_s_declared_range():
+    # [1.0, 0.9]: mean 0.95, s = 0.0707; t(0.975, 1) = 12.706: 0.95 ± 12.706 · 0.0707 / √2 = 0.95 ± 0.635
+    assert mean_ci([1.0, 0.9]) == pytest.approx((0.95 - 0.6353, 0.95 + 0.6353), abs=1e-4)
+    assert mean_ci([1.0, 0.9], bounds=(0.0, 1.0)) == pytest.approx((0.95 - 0.6353, 1.0), abs=1e-4)
+    assert mean_ci([0.0, 0.05], bounds=(0.0, 1.0))[0] == 0.0
+    assert mean_ci([0.02, 0.01, 0.03], bounds=(0.0, None))[0] >= 0.0
+    ranking = rank({"a": [row(1.0), row(0.9)], "b": [row(0.0), row(0.05)]}, bounds=UPRIGHT.bounds)
+    assert all(0.0 <= r.ci_low <= r.ci_high <= 1.0 for r in ranking) and UPRIGHT.bounds == (0.0, 1.0)
+
+
+def test_how_much_one_candidate_beats_another_with_its_interval():
+    a, b = rank({"a": [row(1.0), row(0.8)], "b": [row(0.5), row(0.3)]})
+    verdict = compare(a, b)
+    # difference 0.5; standard error √(0.02/2 + 0.02/2) = 0.1414; Welch's dof 2, t(0.975, 2) = 4.303
+    assert verdict["difference"] == pytest.approx(0.5)
+    assert verdict["ci"] == pytest.approx([0.5 - 4.3027 * 0.14142, 0.5 + 4.3027 * 0.14142], abs=1e-3)
+    assert verdict["p_beats"] == pytest.approx(0.9642, abs=1e-3) and not verdict["beats"]  # t = 3.54 on 2 dof
+    lower = compare(*rank({"a": [row(0.2), row(0.3)], "b": [row(0.9), row(1.0)]}, higher_is_better=False), False)
+    assert lower["difference"] == pytest.approx(0.7) and lower["beats"]  # an error 0.7 lower, every seed apart
+
+
+def alternating(mean):
+    """± 0.1 around `mean`, by the seed's parity: over 2n seeds, s = 0.1 √(2n / (2n - 1))."""
+    return lambda seed: mean + (0.1 if seed % 2 == 0 else -0.1)
+
+
+def run_rounds(tmp_path, monkeypatch, means, budget, task_default=False, stop_at_call=None):
+    folder = tmp_path / "files"
+    folder.mkdir(parents=True)
+    for name in means:
+        if name != TASK_DEFAULT:
+            (folder / f"{name}.py").write_text("def compute_reward(state):\n    return state['dof_pos'][:, 0]\n")
+    fake = FakeEvaluations(lambda name, seed: alternating(means[name])(seed))
+    evaluate = fake
+    if stop_at_call is not None:
+        def evaluate(*args):  # Ctrl-C in the evaluation `stop_at_call`
+            if len(fake.calls) + 1 == stop_at_call:
+                raise KeyboardInterrupt
+            return fake(*args)
+    monkeypatch.setattr(evaluation, "evaluate_once", evaluate)
+    settings = EvalSettings(task="Cartpole", functions=folder, out=tmp_path / "run", seeds=(0, 1, 2, 3),
+                            seeds_until_separable=budget, task_default=task_default)
+    from envcoder.runs.seed_rounds import evaluate_until_separable
+
+    return evaluate_until_separable(settings, Console(file=io.StringIO())), fake.calls
+
+
+def test_seed_rounds_stop_exactly_when_the_best_is_separable(tmp_path, monkeypatch):
+    """a and b 0.15 apart, each ±0.1 by seed. Welch's t for n seeds each: 0.15 / (0.1 √(n / (n - 1)) √(2 / n)).
+    n = 4: t = 1.84 on 6 dof, P = 0.943 < 0.975; n = 8: t = 2.81 on 14 dof, P = 0.993: one round of 4 more.
+    c (0.3) is separated from the start and trains no more."""
+    results, calls = run_rounds(tmp_path, monkeypatch, {"a": 0.8, "b": 0.65, "c": 0.3}, budget=16)
+    assert calls == [(["a", "b", "c"], (0, 1, 2, 3)), (["a", "b"], (4, 5, 6, 7))]
+    assert {r.name: r.seeds for r in results.ranking} == {"a": 8, "b": 8, "c": 4}
+    assert results.separation["separable"] and results.separation["p_best_beats"] == pytest.approx(0.9931, abs=1e-3)
+    rounds = results.seed_rounds
+    assert rounds["stopped"] == "separable" and [r["seeds"] for r in rounds["rounds"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert "a is separable at 95% from every other candidate after 8 seed(s)" in rounds["verdict"]
+    assert RunResults.read(tmp_path / "run").seed_rounds == rounds  # the run's results.json: every round ranked
+
+
+def test_seed_rounds_end_at_the_budget_and_say_so(tmp_path, monkeypatch):
+    """0.05 apart: not separable at 4, 8 or 10 seeds; the budget of 10 allows rounds of 4, 4 and 2."""
+    results, calls = run_rounds(tmp_path, monkeypatch, {"a": 0.8, "b": 0.75, TASK_DEFAULT: 0.1}, budget=10,
+                                task_default=True)
+    assert [seeds for _, seeds in calls] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
+    assert calls[1][0] == ["a", "b"]  # the task's default is separated from the start
+    assert results.seed_rounds["stopped"] == "budget"
+    assert "not separable at 95% from b" in results.seed_rounds["verdict"]
+    assert {r.name: r.seeds for r in results.ranking} == {"a": 10, "b": 10, TASK_DEFAULT: 4}
+
+
+def test_a_run_that_separates_at_once_adds_no_round(tmp_path, monkeypatch):
+    results, calls = run_rounds(tmp_path, monkeypatch, {"a": 0.9, "b": 0.1}, budget=16)
+    assert len(calls) == 1 and results.seed_rounds["stopped"] == "separable"
+    assert separation(results.ranking)["undecided"] == []
+
+
+def test_an_interrupted_round_starts_again_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    from envcoder.runs.settings import settings_from_run
+
+    means = {"a": 0.8, "b": 0.65, "c": 0.3}
+    whole, _ = run_rounds(tmp_path / "whole", monkeypatch, means, budget=16)
+    with pytest.raises(KeyboardInterrupt):
+        run_rounds(tmp_path / "cut", monkeypatch, means, budget=16, stop_at_call=2)  # in round 1
+    out = tmp_path / "cut" / "run"
+    assert (out / "results.json").exists() and (out / "seed_rounds" / "round_1_candidates").exists()
+    fake = FakeEvaluations(lambda name, seed: alternating(means[name])(seed))
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    resumed = evaluation.run_evaluation(settings_from_run(out), Console(file=io.StringIO()), resume=True)
+    assert fake.calls == [(["a", "b"], (4, 5, 6, 7))]  # round 0 read back, round 1 trained again
+    assert repr(resumed.ranking) == repr(whole.ranking) and resumed.seed_rounds["stopped"] == "separable"  # NaN AUCs
