@@ -83,7 +83,8 @@ ANSWERS = sum(1 for kind, _ in SCRIPT if kind == "text")
 def settings(out, url, **kw):
     return AutoSettings(task="Cartpole", out=out, task_description="Keep the pole upright for as long as possible.",
                         llm="gpt-4o", base_url=f"{url}/v1", candidates_per_iteration=3, iterations=2, retries=2,
-                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_max_seeds=2, final_top=2, concurrency=1,
+                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_max_seeds=2, final_top=2,
+                        concurrency=1,
                         request_timeout_s=1.0, api_retries=2, validation_timeout_s=15.0, validation_workers=1,
                         **kw)
 
@@ -147,7 +148,8 @@ def test_good_candidates_are_ranked_and_the_run_is_summarised(llm_run):
     assert sorted(row["name"] for row in record["table"]) == ["it01_c00", "it01_c01", "it01_c02"]
     assert all(row["status"] == "ok" and 0.0 <= row["fitness"] <= 1.0 for row in record["table"])
     ranking = summary["final_ranking"]  # the two best finds and the task's default shaping
-    assert len(ranking) == 3 and all(r["seeds"] == 2 for r in ranking) and "task_default" in [r["name"] for r in ranking]
+    assert len(ranking) == 3 and all(r["seeds"] == 2 for r in ranking)
+    assert "task_default" in [r["name"] for r in ranking]
     assert summary["best"]["name"] == next(r["name"] for r in ranking if r["name"] != "task_default")
     assert summary["task_default"]["text"] in (out / "summary.md").read_text()
     assert (out / "best.py").read_text() in (GOOD_A, GOOD_B, GOOD_C)

@@ -336,7 +336,8 @@ class AutoRun:
         }
         top = next((r for r in results.ranking if r.name in finalists), None) if results else None
         if top is not None:  # the best file (the task's default, which may rank above it, is no file)
-            summary["best"] = {**dataclasses.asdict(top), "file": "best.py", "iteration": finalists[top.name]["iteration"]}
+            summary["best"] = {**dataclasses.asdict(top), "file": "best.py",
+                               "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
             summary["task_default"] = _against_default(results, top, self.fitness.higher_is_better)
         write_json(self.out / "summary.json", summary)
