@@ -82,7 +82,8 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
         note = f"(default {shown})"
     if flags[0].startswith("-"):
         kwargs["dest"] = field
-    parser.add_argument(*flags, help=" ".join(filter(None, (field_docs(settings_class)[field], note))), **kwargs)
+    text = " ".join(filter(None, (field_docs(settings_class)[field], note)))
+    parser.add_argument(*flags, help=text.replace("%", "%%"), **kwargs)  # argparse formats help with %
 
 
 def _run_options(parser, settings_class, command: str) -> None:

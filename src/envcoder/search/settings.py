@@ -52,8 +52,8 @@ class AutoSettings:
     """The final evaluation adds rounds of `final_seeds` seeds until the best finalist is separable from the others
     at 95% or a finalist has this many seeds (`EvalSettings.seeds_until_separable`)."""
     final_top: int = 3
-    """How many of the best finds the final evaluation re-trains, next to the best starting file and the task's own
-    default shaping (`task_default`)."""
+    """How many of the best finds the final evaluation trains again, next to the best starting file and the task's
+    own default shaping (`task_default`)."""
     rank_by: str = "final"
     """The primary ranking key of every evaluation (`EvalSettings.rank_by`): "final" fitness, ties by learning
     speed, or learning speed ("auc")."""
