@@ -325,3 +325,39 @@ def store_entry(path: Path, data: bytes) -> bool:
         return True
     except OSError:
         return False
+
+
+class CompileMeter:
+    """What XLA compiled in this process since `start()`: `compiles` (programs compiled, not loaded from the
+    compilation cache), `cache_hits` and `seconds` (compiling or loading them). Counted from JAX's monitoring
+    events, in every thread: a search's generation that changes only constants compiles nothing."""
+
+    _installed = False
+    _totals = {"programs": 0, "cache_hits": 0, "seconds": 0.0}
+
+    @classmethod
+    def _install(cls) -> None:
+        if cls._installed:
+            return
+        cls._installed = True
+
+        def event(name: str, **_):
+            if name == "/jax/compilation_cache/cache_hits":
+                cls._totals["cache_hits"] += 1
+
+        def duration(name: str, seconds: float, **_):
+            if name == "/jax/core/compile/backend_compile_duration":  # compiled, or loaded from the cache
+                cls._totals["programs"] += 1
+                cls._totals["seconds"] += seconds
+        jax.monitoring.register_event_listener(event)
+        jax.monitoring.register_event_duration_secs_listener(duration)
+
+    def __init__(self):
+        self._install()
+        self._start = dict(self._totals)
+
+    def read(self) -> dict:
+        """`{"compiles", "cache_hits", "seconds"}` since this meter was made."""
+        hits = self._totals["cache_hits"] - self._start["cache_hits"]
+        return {"compiles": self._totals["programs"] - self._start["programs"] - hits, "cache_hits": hits,
+                "seconds": round(self._totals["seconds"] - self._start["seconds"], 3)}

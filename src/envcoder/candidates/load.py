@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 
+from envcoder.candidates.constants import lift_constants
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.policy import LOAD_TIME_LIMIT_S, candidate_namespace, check_source, time_limit
 from envcoder.shaping.api import ALIASES, FALLBACKS, OPTIONAL_ARGUMENTS, SHAPER_TYPES, SIGNATURES, CandidateError
@@ -45,9 +47,13 @@ class Candidate:
     params: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """This variant's values of the swept constants (empty when the file sweeps nothing)."""
     function_params: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
-    """The swept constants each function sees, by API name (a crossed candidate mixes files)."""
+    """The constants each function sees as data, by API name: its file's float constants
+    (`envcoder.candidates.constants`), a sweep's values among them (a crossed candidate mixes files)."""
     providers: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Of a crossed candidate: which file's candidate (variant) provides each function, by API name."""
+    constants_as_data: bool = True
+    """Whether its float constants are inputs of the traced functions (`envcoder.candidates.constants`), or
+    literals (a file that needs one as a Python number)."""
 
 
 def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
@@ -126,8 +132,10 @@ def _assigns(tree: ast.Module, name: str) -> bool:
 
 
 def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_reward",), name: str | None = None,
-                   source: str | None = None) -> Candidate:
-    """Load one candidate file, keeping only the functions of `shaper_types`.
+                   source: str | None = None, lift: bool = True) -> Candidate:
+    """Load one candidate file, keeping only the functions of `shaper_types`. With `lift`, its float constants
+    are data (`envcoder.candidates.constants`): the functions' `function_params`, and files that differ only in
+    them have the same function keys.
 
     Raises `CandidateError` naming the file, function and reason for any problem.
     """
@@ -136,6 +144,9 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     check_name(name or path.stem, file)
     source = read_source(path) if source is None else source
     tree, wanted = check_statically(source, file, shaper_types)
+    constants, key_text = {}, ast.dump(tree)
+    if lift:
+        tree, constants, key_text = lift_constants(tree)
 
     namespace = candidate_namespace()
     try:
@@ -147,7 +158,7 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
         raise CandidateError(file, f"module-level code failed: {type(err).__name__}: {err}") from None
 
     functions = {api: namespace[fn_name] for api, fn_name in wanted.items()}
-    code_key = hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+    code_key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     function_keys = {api: f"{code_key}:{fn_name}" for api, fn_name in wanted.items()}
     if "CURRICULUM" in namespace and "curriculum" in shaper_types:
         if "curriculum" in functions:
@@ -173,6 +184,9 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
         function_keys=function_keys,
         action_dim=action_dim,
         sweep=_parse_sweep(namespace.get("PARAMS"), namespace, file),
+        function_params={api: dict(constants) for api in functions if not function_keys[api].endswith(":CURRICULUM")
+                         and constants},
+        constants_as_data=lift,
     )
 
 
@@ -264,15 +278,29 @@ def source_api(candidate: Candidate, api_name: str, defaults: Mapping[str, Calla
 
 
 def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) -> dict[str, Callable]:
-    """The full set of shaping functions for a candidate, its own bound to its swept constants, and the
-    task's defaults for the rest."""
+    """The full set of shaping functions for a candidate, its own called with its constants as the trainer calls
+    them (`with_constants`), and the task's defaults for the rest."""
     resolved = {}
     for api in SHAPER_TYPES:
         source = source_api(candidate, api, defaults)
         fn = api_callable(api, candidate.functions[source] if source in candidate.functions else defaults[source])
         params = candidate.function_params.get(source)
-        resolved[api] = functools.partial(call_with_params, fn, params) if params else fn
+        resolved[api] = with_constants(fn, params) if params else fn
     return resolved
+
+
+def with_constants(fn: Callable, params: Mapping[str, float]) -> Callable:
+    """`fn` with its constants `params` swapped in as the trainer swaps them: traced float32 values, vmapped over
+    the groups that share its code (here one), so that a function that needs a constant as a Python number fails
+    here as it would in training."""
+    values = {name: jnp.asarray([value], jnp.float32) for name, value in params.items()}
+
+    @functools.wraps(fn)
+    def call(*args):
+        batched = jax.tree.map(lambda x: jnp.expand_dims(x, 0), args)
+        out = jax.vmap(lambda p, *a: call_with_params(fn, p, *a))(values, *batched)
+        return jax.tree.map(lambda x: x[0], out)
+    return call
 
 
 def defines(candidate: Candidate, api_name: str, defaults: Mapping[str, Callable]) -> bool:

@@ -79,7 +79,8 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             specs.update(verdict.specs)
         elif verdict.specs:
             try:  # the sandbox ran this code already: loading it here is safe
-                loaded.append(load_candidate(Path(file), settings.shaper_types, source=source))
+                lift = next(iter(verdict.specs.values())).constants_as_data
+                loaded.append(load_candidate(Path(file), settings.shaper_types, source=source, lift=lift))
             except CandidateError as err:
                 failures.append(LoadFailure(file=file, name=name, error=str(err)))
                 continue

@@ -238,7 +238,8 @@ class SandboxValidator:
                         worker = None
                     else:
                         verdicts[i] = Verdict(reply["name"], {v: CandidateSpec(
-                            s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"])
+                            s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
+                            s.get("constants_as_data", True))
                             for v, s in reply["specs"].items()}, reply["errors"])
                         if verdicts[i].ok:
                             self._passed[(name, source)] = verdicts[i]
@@ -272,7 +273,8 @@ class SandboxValidator:
         try:
             specs = json.loads(path.read_text()) if path is not None else None
             verdict = Verdict(name, {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]),
-                                                      s["critic_obs_dim"]) for v, s in specs.items()})
+                                                      s["critic_obs_dim"], s.get("constants_as_data", True))
+                                     for v, s in specs.items()})
         except Exception:  # noqa: BLE001 - a missing or damaged entry is a cache miss
             return None
         if verdict.ok:
@@ -336,25 +338,31 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
         used = resource.getrusage(resource.RUSAGE_SELF)
         used = int(used.ru_utime + used.ru_stime)
         resource.setrlimit(resource.RLIMIT_CPU, (used + request["cpu_seconds"], resource.RLIM_INFINITY))
-        specs, errors = {}, {}
-        try:
-            variants = [task_default_candidate(task, shaper_types)] if path is None else expand_sweeps(
-                [load_candidate(Path(path), shaper_types, name=name, source=request["source"])])
-        except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
-            errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
-            variants = []
-        for candidate in variants:
-            def on_phase(function, step, variant=candidate.name):
-                reply({"phase": [variant, function, step]})
+        outcomes = []
+        for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
+            specs, errors = {}, {}
             try:
-                spec = validate_candidate(task, simulator, candidate, states, on_phase)
-                specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-                                         "reward_components": list(spec.reward_components),
-                                         "critic_obs_dim": spec.critic_obs_dim}
-            except CandidateError as err:
-                errors[candidate.name] = str(err)
-            except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
-                errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
+                variants = [task_default_candidate(task, shaper_types)] if path is None else expand_sweeps(
+                    [load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift)])
+            except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
+                errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
+                variants = []
+            for candidate in variants:
+                def on_phase(function, step, variant=candidate.name):
+                    reply({"phase": [variant, function, step]})
+                try:
+                    spec = validate_candidate(task, simulator, candidate, states, on_phase)
+                    specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+                                             "reward_components": list(spec.reward_components),
+                                             "critic_obs_dim": spec.critic_obs_dim, "constants_as_data": lift}
+                except CandidateError as err:
+                    errors[candidate.name] = str(err)
+                except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
+                    errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
+            outcomes.append((len(errors), not lift, specs, errors))
+            if not errors or not any(c.function_params for c in variants):
+                break
+        _, _, specs, errors = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
         reply({"name": name, "specs": specs, "errors": errors})
 
 

@@ -34,6 +34,9 @@ class CandidateSpec:
     critic_obs_dim: int | None = None
     """The size of the critic's own observation (`compute_critic_observation`); None: the critic reads the
     actor's."""
+    constants_as_data: bool = True
+    """Whether the file's float constants are data (`envcoder.candidates.constants`); False where one is needed
+    as a Python number, and the file is loaded with its literals."""
 
 
 def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):

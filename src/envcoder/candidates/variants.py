@@ -28,7 +28,8 @@ def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
             params = dict(zip(names, values))
             label = ",".join(f"{n}={v:g}" for n, v in params.items())
             expanded.append(dataclasses.replace(candidate, name=f"{candidate.name}[{label}]", params=params,
-                                                function_params={api: params for api in candidate.functions
+                                                function_params={api: {**candidate.function_params.get(api, {}),
+                                                                       **params} for api in candidate.functions
                                                                  if not candidate.function_keys[api].endswith(
                                                                      ":CURRICULUM")}))
     return expanded

@@ -5,14 +5,21 @@ All state arrays inside the trainer are `[G, E, ...]`. Candidates whose code is 
 unrolled one class at a time inside the same jitted function, so compile time grows with the number
 of distinct codes, not with the number of groups.
 
+A class's constants (its files' float constants, `envcoder.candidates.constants`, a sweep's values among them)
+are per-group values: a learner's programs take them as an input (`GroupPlan.constants`, read inside the traced
+program through `use_constants`), so candidates that differ only in them share one compiled program. Traced
+without that input (a `GroupedEnv` used on its own), they are the plan's own values.
+
 Over several devices (`GroupPlan.layout`), every device holds a block of the group axis and runs the same
 program on it; a class's rows on a device are then data (per-device row indices), not static slices.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import threading
 from typing import Callable, Sequence
 
 import jax
@@ -61,6 +68,8 @@ class FunctionClass:
     K repeats one, and the copies' outputs are dropped), or None where the class has every local row."""
     local_params: dict | None = None
     """On a device of a sharded run: the swept constants of those rows, name -> `[K]` (traced)."""
+    key: str = ""
+    """The identity of the class's code (`{source api}:{function key}`)."""
 
     def apply(self, *args):
         """The function vmapped over the class's groups; `args` are already the class's rows. While it is
@@ -70,8 +79,12 @@ class FunctionClass:
         try:
             if not self.params:
                 return jax.vmap(self.function)(*args)
-            params = self.local_params if self.local_params is not None else {
-                name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
+            given = getattr(_CONSTANTS, "value", None)
+            if given is not None:  # the program's input: the class's rows of each constant
+                params = {name: self.take(given[constant_key(self.api, name)]) for name in self.params}
+            else:
+                params = self.local_params if self.local_params is not None else {
+                    name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
             return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
         finally:
             _TRACING.value = previous
@@ -119,6 +132,24 @@ class _Tracing:
 
 
 _TRACING = _Tracing()
+_CONSTANTS = threading.local()  # per thread: the evaluation is traced in a thread of its own
+
+
+def constant_key(api: str, name: str) -> str:
+    """The key of a function's constant in `GroupPlan.constants`, e.g. `compute_reward:SIGMA`."""
+    return f"{api}:{name}"
+
+
+@contextlib.contextmanager
+def use_constants(constants: dict | None):
+    """While tracing in this block, shaping functions read their constants from `constants` (`[G]` arrays by
+    `constant_key`, traced: a program's input) instead of the plan's values."""
+    previous = getattr(_CONSTANTS, "value", None)
+    _CONSTANTS.value = constants
+    try:
+        yield
+    finally:
+        _CONSTANTS.value = previous
 
 
 def now_tracing() -> tuple[str, tuple[str, ...]] | None:
@@ -155,11 +186,29 @@ class GroupPlan:
                 params = {n: np.array([groups[i].candidate.function_params[source][n] for i in indices])
                           for n in names}
                 names = tuple(dict.fromkeys(groups[i].candidate.name for i in indices))
-                self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params, api, names))
+                self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params, api, names,
+                                                       key=key))
 
     @property
     def num_groups(self) -> int:
         return len(self.groups)
+
+    def constants(self) -> dict[str, np.ndarray]:
+        """Every group's constants as data, `{constant_key(api, name): [G] float32}` (0 for a group whose function
+        has no such constant): the input of a learner's programs (`use_constants`)."""
+        table = {}
+        for api, classes in self.classes.items():
+            for c in classes:
+                for name, values in c.params.items():
+                    column = table.setdefault(constant_key(api, name), np.zeros(self.num_groups, np.float32))
+                    column[c.indices] = values
+        return table
+
+    def signature(self) -> tuple:
+        """What a trace of the plan depends on besides the functions' code: per shaping type, each class's function
+        key, groups and constants' names (not their values, which are inputs)."""
+        return tuple((api, tuple((c.key, tuple(c.indices.tolist()), tuple(c.params)) for c in classes))
+                     for api, classes in self.classes.items())
 
     def num_distinct_codes(self) -> int:
         """Distinct function codes traced per iteration, over all shaping types (defaults included)."""

@@ -46,7 +46,7 @@ from envcoder.rl.sharding import GROUP_AXIS, GroupSharding, choose_devices, read
 from envcoder.rl.state import (BestPolicy, TrainState, Transition, all_finite_per_group, iteration_metrics, reached,
                                where_group)
 from envcoder.candidates import Candidate
-from envcoder.env.grouping import group_key
+from envcoder.env.grouping import group_key, use_constants
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.tasks.base import Task
@@ -93,8 +93,8 @@ class GroupedLearner:
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
         if not shard:
-            self.iteration = StagedIteration(self._jit(self._collect, "collect"),
-                                             self._jit(self._learn, "learn", donate))
+            self.iteration = StagedIteration(self._jit(_reading_constants(self._collect), "collect"),
+                                             self._jit(_reading_constants(self._learn), "learn", donate))
             self.evaluate = self._jit(self._evaluate, "evaluate")
             self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
             self._init_program = self._jit(self._init, "init")
@@ -181,16 +181,15 @@ class GroupedLearner:
     @functools.cached_property
     def _trace_key(self) -> str:
         """What this learner's traces depend on besides envcoder's code and the argument shapes: the algorithm,
-        the task (its functions and model), the simulator, the groups and their candidates' code, constants and
-        sizes, the settings."""
-        candidates = {g.candidate.name: g.candidate for g in self.groups}
+        the task (its functions and model), the simulator, the function classes (their code, groups and constants'
+        names: the constants' values are inputs), each group's sizes, the settings. Not the candidates' names: a
+        search's next generation that changes only constants loads the traces of the one before."""
+        functions = sorted({(c.key, fingerprint(c.function) if c.key.endswith(":default") else "")
+                            for classes in self.plan.classes.values() for c in classes})
         return repr((fingerprint(type(self)), fingerprint(self.task), self.fitness_name, fingerprint(type(self.sim)),
                      fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.num_envs,
-                     [g.label for g in self.groups],
-                     {name: (sorted((api, c.function_keys.get(api) or fingerprint(f)) for api, f in c.functions.items()),
-                             {api: dict(p) for api, p in c.function_params.items()}, c.action_dim)
-                      for name, c in candidates.items()},
-                     [repr(spec) for spec in self.specs], repr(self.config)))
+                     self.plan.signature(), functions, [(g.candidate.action_dim, repr(spec)) for g, spec in zip(
+                         self.groups, self.specs)], repr(self.config)))
 
     # ---- sharding over devices ----------------------------------------------------------------------
 
@@ -250,7 +249,8 @@ class GroupedLearner:
     def _iteration(self, ts: TrainState):
         """One training iteration: `(next train state, metrics)`. The sharded program runs it whole; on one
         device it runs as its two stages, each its own program (`StagedIteration`)."""
-        return self._learn((ts, self._collect(ts)))
+        with use_constants(ts.constants):
+            return self._learn((ts, self._collect(ts)))
 
     def _conclude(self, ts: TrainState, env: EnvState, traj: Transition, next_key, new: dict, updates: dict):
         """The next train state and the iteration's metrics, from the rollout's `env` and `traj` and the update's
@@ -312,24 +312,32 @@ class GroupedLearner:
         waits only for what is left of its compile (H100, README job: init + compile + first iteration 30.9 -> 25.7 s,
         docs/benchmarks/throughput.md § 2)."""
         keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
+        constants = self.plan.constants()
         if self.sharding is None:
-            lowered = self._init_program.lower(keys)
+            lowered = self._init_program.lower(keys, constants)
             compiled = in_thread(lowered.compile, "envcoder-compile-init")
             if prepare_iteration:
                 self.iteration.prepare(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
                                                     lowered.out_info))
-            state = compiled.result()(keys)
+            state = compiled.result()(keys, constants)
         else:
-            keys = self.sharding.put(keys[np.maximum(self.layout.order, 0)])
-            state = jax.jit(self.sharding.map(self, type(self)._init, (PartitionSpec(GROUP_AXIS),), _state_specs()),
-                            compiler_options=xla_options())(keys)
+            keys, constants = jax.tree.map(lambda x: self.sharding.put(x[np.maximum(self.layout.order, 0)]),
+                                           (keys, constants))
+            state = jax.jit(self.sharding.map(self, type(self)._init, (PartitionSpec(GROUP_AXIS),) * 2,
+                                              _state_specs()), compiler_options=xla_options())(keys, constants)
         # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
         # not be donated twice.
         return state._replace(best=state.best._replace(
             params=jax.tree.map(jnp.copy, state.best.params), obs_rms=jax.tree.map(jnp.copy, state.best.obs_rms)))
 
-    def _init(self, keys) -> TrainState:
-        """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`."""
+    def _init(self, keys, constants: dict | None = None) -> TrainState:
+        """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`; `constants`: the
+        shaping functions' (`GroupPlan.constants`; None: the plan's, as literals of the program)."""
+        constants = jax.tree.map(jnp.asarray, self.plan.constants() if constants is None else constants)
+        with use_constants(constants):
+            return self._init_with(keys, constants)
+
+    def _init_with(self, keys, constants: dict) -> TrainState:
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         # Every group is initialized at its own (obs size, action size), then padded: each size class is
@@ -346,7 +354,7 @@ class GroupedLearner:
                           jnp.full((G,), self.config.learning_rate, jnp.float32), obs_rms, self._init_own(G),
                           self.env.reset(env_keys, self.env.first_curriculum()), next_keys,
                           jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
-                          jnp.full((G,), -1, jnp.int32), best)
+                          jnp.full((G,), -1, jnp.int32), best, constants)
 
     def snapshot(self, train_state: TrainState) -> TrainState | None:
         """A copy of `train_state` on the device (it survives the next iteration, which donates its input), or
@@ -380,10 +388,21 @@ class GroupedLearner:
         """Task fitness of every group's deterministic policy over one full episode per env (`GroupedEnv.episodes`,
         under the fitness's own physics where it has one); NaN for the groups that diverged."""
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
-        out = self.env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys, ts.env.curriculum,
-                                held_out=self.fitness.physics, record=record)
+        with use_constants(ts.constants):
+            out = self.env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys,
+                                    ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]
         return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
+
+
+def _reading_constants(stage):
+    """A stage of the iteration (`collect(ts)`, `learn((ts, collected))`) whose shaping functions read their
+    constants from the train state (`use_constants`)."""
+    @functools.wraps(stage)
+    def run(arg):
+        with use_constants((arg if isinstance(arg, TrainState) else arg[0]).constants):
+            return stage(arg)
+    return run
 
 
 def _state_specs() -> TrainState:

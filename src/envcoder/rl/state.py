@@ -35,6 +35,7 @@ class TrainState(NamedTuple):
     diverged_at: jnp.ndarray  # [G] int32: iteration at which the group went non-finite, -1 while healthy
     solved_at: jnp.ndarray  # [G] int32: iteration whose episodes reached `score_to_win`, -1 until then
     best: BestPolicy
+    constants: dict  # [G] per constant of the shaping functions (`GroupPlan.constants`): data, not code
 
 
 class Transition(NamedTuple):

@@ -21,6 +21,7 @@ import jax
 import numpy as np
 from rich.console import Console
 
+from envcoder.compile_cache import CompileMeter
 from envcoder.runs.background import BackgroundWriter, training_progress
 from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory
@@ -93,6 +94,7 @@ class TrainingDriver:
             self.state.survivors = saved.get("survivors", self.state.survivors)
             self.state.next_survivors = saved.get("next_survivors")
         self.validation_s = validation_s
+        self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
         self.trainer = self._rung_trainer()
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
         self.tensorboard = self.wandb = None
@@ -372,6 +374,9 @@ class TrainingDriver:
             evaluation = jax.device_get(evaluate(train_state))
         self.timings["evaluation_s"] = time.perf_counter() - tick
         self.timings["total_s"] = time.perf_counter() - self.start_time
+        self.timings["xla"] = self.compile_meter.read()
+        self.timings["traces"] = {"traced": sum(getattr(p, "stored", 0) for p in trainer.programs().values()),
+                                  "loaded": sum(getattr(p, "loaded", 0) for p in trainer.programs().values())}
 
         diverged_at, solved_at = trainer.group_status(train_state)
         groups = [GroupResult(**row) for row in self.state.eliminated]

@@ -1,0 +1,92 @@
+"""A candidate's float constants as data: the numbers a proposer tunes become inputs of the traced program, so
+candidates whose code differs only in them share one trace and one compiled program.
+
+`lift_constants` rewrites a file's syntax tree: every float literal in the body of a function the file defines
+becomes a module-level constant `_K_<n>` (numbered in order of appearance), and every module-level constant that
+is a float literal (`SIGMA = 0.25`, `W = -1e-3`) stays a constant of its own name. The trainer then calls the
+functions with the constants swapped in as traced per-group values (`call_with_params`), as it does for a `PARAMS`
+sweep. Integers stay literals (they are sizes, indices and exponents), and so does every number outside function
+bodies and plain module-level assignments (default arguments, derived module-level expressions).
+
+A file that needs one of its floats as a Python number (`if SIGMA > 0.5:`, `jnp.arange(0.0, 1.0, 0.1)`) fails to
+trace with it as data; validation then loads it with its literals as they are (`load_candidate(lift=False)`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+PREFIX = "_K_"
+"""The names of the constants lifted out of function bodies: `_K_0`, `_K_1`, …"""
+
+
+def _float(node: ast.AST) -> float | None:
+    """The value of a float literal, or of a negated one; None for anything else (ints and bools included)."""
+    if isinstance(node, ast.Constant) and type(node.value) is float:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(
+            node.operand, ast.Constant) and type(node.operand.value) is float:
+        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+    return None
+
+
+class _Lifter(ast.NodeTransformer):
+    """Replaces the float literals of function bodies with names of module-level constants."""
+
+    def __init__(self, taken: set[str]):
+        self.constants: dict[str, float] = {}
+        self.prefix = PREFIX
+        while any(name.startswith(self.prefix) for name in taken):
+            self.prefix = "_" + self.prefix
+
+    def visit_FunctionDef(self, node: ast.FunctionDef):
+        node.body = [self.visit(statement) for statement in node.body]  # not the defaults or decorators
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda):
+        node.body = self.visit(node.body)
+        return node
+
+    def visit_Constant(self, node: ast.Constant):
+        if type(node.value) is not float:
+            return node
+        name = f"{self.prefix}{len(self.constants)}"
+        self.constants[name] = node.value
+        return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
+
+    def visit_Subscript(self, node: ast.Subscript):
+        node.value = self.visit(node.value)  # an index stays as it is
+        return node
+
+
+def lift_constants(tree: ast.Module) -> tuple[ast.Module, dict[str, float], str]:
+    """`(tree with its floats lifted, {constant: value}, key)`: `key` identifies the lifted code whatever the
+    constants' values (files that differ only in them have the same key). `tree` is not changed."""
+    tree = copy.deepcopy(tree)
+    constants: dict[str, float] = {}
+    for node in tree.body:  # module-level float constants keep their names
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and _float(node.value) is not None):
+            constants[node.targets[0].id] = _float(node.value)
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    lifter = _Lifter(taken)
+    tree.body = [lifter.visit(node) if isinstance(node, ast.FunctionDef) else node for node in tree.body]
+    lifted = [ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())], value=ast.Constant(value))
+              for name, value in lifter.constants.items()]
+    start = 1 if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(
+        getattr(tree.body[0], "value", None), ast.Constant) else 0  # after the docstring
+    tree.body[start:start] = lifted
+    tree = ast.fix_missing_locations(tree)
+    constants.update(lifter.constants)
+    return tree, constants, ast.dump(_blank(tree, constants))
+
+
+def _blank(tree: ast.Module, constants: dict[str, float]) -> ast.Module:
+    """`tree` with the values of its constants' assignments set to 0.0 (what the key is made of)."""
+    blank = copy.deepcopy(tree)
+    for node in blank.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in constants):
+            node.value = ast.Constant(0.0)
+    return blank

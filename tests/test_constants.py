@@ -1,0 +1,131 @@
+"""A candidate's float constants as data: files that differ only in them share one function class, one trace and
+one compiled program, train as their literal files do, and a search's generation that changes only them compiles
+nothing."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import BUNDLED
+from envcoder.candidates import load_candidate
+from envcoder.candidates.prepare import sandboxed_candidates
+from envcoder.candidates.validate import sample_state, validate_candidate
+from envcoder.cli import main
+from envcoder.rl.config import PPOConfig
+from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.runs.settings import EvalSettings
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+GOOD = (BUNDLED / "cartpole" / "good_upright.py").read_text()
+
+
+def test_files_that_differ_only_in_float_constants_have_the_same_code_and_their_constants_as_data(tmp_path):
+    a = load_candidate(tmp_path / "a.py", source=GOOD)
+    b = load_candidate(tmp_path / "b.py", source=GOOD.replace("0.01 *", "0.05 *"))
+    assert a.code_key == b.code_key and a.function_keys == b.function_keys
+    # In order: 1.0 - angle², 0.01 and 0.005 of the motion, 3.0 m, the penalty -2.0 (a negated literal: 2.0)
+    assert a.function_params["compute_reward"] == {"_K_0": 1.0, "_K_1": 0.01, "_K_2": 0.005, "_K_3": 3.0, "_K_4": 2.0}
+    assert b.function_params["compute_reward"]["_K_1"] == 0.05
+    # Integers are sizes, indices and exponents: code. The literal file keys its floats too.
+    assert load_candidate(tmp_path / "c.py", source=GOOD.replace("[:, 1]", "[:, 0]")).code_key != a.code_key
+    literal = [load_candidate(tmp_path / f"{n}.py", source=s, lift=False)
+               for n, s in (("a", GOOD), ("b", GOOD.replace("0.01 *", "0.05 *")))]
+    assert literal[0].code_key != literal[1].code_key and literal[0].function_params == {}
+    # A module-level float constant keeps its name.
+    named = load_candidate(tmp_path / "d.py", source="SIGMA = 0.25\n\n" + GOOD.replace("0.01 *", "SIGMA *"))
+    assert named.function_params["compute_reward"]["SIGMA"] == 0.25
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """good_upright trained from its file with its constants as literals, alone; and with its constants as data,
+    next to a copy whose constants differ (one class: one trace, vmapped over both)."""
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, sim)
+    path = BUNDLED / "cartpole" / "good_upright.py"
+    candidates = {"data": load_candidate(path), "literal": load_candidate(path, lift=False),
+                  "other": load_candidate(path.parent / "other.py", source=GOOD.replace("-2.0", "-5.0"))}
+    specs = {"good_upright": validate_candidate(task, sim, candidates["data"], state),
+             "other": validate_candidate(task, sim, candidates["other"], state)}
+    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+
+    def train(selected):
+        trainer = GroupedPPO(task, selected, specs, config, 8, (0,), sim)
+        ts = trainer.init()
+        history = []
+        for _ in range(2):
+            ts, metrics = trainer.iteration(ts)
+            history.append(jax.device_get(metrics))
+        return trainer, jax.device_get(ts), history
+    return {"literal": train([candidates["literal"]]), "both": train([candidates["data"], candidates["other"]])}
+
+
+def test_a_candidate_with_its_constants_as_data_trains_as_its_literal_file_does(runs):
+    """test_equivalence's comparison: the same candidate, here as data among another's constants."""
+    _, literal, m_literal = runs["literal"]
+    trainer, both, m_both = runs["both"]
+    g = trainer.labels.index("good_upright#0")
+    for a, b in zip(jax.tree.leaves(literal.params), jax.tree.leaves(both.params)):
+        np.testing.assert_allclose(a[0], b[g], rtol=1e-5, atol=1e-6)
+    for a, b in zip(m_literal, m_both):
+        for key in a:
+            np.testing.assert_allclose(a[key][0], b[key][g], rtol=1e-4, atol=1e-6, err_msg=key)
+    assert literal.constants == {} and both.constants["compute_reward:_K_1"][g] == np.float32(0.01)
+
+
+def test_candidates_that_differ_only_in_constants_are_one_class_and_each_keeps_its_own(runs):
+    trainer, ts, _ = runs["both"]
+    classes = trainer.plan.classes["compute_reward"]
+    assert len(classes) == 1 and classes[0].names == ("good_upright", "other")
+    fell = ts.constants["compute_reward:_K_4"]  # the penalty for falling: -2.0 and -5.0 (a negated literal)
+    assert {label: float(fell[i]) for i, label in enumerate(trainer.labels)} == {"good_upright#0": 2.0, "other#0": 5.0}
+
+
+def test_a_file_that_needs_a_float_as_a_python_number_keeps_its_literals(tmp_path):
+    """Validation traces the constants as the trainer does; a file that branches on one in Python is loaded with
+    its literals instead of being refused."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "branchy.py").write_text("SCALE = 2.0\n\n\ndef compute_reward(state):\n    if SCALE > 1.0:\n"
+                                       "        return state['dof_pos'][:, 1] * 0.0 + 1.0\n"
+                                       "    return state['dof_pos'][:, 1]\n")
+    (folder / "plain.py").write_text(GOOD)
+    settings = EvalSettings(task="Cartpole", functions=folder, out=tmp_path / "run")
+    candidates, specs, failures = sandboxed_candidates(settings, get_task("Cartpole"))
+    assert failures == []
+    flags = {c.name: (c.constants_as_data, specs[c.name].constants_as_data) for c in candidates}
+    assert flags == {"branchy": (False, False), "plain": (True, True)}
+
+
+def test_a_generation_that_changes_only_constants_compiles_nothing(tmp_path):
+    """Two evaluations as a search's generations: the second's files are the first's with other float constants
+    and other names. Its programs are loaded from the trace cache and XLA's compilation cache: nothing is traced
+    or compiled (`results.json`'s timings say so). Every compiled program is cached here (the command line leaves
+    out those that compile in under `MIN_COMPILE_TIME_S`; the suite, in under a second)."""
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # restored by the fixture below
+    alive = (BUNDLED / "cartpole" / "alive_bonus.py").read_text()
+    generations = {"g1": {"a": GOOD, "b": GOOD.replace("0.01 *", "0.05 *"), "c": alive},
+                   "g2": {"x": GOOD.replace("0.005 *", "0.002 *"), "y": GOOD.replace("-2.0", "-5.0"), "z": alive}}
+    timings = {}
+    for generation, files in generations.items():
+        folder = tmp_path / generation
+        folder.mkdir()
+        for name, source in files.items():
+            (folder / f"{name}.py").write_text(source)
+        out = tmp_path / f"run_{generation}"
+        assert main(["eval", "--task", "Cartpole", "--functions", str(folder), "--envs-per-candidate", "8",
+                     "--iterations", "2", "--no-tensorboard", "--out", str(out)]) == 0
+        timings[generation] = json.loads((out / "results.json").read_text())["timings"]
+    assert timings["g2"]["xla"]["compiles"] == 0 and timings["g2"]["xla"]["cache_hits"] > 0
+    assert timings["g2"]["traces"] == {"traced": 0, "loaded": 4}
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_suites_cache_threshold():
+    threshold = jax.config.jax_persistent_cache_min_compile_time_secs
+    yield
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
