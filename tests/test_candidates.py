@@ -57,8 +57,13 @@ def test_good_candidate_loads_with_alias_and_selected_types_only(tmp_path):
 def test_identical_code_shares_a_key_and_different_code_does_not(tmp_path):
     a = load_candidate(write(tmp_path, "a", GOOD), ("compute_reward",))
     b = load_candidate(write(tmp_path, "b", GOOD + "\n# a comment does not change the code\n"), ("compute_reward",))
-    c = load_candidate(write(tmp_path, "c", GOOD.replace("1.0", "2.0")), ("compute_reward",))
+    c = load_candidate(write(tmp_path, "c", GOOD.replace("** 2", "** 3")), ("compute_reward",))
     assert a.code_key == b.code_key != c.code_key
+    # Other float constants are other data of the same code (envcoder.candidates.constants), unless kept literal.
+    d = write(tmp_path, "d", GOOD.replace("1.0", "2.0"))
+    assert load_candidate(d, ("compute_reward",)).code_key == a.code_key
+    assert load_candidate(d, ("compute_reward",), lift=False).code_key != load_candidate(
+        write(tmp_path, "a", GOOD), ("compute_reward",), lift=False).code_key
 
 
 def test_directory_loading_reports_failures_and_keeps_the_rest(tmp_path):

@@ -129,3 +129,50 @@ def _keep_the_suites_cache_threshold():
     threshold = jax.config.jax_persistent_cache_min_compile_time_secs
     yield
     jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
+
+
+def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the_losers(tmp_path):
+    """Four copies of one file (one class): after an iteration, the worst (by the fitness given) takes over the
+    best's training state and perturbs its constants; every other group, and every group's environments and
+    randomness, stay as they were; training goes on with the same compiled programs."""
+    from envcoder.runs.population import Population, PopulationSettings
+
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    state = sample_state(task, sim)
+    copies = [load_candidate(tmp_path / f"c{i}.py", source=GOOD.replace("0.01 *", f"{0.01 * (i + 1)} *"))
+              for i in range(4)]
+    specs = {c.name: validate_candidate(task, sim, c, state) for c in copies[:1]}
+    specs.update({c.name: specs["c0"] for c in copies})
+    trainer = GroupedPPO(task, copies, specs, PPOConfig.for_task(task, horizon_length=8, mini_epochs=1,
+                                                                  units=(16, 16)), 8, (0,), sim)
+    ts, _ = trainer.iteration(trainer.init())
+    population = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5), trainer.plan, trainer.labels,
+                            higher_is_better=True)
+    assert [sorted(m.tolist()) for m in population.members] == [[0, 1, 2, 3]]
+    fitness = {"c0": 0.2, "c1": 0.9, "c2": 0.5, "c3": np.nan}  # c3 (no finished episode) is the worst
+    history = [(0, {"task_fitness": np.array([fitness[label.split("#")[0]] for label in trainer.labels])})]
+    before = jax.device_get(ts)
+    after = jax.device_get(population.step(ts, 1, history, np.full(4, np.nan)))
+    loser, winner = trainer.labels.index("c3#0"), trainer.labels.index("c1#0")
+    assert population.lineage[0]["group"] == "c3#0" and population.lineage[0]["from"] == "c1#0"
+    for field in ("params", "opt_state", "learning_rate", "obs_rms", "own", "best"):
+        for a, b in zip(jax.tree.leaves(getattr(before, field)), jax.tree.leaves(getattr(after, field))):
+            if np.ndim(a) == 0:
+                continue
+            np.testing.assert_array_equal(b[loser], a[winner], err_msg=field)  # the winner's, exactly
+            keep = [g for g in range(4) if g != loser]
+            np.testing.assert_array_equal(b[keep], a[keep], err_msg=field)  # the others: untouched
+    for a, b in zip(jax.tree.leaves(before.env), jax.tree.leaves(after.env)):
+        np.testing.assert_array_equal(a, b)  # environments and randomness are the group's own
+    np.testing.assert_array_equal(before.key, after.key)
+    for key, column in after.constants.items():
+        old = before.constants[key]
+        assert np.array_equal(np.delete(column, loser), np.delete(old, loser)), key
+        assert (column[loser] == 0) == (old[winner] == 0) and np.sign(column[loser]) == np.sign(old[winner]), key
+    assert after.constants["compute_reward:_K_1"][loser] != before.constants["compute_reward:_K_1"][winner]
+    assert population.lineage[0]["constants"]["compute_reward:_K_1"] == float(
+        after.constants["compute_reward:_K_1"][loser])
+    compiled = trainer.iteration.collect._cache_size(), trainer.iteration.learn._cache_size()
+    trainer.iteration(population.step(ts, 1, history, np.full(4, np.nan)))
+    assert (trainer.iteration.collect._cache_size(), trainer.iteration.learn._cache_size()) == compiled

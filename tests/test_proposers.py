@@ -134,3 +134,4 @@ def test_cost_estimate_uses_the_longest_matching_list_price():
     assert estimate_cost("gpt-4o-mini", 1_000_000, 0) == pytest.approx(0.15)
     assert estimate_cost("my-local-model", 10, 10) is None
     assert estimate_cost("my-local-model", 1_000_000, 2_000_000, price=(1.0, 2.0)) == pytest.approx(5.0)
+

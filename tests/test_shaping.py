@@ -216,9 +216,9 @@ def test_sweep_errors_are_clear(tmp_path):
 def test_cross_forms_the_product(tmp_path, cartpole):
     task, _, _ = cartpole
     for i in range(3):
-        (tmp_path / f"r{i}.py").write_text(f"def compute_reward(state):\n    return state['dof_pos'][:, 1] * {i}.0\n")
-    for i in range(2):
-        (tmp_path / f"o{i}.py").write_text(f"def compute_observation(state):\n    return state['dof_pos'] * {i}.0\n")
+        (tmp_path / f"r{i}.py").write_text(f"def compute_reward(state):\n    return state['dof_pos'][:, 1] * {i}\n")
+    for i in range(2):  # integers are code (floats would be constants of one shared code)
+        (tmp_path / f"o{i}.py").write_text(f"def compute_observation(state):\n    return state['dof_pos'] * {i}\n")
     from envcoder.candidates import load_candidates
     types = ("compute_reward", "compute_observation")
     loaded, failures = load_candidates(tmp_path, types)

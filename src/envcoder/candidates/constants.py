@@ -36,6 +36,7 @@ class _Lifter(ast.NodeTransformer):
 
     def __init__(self, taken: set[str]):
         self.constants: dict[str, float] = {}
+        self.spans: dict[str, tuple[int, int, int, int]] = {}  # where each literal was in the source
         self.prefix = PREFIX
         while any(name.startswith(self.prefix) for name in taken):
             self.prefix = "_" + self.prefix
@@ -53,6 +54,7 @@ class _Lifter(ast.NodeTransformer):
             return node
         name = f"{self.prefix}{len(self.constants)}"
         self.constants[name] = node.value
+        self.spans[name] = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
         return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
 
     def visit_Subscript(self, node: ast.Subscript):
@@ -90,3 +92,28 @@ def _blank(tree: ast.Module, constants: dict[str, float]) -> ast.Module:
                 and node.targets[0].id in constants):
             node.value = ast.Constant(0.0)
     return blank
+
+
+def with_constants(source: str, values: dict[str, float]) -> str:
+    """`source` with the constants that `lift_constants` finds in it set to `values` (by their names there; the
+    others as they are): a plain file, e.g. a population's winner with the constants it was trained with at the
+    end. A value keeps the sign its literal had (a lifted literal is the number after a minus sign)."""
+    tree = ast.parse(source)
+    spans = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and _float(node.value) is not None):
+            value = node.value
+            spans[node.targets[0].id] = (value.lineno, value.col_offset, value.end_lineno, value.end_col_offset)
+    lifter = _Lifter({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            lifter.visit(node)
+    spans.update({PREFIX + name[len(lifter.prefix):]: span for name, span in lifter.spans.items()})
+    lines = source.splitlines(keepends=True)
+    for name, (line, column, end_line, end_column) in sorted(
+            ((n, spans[n]) for n in values if n in spans), key=lambda item: item[1], reverse=True):
+        text = repr(float(values[name]))
+        if line == end_line:
+            lines[line - 1] = lines[line - 1][:column] + text + lines[line - 1][end_column:]
+    return "".join(lines)

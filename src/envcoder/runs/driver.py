@@ -24,7 +24,8 @@ from rich.console import Console
 from envcoder.compile_cache import CompileMeter
 from envcoder.runs.background import BackgroundWriter, training_progress
 from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
-from envcoder.runs.directory import RunDirectory
+from envcoder.runs.directory import RunDirectory, write_json
+from envcoder.runs.population import Population
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
@@ -96,6 +97,14 @@ class TrainingDriver:
         self.validation_s = validation_s
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
         self.trainer = self._rung_trainer()
+        self.population = None  # population-based training over the constants (`envcoder.runs.population`)
+        if self.settings.population is not None:
+            if len(job.schedule) > 1 or self.trainer.sharding is not None:
+                raise ValueError("population-based training runs a flat schedule on one device")
+            chosen = self.settings.population
+            chosen = dataclasses.replace(chosen, interval=chosen.interval or max(1, self.settings.iterations // 10))
+            self.population = Population(chosen, self.trainer.plan, self.labels, job.fitness.higher_is_better)
+            self.population.lineage = read_progress(run_dir.checkpoints).get("population", []) if self.resumed else []
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
         self.tensorboard = self.wandb = None
         self.timings: dict = {}
@@ -178,6 +187,8 @@ class TrainingDriver:
         trainer, labels, best_written = self.trainer, self.labels, self.state.best_written  # this rung's
         snapshot = trainer.snapshot(train_state)
         progress = self.state.progress()
+        if self.population is not None:
+            progress["population"] = list(self.population.lineage)
         host = trainer.to_host(train_state) if snapshot is None else None
         if not self.run_dir.writes:
             return
@@ -301,7 +312,9 @@ class TrainingDriver:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
-            due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or _checkpoint_due(
+            exploit = self.population is not None and (iteration + 1) % self.population.settings.interval == 0 \
+                and iteration + 1 < rung_end  # every group's fitness up to this iteration is read first
+            due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
                 iteration + 1, settings, self.config) else [pending])
             stopped = False
             for item in due:
@@ -320,6 +333,8 @@ class TrainingDriver:
                 arrived, state.done, pending = now, item[0] + 1, None
                 if stopped:
                     break  # an iteration dispatched after this one changed nothing (GroupedLearner._conclude)
+            if exploit and not stopped and state.done == iteration + 1:
+                train_state = self.population.step(train_state, state.done, state.history, state.last_fitness)
             if stopped or state.done == iteration + 1:
                 if state.done == rung_end and not last_rung and not stopped:
                     state.next_survivors = self.end_rung(train_state)
@@ -394,6 +409,8 @@ class TrainingDriver:
                                  self.job.failures, self.timings, self._training_fitness, self.settings.rank_by)
         print_results(console, results)
         self.run_dir.write_results(results.to_json())
+        if self.population is not None and self.run_dir.writes:
+            write_json(self.run_dir.path / "population.json", self.population.record(train_state))
         if self.wandb is not None:
             self.wandb.summarize([g.to_json() for g in results.groups])
             self.wandb.close()

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 from envcoder.runs.directory import RunDirectory
+from envcoder.runs.population import PopulationSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,10 @@ class EvalSettings:
     """Add rounds of `seeds` seeds (the best and the candidates not yet separated from it, in one process each
     round) until the best is separable from the runner-up at 95% or a candidate has this many seeds (None: one
     round)."""
+    population: PopulationSettings | None = None
+    """Population-based training over the candidates' constants (`envcoder.runs.population`): every `interval`
+    iterations the worst copies of a file take over the state of its best and perturb their constants (None: off;
+    `envcoder auto --proposer population` sets it)."""
     cross: bool = False
     """Form the product of candidate files across `shaper_types` instead of one candidate per file."""
     algo: str = "ppo"
@@ -88,6 +93,9 @@ class EvalSettings:
             value = getattr(self, field.name)
             if field.name in ("out", "devices"):
                 continue
+            if dataclasses.is_dataclass(value):
+                config[field.name] = dataclasses.asdict(value)
+                continue
             config[field.name] = (str(value) if isinstance(value, Path) else
                                   [str(v) if isinstance(v, Path) else v for v in value] if isinstance(value, tuple)
                                   else value)
@@ -107,6 +115,8 @@ class EvalSettings:
                 value = Path(value) if value else None
             elif field.name in ("shaper_types", "seeds"):
                 value = tuple(value)
+            elif field.name == "population" and value is not None:
+                value = PopulationSettings(**value)
             values[field.name] = value
         return cls(**{**values, "out": Path(out)})
 

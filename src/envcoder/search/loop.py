@@ -48,12 +48,14 @@ from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
 from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
-from envcoder.runs.ranking import compare, rank
+from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
+from envcoder.runs.population import PopulationSettings
+from envcoder.search.population import population_rows, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.summary import summary_text
+from envcoder.search.summary import against_default, summary_text
 from envcoder.tasks import get_task
 
 
@@ -78,8 +80,10 @@ class AutoRun:
         self.fitness_name, self.fitness = self.task.get_fitness(settings.fitness)
         self.description = settings.task_description or self.task.description
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
-                                      settings.api_retries, settings.temperature, settings.max_tokens, settings.seed)
+                                      settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
+                                      fitness=self.fitness)
         self.offline = isinstance(self.proposer, OfflineProposer)
+        self.population_mode = self.offline and settings.proposer == "population"
         self.initial = {f"init_{Path(p).stem}": Path(p).read_text() for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
@@ -253,10 +257,54 @@ class AutoRun:
             last_attempt[draft["name"]] = draft
         failures += [{"name": d["name"], "error": d["error"]} for d in last_attempt.values() if not d["ok"]]
         best = self._ranked(table)
+        compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
         record = {"iteration": iteration, "table": table, "failures": failures,
-                  "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid)}
+                  "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid),
+                  "compile": compiled}
+        if compiled:
+            self.console.print(f"compiled {compiled.get('compiles', '?')} program(s) "
+                               f"({compiled.get('seconds', 0):.1f} s compiling or loading; "
+                               f"{compiled.get('cache_hits', 0)} from the compilation cache, "
+                               f"{compiled.get('loaded', 0)} trace(s) loaded)", highlight=False)
         write_json(record_file, record)
         return record
+
+    def _population(self) -> list[dict]:
+        """`--proposer population`: the starting files' copies trained together under population-based training
+        (`envcoder.search.population`); the table of the copies (each with its last constants) and the starting
+        files. A finished run is read back; one that was cut off continues from its checkpoint."""
+        folder = self.out / "population"
+        record_file = folder / "population_run.json"
+        if record_file.exists():
+            return _read_json(record_file)["table"]
+        sources = seed_population(self.initial, self.s.candidates_per_iteration * self.s.iterations, self.s.seed)
+        (folder / "candidates").mkdir(parents=True, exist_ok=True)
+        for name, source in sources.items():
+            (folder / "candidates" / f"{name}.py").write_text(source)
+        self.console.rule(f"population: {len(sources)} copies of {len(self.initial)} starting file(s), trained "
+                          "together; the worst take over the best and perturb their constants")
+        results = self._evaluate(folder / "candidates", folder / "eval", self.s.seeds,
+                                 population=PopulationSettings(seed=self.s.seed))
+        rows = [{"name": name, "fitness": None, "status": "start", "source": source, "iteration": 0}
+                for name, source in self.initial.items()]
+        if results is not None:
+            record = folder / "eval" / "population.json"
+            rows += population_rows(results, _read_json(record) if record.exists() else None, sources,
+                                    self.fitness.higher_is_better)
+            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})}
+        write_json(record_file, {"table": rows, "compile": compiled if results is not None else {}})
+        return rows
+
+    def _population_summary(self) -> dict:
+        """The population run's size, steps, lineage and compiles (for summary.json)."""
+        run = _read_json(self.out / "population" / "population_run.json")
+        record_file = self.out / "population" / "eval" / "population.json"
+        record = _read_json(record_file) if record_file.exists() else {}
+        lineage = record.get("lineage", [])
+        return {"copies": sum(1 for row in run["table"] if row["status"] != "start"),
+                "interval": record.get("settings", {}).get("interval"),
+                "exploit_steps": len({row["iteration"] for row in lineage}), "takeovers": len(lineage),
+                "lineage": lineage, "compile": run["compile"]}
 
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""
@@ -290,6 +338,9 @@ class AutoRun:
 
     def run(self) -> dict:
         with self.validator:  # its worker processes stay up for the whole run
+            if self.population_mode:
+                self.history = self._population()
+                return self._finish()
             for iteration in range(self.s.iterations):
                 record = self._iteration(iteration)
                 self.history += record["table"]
@@ -301,9 +352,11 @@ class AutoRun:
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
-        # The best starting file and the task's own shaping too: the baselines that the search had to beat.
+        # The best starting file and the task's own shaping too: the baselines that the search had to beat (after a
+        # population run, every starting file: its copies' fitness is not the file's).
         starting = self._ranked([h for h in self.history if h["name"].split("[")[0] in self.initial])
         finalists.update({h["name"]: h for h in starting[:1]})
+        finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
         final_dir = self.out / "final"
         results = None
         if finalists:
@@ -320,11 +373,15 @@ class AutoRun:
         calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
         costs = [c["cost_usd"] for c in calls]
         summary = {
-            "task": self.task.name, "task_description": self.description, "proposer": self.proposer.name,
+            "task": self.task.name, "task_description": self.description,
+            "proposer": "population" if self.population_mode else self.proposer.name,
             "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
-            "iterations": [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
-                "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]), None)}
+            "iterations": [] if self.population_mode else [
+                {k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
+                    "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]), None),
+                    "compile": r.get("compile", {})}
                 for r in (_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations))],
+            "population": self._population_summary() if self.population_mode else None,
             "evaluated": len(self.history),
             "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
             "input_tokens": sum(c["input_tokens"] for c in calls),
@@ -339,7 +396,7 @@ class AutoRun:
             summary["best"] = {**dataclasses.asdict(top), "file": "best.py",
                                "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
-            summary["task_default"] = _against_default(results, top, self.fitness.higher_is_better)
+            summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
@@ -347,25 +404,6 @@ class AutoRun:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
                                highlight=False, soft_wrap=True)  # paths stay whole, to copy
         return summary
-
-
-def _against_default(results: RunResults, best, higher_is_better: bool) -> dict | None:
-    """The best file against the task's default shaping in the final evaluation (`envcoder.runs.ranking.compare`),
-    with the sentence the summary shows."""
-    default = next((r for r in results.ranking if r.name == TASK_DEFAULT), None)
-    if default is None:
-        return None
-    verdict = compare(best, default, higher_is_better)
-    amount = f"{abs(verdict['difference']):.4g}"
-    interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]" if verdict["ci"] else ""
-    p = f"P(beats) = {verdict['p_beats']:.2f}" if verdict["p_beats"] is not None else "one seed: P(beats) unknown"
-    if verdict["beats"]:
-        text = f"{best.name} beats the task default by {amount}{interval} ({p})."
-    else:
-        direction = "better" if verdict["difference"] > 0 else "worse" if verdict["difference"] < 0 else "no different"
-        text = f"{best.name} is not shown to beat the task default: it is {direction} by {amount}{interval} ({p})."
-    return {**verdict, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low, "ci_high": default.ci_high,
-            "seeds": default.seeds, "text": text}
 
 
 def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:

@@ -3,8 +3,8 @@
 - `OpenAIProposer`: OpenAI models through the official `openai` SDK, and any OpenAI-compatible server (vLLM,
   Ollama, ...) through `base_url`.
 - `AnthropicProposer`: Anthropic models through the official `anthropic` SDK.
-- `OfflineProposer`: no network; mutates the numeric constants of the best candidates so far (an
-  evolutionary search over term weights, scales and thresholds).
+- `OfflineProposer`: no network; changes the best candidates so far by structural moves (terms re-weighted,
+  dropped, added, crossed; kernels widened or narrowed) and by jittering their numeric constants.
 
 Retries with backoff on rate limits, server errors and timeouts are the SDKs' own (`max_retries`,
 `timeout`); a call that still fails, or a malformed response, comes back as a `Sample` with `error` set: a
@@ -22,6 +22,8 @@ import os
 import random
 import tokenize
 from typing import Protocol
+
+from envcoder.search.moves import fitness_term_source, structural_child
 
 PROVIDERS = ("openai", "anthropic")
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -229,19 +231,24 @@ def _range_pairs(source: str, literals) -> dict[int, tuple[int, int]]:
 
 
 class OfflineProposer:
-    """An evolutionary search over a candidate's numeric constants; needs no network.
+    """An evolutionary search over candidates' terms and constants; needs no network.
 
     A child is a parent, chosen uniformly among the `parents` best evaluated candidates (or among the
-    starting files before anything is evaluated), with each float literal multiplied, with probability
-    `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left alone, so a term is
-    re-weighted, never switched on or flipped. The child's first line says what changed. Draws are seeded
-    by (seed, iteration, slot, attempt), so a resumed run proposes the same children.
+    starting files before anything is evaluated), changed by one structural move with probability `structural`
+    (or always, where the parent has no float constant): a term re-weighted by orders of magnitude, dropped, taken
+    from another candidate or the task's fitness (`fitness`: its step's source and direction), a kernel's width
+    scaled, or two parents' terms crossed (`envcoder.search.moves`). Otherwise each of its float literals is
+    multiplied, with probability `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left
+    alone. The child's first line says what changed. Draws are seeded by (seed, iteration, slot, attempt), so a
+    resumed run proposes the same children.
     """
 
     name = "offline"
 
-    def __init__(self, seed: int = 0, parents: int = 3, rate: float = 0.5, scale: float = 0.7):
+    def __init__(self, seed: int = 0, parents: int = 3, rate: float = 0.5, scale: float = 0.7,
+                 structural: float = 0.5, fitness: tuple[str, bool] | None = None):
         self.seed, self.parents, self.rate, self.scale = seed, parents, rate, scale
+        self.structural, self.fitness = structural, fitness
 
     def sample(self, request: Request) -> Sample:
         rng = random.Random(f"{self.seed}:{request.iteration}:{request.slot}:{request.attempt}")
@@ -256,8 +263,13 @@ class OfflineProposer:
         parent = pool[rng.randrange(len(pool))] if evaluated else pool[request.slot % len(pool)]
         source = "\n".join(line for line in parent.source.splitlines() if not line.startswith("# offline: "))
         literals = [literal for literal in float_literals(source) if literal[2] != 0.0]  # zero stays zero anyway
+        if not literals or rng.random() < self.structural:
+            child = structural_child(rng, parent, evaluated or pool, self.fitness)
+            if child is not None:
+                return Sample(child[0])
         if not literals:
-            return Sample("", error=f"{parent.name} has no non-zero float constants to mutate")
+            return Sample("", error=f"{parent.name} has no non-zero float constant and no term that a structural "
+                                    "move could change")
         chosen = [i for i in range(len(literals)) if rng.random() < self.rate] or [rng.randrange(len(literals))]
         # A CURRICULUM range [lo, hi] is mutated as one: its width around its centre, so that lo ≤ hi stays true.
         pairs = _range_pairs(source, literals)
@@ -289,10 +301,12 @@ class OfflineProposer:
 
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
-                  max_tokens: int = 4096, seed: int = 0) -> Proposer:
-    """The offline proposer without a model; otherwise the model's provider's SDK."""
+                  max_tokens: int = 4096, seed: int = 0, fitness=None) -> Proposer:
+    """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
+    add); otherwise the model's provider's SDK."""
     if model is None:
-        return OfflineProposer(seed=seed)
+        term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
+        return OfflineProposer(seed=seed, fitness=term)
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)

@@ -25,6 +25,10 @@ class AutoSettings:
     llm: str | None = None
     """Model that proposes candidates; None: the offline proposer, which mutates the best candidates and needs no
     network."""
+    proposer: str = "population"
+    """Without `llm`: "population" trains copies of the starting files together and evolves their constants by
+    population-based training in one run (`envcoder.search.population`); "offline" proposes children by
+    structural moves and constant jitter, generation by generation (`envcoder.search.proposers.OfflineProposer`)."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
@@ -119,6 +123,7 @@ class AutoSettings:
         if "ppo" in data:  # runs started before --algo
             data["overrides"] = data.pop("ppo")
         data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
+        data.setdefault("proposer", "offline")  # runs started before the population search
         return cls(**data)
 
     def evaluation(self, functions: Path, out: Path, seeds: int, schedule: str = "flat", envs: int | None = None,

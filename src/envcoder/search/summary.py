@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 
+from envcoder.candidates import TASK_DEFAULT
+from envcoder.runs.ranking import compare
+
 
 def _finite(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
@@ -12,8 +15,9 @@ def _finite(value) -> bool:
 def summary_text(summary: dict) -> str:
     better = "higher" if summary["higher_is_better"] else "lower"
     lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
-             f"Proposer {summary['proposer']}; {summary['evaluated']} candidates evaluated over "
-             f"{len(summary['iterations'])} iteration(s); task fitness `{summary['fitness']}` ({better} is better).", ""]
+             f"Proposer {summary['proposer']}; {summary['evaluated']} candidates evaluated"
+             + (f" over {len(summary['iterations'])} iteration(s)" if summary["iterations"] else "")
+             + f"; task fitness `{summary['fitness']}` ({better} is better).", ""]
     best = summary["best"]
     if best is None:
         lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
@@ -31,12 +35,52 @@ def summary_text(summary: dict) -> str:
             auc = f"{r['auc']:.4g}" if _finite(r.get("auc")) else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
                          f"| {r['seeds']} | {auc} |")
-    lines += ["", "| iteration | valid / attempts | best | best fitness |", "|---|---|---|---|"]
+    population = summary.get("population")
+    if population:
+        compiled = population["compile"]
+        lines += ["", f"Population-based training: {population['copies']} copies of the starting files trained "
+                      f"together; {population['takeovers']} takeovers in {population['exploit_steps']} exploit steps "
+                      f"(every {population['interval']} iterations); {compiled.get('compiles', '?')} programs "
+                      f"compiled ({compiled.get('seconds', 0):.1f} s)."]
+    if summary["iterations"]:
+        lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
+                  "|---|---|---|---|---|"]
     for it in summary["iterations"]:
         fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"
-        lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} |")
+        compiled = it.get("compile") or {}
+        compiles = f"{compiled['compiles']} ({compiled['seconds']:.1f})" if "compiles" in compiled else "-"
+        lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} "
+                     f"| {compiles} |")
     cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
         else f"${summary['cost_usd']:.2f}"
     lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
                   f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
     return "\n".join(lines) + "\n"
+
+
+def against_default(results, best, higher_is_better: bool) -> dict | None:
+    """The best file `best` (a `Ranked`) against the task's default shaping in the final evaluation `results`
+    (`envcoder.runs.ranking.compare`), with the sentence the summary shows."""
+    default = next((r for r in results.ranking if r.name == TASK_DEFAULT), None)
+    if default is None:
+        return None
+    verdict = compare(best, default, higher_is_better)
+    amount = f"{abs(verdict['difference']):.4g}"
+    interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]" if verdict["ci"] else ""
+    p = f"P(beats) = {verdict['p_beats']:.2f}" if verdict["p_beats"] is not None else "one seed: P(beats) unknown"
+    if verdict["beats"]:
+        text = f"{best.name} beats the task default by {amount}{interval} ({p})."
+    elif verdict["difference"] == 0 and (verdict["ci"] or [0, 0]) == [0, 0]:
+        text = (f"{best.name} ties the task default ({default.fitness_mean:.4g} over every seed of both); it learns "
+                f"{'faster' if _faster(best, default, higher_is_better) else 'no faster'} (AUC {best.auc:.3g} against "
+                f"{default.auc:.3g}).")
+    else:
+        direction = "better" if verdict["difference"] > 0 else "worse" if verdict["difference"] < 0 else "no different"
+        text = f"{best.name} is not shown to beat the task default: it is {direction} by {amount}{interval} ({p})."
+    return {**verdict, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low, "ci_high": default.ci_high,
+            "seeds": default.seeds, "text": text}
+
+
+def _faster(a, b, higher_is_better: bool) -> bool:
+    """Whether `a`'s learning speed (AUC) is better than `b`'s."""
+    return (a.auc > b.auc) if higher_is_better else (a.auc < b.auc)

@@ -1,0 +1,128 @@
+"""Population-based training over shaping constants (PBT, Jaderberg et al. 2017) inside one run.
+
+The groups whose candidates share all their code (copies of one file that differ in constants: one function class
+per shaping type, `envcoder.candidates.constants`) form a population. Every `interval` iterations, in each
+population, the worst `fraction` of the groups by their recent training task fitness (never the shaped reward)
+take over the full training state of a group drawn among the best `fraction` (policy, optimizer, normalizers, best
+policy; each keeps its own environments and randomness), and their constants become the winner's, each multiplied
+by `exp(N(0, scale))` (its sign kept; a zero stays zero). The copy is one small program compiled once: the
+training programs see new values of their inputs, never new code. Each step is recorded (`lineage`): which group
+took over which, and the constants it then trains with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # the settings are read by the command line, which imports JAX only when it trains
+    from envcoder.env.grouping import GroupPlan
+
+
+@dataclasses.dataclass(frozen=True)
+class PopulationSettings:
+    """How a run's populations evolve (`EvalSettings.population`)."""
+
+    interval: int | None = None
+    """Iterations between two exploit steps (None: a tenth of the run's, at least one)."""
+    fraction: float = 0.25
+    """The worst part of a population that takes over the state of its best part, at each step."""
+    scale: float = 0.3
+    """The standard deviation of a perturbation's log-factor."""
+    seed: int = 0
+
+
+def populations(plan: GroupPlan) -> list[np.ndarray]:
+    """The groups (plan indices) that share every function class and have constants, two or more of them."""
+    identity: dict[tuple, list[int]] = {}
+    for g in range(plan.num_groups):
+        signature = tuple(next(i for i, c in enumerate(classes) if g in c.indices) for classes in plan.classes.values())
+        identity.setdefault(signature, []).append(g)
+    tuned = {g for classes in plan.classes.values() for c in classes if c.params for g in c.indices}
+    return [np.array(members) for members in identity.values() if len(members) > 1 and members[0] in tuned]
+
+
+def exploit(fitness: np.ndarray, members: list[np.ndarray], fraction: float, higher_is_better: bool,
+            rng: np.random.Generator) -> dict[int, int]:
+    """`{loser: winner}` of one step: in each population, its worst `fraction` (at least one) by `fitness [G]`
+    (NaN: worst) each draw a winner among its best as many."""
+    sign = 1.0 if higher_is_better else -1.0
+    moves = {}
+    for group in members:
+        n = max(1, int(fraction * len(group)))
+        score = np.where(np.isnan(fitness[group]), -np.inf, sign * fitness[group])
+        order = group[np.argsort(-score, kind="stable")]  # best first
+        for loser in order[-n:]:
+            moves[int(loser)] = int(order[rng.integers(n)])
+    return moves
+
+
+class Population:
+    """The exploit-and-explore steps of one run (see the module docstring)."""
+
+    def __init__(self, settings: PopulationSettings, plan: GroupPlan, labels: list[str], higher_is_better: bool):
+        self.settings, self.labels, self.higher = settings, labels, higher_is_better
+        self.members = populations(plan)
+        self.lineage: list[dict] = []
+        import jax
+
+        self._copy = jax.jit(_take_groups)
+
+    def step(self, train_state, iteration: int, history: list, last_fitness: np.ndarray):
+        """The train state after `iteration` iterations, with the step's losers on their winners' states and
+        perturbed constants. Fitness: each group's mean training task fitness over the interval (`history`: the
+        driver's `(iteration, metrics)`), or its last finished episodes' (`last_fitness [G]`)."""
+        rows = np.stack([m["task_fitness"] for i, m in history if i >= iteration - self.settings.interval])
+        finite = np.isfinite(rows)
+        mean = np.where(finite, rows, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
+        fitness = np.where(finite.any(axis=0), mean, last_fitness)
+        rng = np.random.default_rng([self.settings.seed, iteration])
+        moves = exploit(fitness, self.members, self.settings.fraction, self.higher, rng)
+        if not moves:
+            return train_state
+        source = np.arange(len(self.labels))
+        for loser, winner in moves.items():
+            source[loser] = winner
+        import jax
+
+        constants = {k: np.asarray(v)[source] for k, v in jax.device_get(train_state.constants).items()}
+        for loser in sorted(moves):
+            factors = {}  # one per constant of the file, whichever functions' keys hold it
+            for key, column in constants.items():
+                factor = factors.setdefault(key.split(":", 1)[1], np.exp(rng.normal(0.0, self.settings.scale)))
+                column[loser] = column[loser] * factor
+            self.lineage.append({"iteration": iteration, "group": self.labels[loser],
+                                 "from": self.labels[moves[loser]], "fitness": _number(fitness[loser]),
+                                 "from_fitness": _number(fitness[moves[loser]]),
+                                 "constants": {k: float(v[loser]) for k, v in constants.items() if v[loser] != 0.0}})
+        return self._copy(train_state, source, constants)
+
+    def record(self, train_state) -> dict:
+        """What `population.json` holds: the settings, the lineage and each group's constants at the end
+        (`{label: {constant key: value}}`)."""
+        import jax
+
+        constants = jax.device_get(train_state.constants)
+        return {"settings": dataclasses.asdict(self.settings), "lineage": self.lineage,
+                "final_constants": {label: {k: float(v[g]) for k, v in constants.items()}
+                                    for g, label in enumerate(self.labels)}}
+
+
+def _number(x) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def _take_groups(train_state, source, constants):
+    """Every group's training state from group `source[g]` (its environments and randomness its own), and the
+    new `constants`."""
+    groups = source.shape[0]
+
+    def take(x):
+        return x[source] if getattr(x, "ndim", 0) >= 1 and x.shape[0] == groups else x
+    import jax
+
+    taken = {field: jax.tree.map(take, getattr(train_state, field)) for field in (
+        "params", "opt_state", "learning_rate", "obs_rms", "own", "best", "diverged_at", "solved_at")}
+    return train_state._replace(**taken, constants=constants)

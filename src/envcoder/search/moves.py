@@ -1,0 +1,210 @@
+"""Structural moves of the offline search: children that change which terms a reward has, not only its numbers.
+
+A reward's *terms* are the named components its `compute_reward` returns (`return reward, {"name": term, ...}`).
+The library of terms holds every term of every candidate seen, and the task's own fitness (as a term: its
+per-step quantity, for an error through a kernel). A move writes a child file that calls its parent's reward (and
+a donor's, for a term it takes) and changes the sum:
+
+- `reweight`: one term times a weight drawn log-uniformly over four orders of magnitude (sometimes negative: a
+  term of the wrong sign flips);
+- `drop`: one term taken out;
+- `add`: a term of another candidate (or the task's fitness) added with a log-uniform weight;
+- `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
+- `cross`: the terms of a second parent that the first lacks, all added.
+
+The child's weights are module-level float constants, so the constants search (and a population's perturbations)
+tunes them without recompiling (`envcoder.candidates.constants`). A child is plain candidate code: it passes the
+same checks and validation as any file.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import math
+import random
+from typing import Sequence
+
+MOVES = ("reweight", "drop", "add", "kernel", "cross")
+
+
+def reward_terms(source: str) -> list[str]:
+    """The names of the components that a file's `compute_reward` returns as a dict literal (`[]` where it
+    returns none, or not as a literal)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
+    if function is None:
+        return []
+    names = []
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
+                and isinstance(node.value.elts[1], ast.Dict)):
+            names += [k.value for k in node.value.elts[1].keys if isinstance(k, ast.Constant) and isinstance(
+                k.value, str) and k.value not in names]
+    return names
+
+
+def fitness_term_source(step, name: str = "_task_fitness") -> str:
+    """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, with the module-level
+    numbers it reads written out (e.g. Cartpole's `UPRIGHT_ANGLE`)."""
+    source = inspect.getsource(step)
+    tree = ast.parse(source.strip())
+    function = tree.body[0]
+    function.name = name
+    numbers = [f"{n} = {step.__globals__[n]!r}" for n in sorted(step.__code__.co_names)
+               if isinstance(step.__globals__.get(n), (int, float)) and not isinstance(step.__globals__[n], bool)]
+    return "\n".join(numbers + [ast.unparse(tree)])
+
+
+def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
+    """`source` without imports and its module docstring, every module-level name it defines prefixed (so that
+    two files live in one), and those names."""
+    tree = ast.parse(source)
+    body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))
+            and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    defined = {n.name for n in body if isinstance(n, ast.FunctionDef)} | {
+        t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    defined.discard("PARAMS")
+    body = [n for n in body if not (isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "PARAMS" for t in n.targets))]  # a child is one file: no sweep
+
+    class Rename(ast.NodeTransformer):
+        def visit_Name(self, node):
+            if node.id in defined:
+                node.id = prefix + node.id
+            return node
+
+        def visit_FunctionDef(self, node):
+            if node.name in defined:
+                node.name = prefix + node.name
+            self.generic_visit(node)
+            return node
+    module = Rename().visit(ast.Module(body=body, type_ignores=[]))
+    return ast.unparse(ast.fix_missing_locations(module)), {prefix + n for n in defined}
+
+
+def _imports(*sources: str) -> list[str]:
+    lines = ["import jax", "import jax.numpy as jnp"]
+    for source in sources:
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                line = ast.unparse(node)
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
+def _log_uniform(rng: random.Random, low: float, high: float) -> float:
+    return math.exp(rng.uniform(math.log(low), math.log(high)))
+
+
+def _weight(value: float) -> str:
+    text = format(value, ".3g")
+    return text if any(c in text for c in ".e") else text + ".0"
+
+
+def structural_child(rng: random.Random, parent, others: Sequence, fitness: tuple[str, bool] | None = None,
+                     move: str | None = None) -> tuple[str, str] | None:
+    """`(source, what changed)` of a child of `parent` (a `Parent`) by one structural move (`move`, else drawn
+    among those that apply), with donors among `others` and the task's fitness (`(its step's source from
+    fitness_term_source, higher_is_better)`); None when no move applies."""
+    parent = dataclasses.replace(parent, source="".join(  # without the headers of its own generation
+        line for line in parent.source.splitlines(keepends=True) if not line.startswith("# offline: ")))
+    terms = reward_terms(parent.source)
+    donors = [(o, t) for o in others if o.name != parent.name for t in reward_terms(o.source) if t not in terms]
+    kernels = _kernel_literals(parent.source)
+    possible = [m for m, ok in (("reweight", terms), ("drop", len(terms) > 1), ("add", donors or fitness),
+                                ("kernel", kernels), ("cross", donors)) if ok]
+    if move is None:
+        if not possible:
+            return None
+        move = rng.choice(possible)
+    elif move not in possible:
+        return None
+    if move == "kernel":
+        return _scale_kernel(rng, parent, kernels)
+    base, _ = _renamed(parent.source, "_p_")
+    pieces, lines, weights, note = [base], [], {}, ""
+    if move in ("reweight", "drop"):
+        term = rng.choice(terms)
+        if move == "drop":
+            lines += [f"    reward = reward - terms[{term!r}]",
+                      f"    terms = {{k: v for k, v in terms.items() if k != {term!r}}}"]
+            note = f"drop term {term!r}"
+        else:
+            weight = _log_uniform(rng, 1e-2, 1e2) * (-1.0 if rng.random() < 0.15 else 1.0)
+            weights["W_REWEIGHT"] = weight
+            lines += [f"    reward = reward + (W_REWEIGHT - 1.0) * terms[{term!r}]",
+                      f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
+            note = f"weight of term {term!r} × {_weight(weight)}"
+    else:  # add, cross: terms of donors (or the task's fitness)
+        if move == "cross":
+            donor = rng.choice(sorted({o.name for o, _ in donors}))
+            taken = [(o, t) for o, t in donors if o.name == donor]
+            note = f"cross with {donor}: add {', '.join(repr(t) for _, t in taken)}"
+        elif fitness is not None and (not donors or rng.random() < 0.3):
+            taken = []
+            source, higher = fitness
+            pieces.append(source)
+            weights["W_FITNESS"] = _log_uniform(rng, 1e-2, 1e1)
+            if higher:
+                lines += ["    fitness = W_FITNESS * _task_fitness(state)"]
+            else:  # an error: rewarded through a kernel of its own width
+                weights["FITNESS_SIGMA"] = _log_uniform(rng, 0.05, 2.0)
+                lines += ["    fitness = W_FITNESS * jnp.exp(-_task_fitness(state) ** 2 / FITNESS_SIGMA)"]
+            lines += ["    reward = reward + fitness", "    terms = {**terms, 'task_fitness': fitness}"]
+            note = f"add the task's fitness as a term (weight {_weight(weights['W_FITNESS'])})"
+        else:
+            taken = [rng.choice(donors)]
+            note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
+        for k, donor_name in enumerate(sorted({o.name for o, _ in taken})):
+            donor = next(o for o, _ in taken if o.name == donor_name)
+            renamed, _ = _renamed(donor.source, f"_d{k}_")
+            pieces.append(renamed)
+            lines += [f"    _, donor{k} = _split(_d{k}_compute_reward(state))"]
+            for j, (_, term) in enumerate(t for t in taken if t[0].name == donor_name):
+                name = f"W_ADD{k}_{j}"
+                weights[name] = 1.0 if move == "cross" else _log_uniform(rng, 1e-2, 1e1)
+                lines += [f"    terms = {{**terms, {term!r}: {name} * donor{k}[{term!r}]}}",
+                          f"    reward = reward + terms[{term!r}]"]
+    header = [f"# offline: from {parent.name}; {note}", '"""A structural child of the offline search."""']
+    constants = [f"{name} = {_weight(value)}" for name, value in weights.items()]
+    body = ["def _split(out):", "    return out if isinstance(out, tuple) else (out, {})", "",
+            "def compute_reward(state):", "    reward, terms = _split(_p_compute_reward(state))",
+            *lines, "    return reward, terms"]
+    sources = [parent.source] + [o.source for o, _ in donors]
+    return "\n".join(header + _imports(*sources) + [""] + constants + [""] + pieces + [""] + body) + "\n", note
+
+
+def _kernel_literals(source: str) -> list[tuple[int, int, float]]:
+    """`(line, column, value)` of the non-zero float literals inside the arguments of an `exp(...)` call in the
+    file's functions (a kernel's width or scale)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for call in ast.walk(tree):
+        name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
+        if isinstance(call, ast.Call) and name == "exp":
+            for arg in call.args:
+                found += [(n.lineno, n.col_offset, n.value) for n in ast.walk(arg)
+                          if isinstance(n, ast.Constant) and type(n.value) is float and n.value != 0.0]
+    return sorted(set(found))
+
+
+def _scale_kernel(rng: random.Random, parent, kernels) -> tuple[str, str]:
+    """One kernel literal of `parent` scaled by a factor log-uniform in [0.1, 10]."""
+    line, column, value = rng.choice(kernels)
+    factor = _log_uniform(rng, 0.1, 10.0)
+    lines = parent.source.splitlines(keepends=True)
+    text = lines[line - 1]
+    end = column + len(text[column:]) - len(text[column:].lstrip("0123456789.eE+-_"))
+    new = _weight(value * factor)
+    lines[line - 1] = text[:column] + new + text[end:]
+    note = f"kernel constant on line {line + 1}: {text[column:end]} -> {new}"  # + 1: the header line
+    return f"# offline: from {parent.name}; {note}\n" + "".join(lines), note

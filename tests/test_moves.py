@@ -1,0 +1,57 @@
+"""The offline search's structural moves (`envcoder.search.moves`): children that change a reward's terms, each a
+file that passes validation."""
+
+import random
+from pathlib import Path
+
+from envcoder.candidates import load_candidate
+from envcoder.candidates.validate import rollout_states, validate_candidate
+from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, structural_child
+from envcoder.search.proposers import OfflineProposer, Parent, Request
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+
+
+
+def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say():
+    """One child per move from the bundled Cartpole rewards (and the task's fitness as a term): each passes the
+    static checks and validation on the sample rollout, and its components show the move."""
+    task = get_task("Cartpole")
+    simulator = Simulator(task.model_file, task.substeps)
+    states = rollout_states(task, simulator)
+    folder = Path(__file__).resolve().parents[1] / "user_functions" / "cartpole"
+    parents = [Parent(p.stem, p.read_text(), 0.5) for p in sorted(folder.glob("*.py"))]
+    good = next(p for p in parents if p.name == "good_upright")  # terms: upright, motion
+    parents.append(Parent("centred", "import jax.numpy as jnp\n\n\ndef compute_reward(state):\n"
+                                     "    centred = -0.1 * jnp.abs(state['dof_pos'][:, 0])\n"
+                                     "    still = -0.01 * state['dof_vel'][:, 1] ** 2\n"
+                                     "    return centred + still, {'centred': centred, 'still': still}\n", 0.4))
+    fitness = (fitness_term_source(task.get_fitness()[1].step), True)
+    assert set(MOVES) == {"reweight", "drop", "add", "cross", "kernel"}
+    for move in ("reweight", "drop", "add", "cross"):
+        child, note = structural_child(random.Random(3), good, parents, fitness, move=move)
+        candidate = load_candidate(Path(f"{move}.py"), source=child)
+        spec = validate_candidate(task, simulator, candidate, states)
+        terms = set(spec.reward_components)
+        assert child.startswith(f"# offline: from good_upright; {note}")
+        assert {"reweight": terms == {"upright", "motion"} and "W_REWEIGHT" in child,
+                "drop": len(terms) == 1 and terms < {"upright", "motion"},
+                "add": len(terms) == 3, "cross": terms == {"upright", "motion", "centred", "still"}}[move], (move, terms, note)
+    # The kernel move needs an exp(...): good_upright has none; a tracking kernel's width is scaled.
+    kernel = Parent("k", "import jax.numpy as jnp\n\ndef compute_reward(state):\n"
+                         "    return jnp.exp(-state['dof_pos'][:, 1] ** 2 / 0.25)\n", 0.5)
+    child, note = structural_child(random.Random(0), kernel, [], None, move="kernel")
+    assert "0.25 ->" in note and "/ 0.25)" not in child
+    assert structural_child(random.Random(0), good, [], None, move="kernel") is None
+    assert reward_terms(good.source) == ["upright", "motion"]
+
+
+def test_a_file_without_float_constants_is_a_parent_for_structural_moves():
+    """The offline search once failed on such files ("no non-zero float constants to mutate")."""
+    bare = Parent("bare", "def compute_reward(state):\n    return state['dof_pos'][:, 0] * 0 + 1, "
+                          "{'alive': state['dof_pos'][:, 0] * 0 + 1}\n", 0.2)
+    request = Request("", (), iteration=1, slot=0, attempt=0, population=(bare,))
+    texts = {OfflineProposer(seed=s, fitness=("def _task_fitness(state):\n    return state['dof_pos'][:, 1]", True))
+             .sample(request).text.split(";")[1].split("(")[0].strip() for s in range(12)}
+    assert texts and all(t for t in texts)  # every call wrote a child
+    assert OfflineProposer(seed=0).sample(request).error is None  # re-weighting or dropping its one term
