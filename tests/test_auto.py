@@ -203,7 +203,8 @@ def test_existing_run_directory_points_to_resume(llm_run, capsys):
 def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
     out = tmp_path / "offline"
     status = main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                   "--candidates-per-iteration", "4", "--iterations", "2", "--envs-per-candidate", "64",
+                   "--proposer", "offline", "--candidates-per-iteration", "4", "--iterations", "2",
+                   "--envs-per-candidate", "64",
                    "--train-iterations", "30", "--final-seeds", "2", "--final-max-seeds", "4", "--final-top", "1",
                    "--out", str(out)])
     assert status == 0
@@ -324,7 +325,8 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
     from fault_harness import run_killed
 
     args = ["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-            "--candidates-per-iteration", "2", "--iterations", "2", "--envs-per-candidate", "16",
+            "--proposer", "offline", "--candidates-per-iteration", "2", "--iterations", "2",
+            "--envs-per-candidate", "16",
             "--train-iterations", "3", "--final-seeds", "2", "--final-max-seeds", "2", "--final-top", "1"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main([*args, "--out", str(whole)]) == 0
@@ -360,8 +362,9 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
 
     monkeypatch.setattr(loop, "run_evaluation", evaluate)
     out = tmp_path / "auto"
-    assert main(["auto", "--task", "Cartpole", "--candidates-per-iteration", "2", "--iterations", "1",
-                 "--train-iterations", "30", "--schedule", "halving", "--final-top", "3", "--out", str(out)]) == 0
+    assert main(["auto", "--task", "Cartpole", "--proposer", "offline", "--candidates-per-iteration", "2",
+                 "--iterations", "1", "--train-iterations", "30", "--schedule", "halving", "--final-top", "3",
+                 "--out", str(out)]) == 0
     assert seen == [("halving", 2), ("flat", None)]
     table = json.loads((out / "iter_00" / "iteration.json").read_text())["table"]
     dropped = [row for row in table if row["status"] == "dropped by halving after iteration 15"]
@@ -408,7 +411,8 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     monkeypatch.setattr(evaluation, "evaluate_once", fake)  # each evaluation, and each round of the final one
     out = tmp_path / "auto"
     assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                 "--candidates-per-iteration", "2", "--iterations", "1", "--final-top", "1", "--out", str(out)]) == 0
+                 "--proposer", "offline", "--candidates-per-iteration", "2", "--iterations", "1", "--final-top", "1",
+                 "--out", str(out)]) == 0
     finals = [(names, seeds) for names, seeds in fake.calls if "task_default" in names]
     assert len(finals) == 1 and finals[0][1] == (0, 1, 2, 3)  # 4 seeds, separable at once: no round added
     summary = json.loads((out / "summary.json").read_text())
@@ -423,3 +427,25 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert verdict["text"] == text and text in (out / "summary.md").read_text()
     assert summary["final_seeds"]["stopped"] == "separable"
     assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.slow
+def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
+    """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) train together
+    under population-based training; the winner, written out with its last constants and trained again from scratch,
+    holds the pole for the whole episode; the run compiled its training programs once."""
+    out = tmp_path / "population"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--candidates-per-iteration", "4", "--iterations", "2", "--envs-per-candidate", "32",
+                 "--train-iterations", "30", "--final-max-seeds", "4", "--final-top", "2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
+    assert summary["proposer"] == "population" and summary["best"]["name"].startswith("init_poor_weights-")
+    assert final[summary["best"]["name"]] == 1.0 and final["init_poor_weights"] < 0.1, final
+    population = summary["population"]
+    assert population["copies"] == 8 and population["takeovers"] > 0 and population["interval"] == 3
+    lineage = json.loads((out / "population" / "eval" / "population.json").read_text())["lineage"]
+    assert lineage == population["lineage"] and all(row["from"] != row["group"] for row in lineage)
+    best = (out / "best.py").read_text()
+    assert best != (HERE / "candidates" / "auto" / "poor_weights.py").read_text()  # its constants, written in
+    assert "task_default" in final and summary["task_default"]["text"]

@@ -41,9 +41,11 @@ XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
 emitter by compiling and timing variants while it compiles, so the same program could compile to other kernels on
 another run; off, the README job compiled as fast and ran as fast (docs/benchmarks/throughput.md § 2)."""
 
-MIN_COMPILE_TIME_S = 0.2
-"""Compilations faster than this are not written (JAX's default, 1 s, would leave the initialization's
-small functions out, and they add up to seconds on a GPU)."""
+MIN_COMPILE_TIME_S = 0.0
+"""Compilations faster than this are not written: none. JAX's default, 1 s, would leave the initialization's small
+functions out, and they add up to seconds on a GPU; at 0.2 s, an `auto` generation that changed only constants
+still compiled 20 small programs on an H100 (6.5 s of compiling and loading, against 45.7 s for the first;
+docs/benchmarks/search.md)."""
 
 
 _CACHE_DIR: Path | None = None

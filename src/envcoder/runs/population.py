@@ -5,7 +5,7 @@ per shaping type, `envcoder.candidates.constants`) form a population. Every `int
 population, the worst `fraction` of the groups by their recent training task fitness (never the shaped reward)
 take over the full training state of a group drawn among the best `fraction` (policy, optimizer, normalizers, best
 policy; each keeps its own environments and randomness), and their constants become the winner's, each multiplied
-by `exp(N(0, scale))` (its sign kept; a zero stays zero). The copy is one small program compiled once: the
+by `exp(N(0, scale))` and one of them also by up to `10 ** jump_decades` either way (signs kept; zeros stay zero). The copy is one small program compiled once: the
 training programs see new values of their inputs, never new code. Each step is recorded (`lineage`): which group
 took over which, and the constants it then trains with.
 """
@@ -30,7 +30,9 @@ class PopulationSettings:
     fraction: float = 0.25
     """The worst part of a population that takes over the state of its best part, at each step."""
     scale: float = 0.3
-    """The standard deviation of a perturbation's log-factor."""
+    """The standard deviation of a perturbation's log-factor (every constant)."""
+    jump_decades: float = 1.0
+    """One constant of each perturbation is also multiplied by `10 ** U(-jump_decades, jump_decades)`."""
     seed: int = 0
 
 
@@ -93,6 +95,13 @@ class Population:
             for key, column in constants.items():
                 factor = factors.setdefault(key.split(":", 1)[1], np.exp(rng.normal(0.0, self.settings.scale)))
                 column[loser] = column[loser] * factor
+            names = sorted({key.split(":", 1)[1] for key, column in constants.items() if column[loser] != 0.0})
+            if names:  # and one of them by up to an order of magnitude: a weight 100× off is found in steps
+                jump = names[rng.integers(len(names))]
+                factor = 10.0 ** rng.uniform(-self.settings.jump_decades, self.settings.jump_decades)
+                for key, column in constants.items():
+                    if key.split(":", 1)[1] == jump:
+                        column[loser] = column[loser] * factor
             self.lineage.append({"iteration": iteration, "group": self.labels[loser],
                                  "from": self.labels[moves[loser]], "fitness": _number(fitness[loser]),
                                  "from_fitness": _number(fitness[moves[loser]]),

@@ -3,7 +3,8 @@ run (`envcoder.runs.population`), then the winners written as plain files.
 
 The population has the budget of the generational search it replaces (`candidates_per_iteration × iterations`
 groups, each trained `train_iterations`), shared evenly among the starting files: copy 0 of a file is the file
-itself, the others start from its constants each multiplied by `exp(N(0, 1))` (sign kept; zeros stay zero). A file
+itself, the others start from its constants each multiplied by up to 30× either way (`INITIAL_DECADES`; signs
+kept, zeros stay zero). A file
 whose constants cannot be data (it needs one as a Python number) joins with one copy. At the end every copy's
 constants are those its group trained with last; a winner is written out with them, and the final evaluation trains
 it from scratch next to the starting files and the task's default, because a researcher takes away a fixed file.
@@ -17,8 +18,9 @@ import numpy as np
 
 from envcoder.candidates.constants import lift_constants, with_constants
 
-INITIAL_SPREAD = 1.0
-"""The standard deviation of the log-factor of a copy's starting constants."""
+INITIAL_DECADES = 1.5
+"""A copy's starting constants are the file's each multiplied by `10 ** U(-INITIAL_DECADES, INITIAL_DECADES)`: a
+weight or a kernel width 100× off is within reach of the first copies."""
 
 
 def seed_population(initial: dict[str, str], size: int, seed: int) -> dict[str, str]:
@@ -34,7 +36,8 @@ def seed_population(initial: dict[str, str], size: int, seed: int) -> dict[str, 
             constants = {}
         tunable = {k: v for k, v in constants.items() if v != 0.0}
         for k in range(per_file if tunable else 1):
-            values = {c: v * float(np.exp(rng.normal(0.0, INITIAL_SPREAD))) for c, v in tunable.items()} if k else {}
+            values = {c: v * float(10.0 ** rng.uniform(-INITIAL_DECADES, INITIAL_DECADES))
+                      for c, v in tunable.items()} if k else {}
             copies[f"{name}-{k}"] = with_constants(source, values) if values else source
     return copies
 
