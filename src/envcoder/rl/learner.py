@@ -170,6 +170,13 @@ class GroupedLearner:
         return {"init": self._init, "iteration": self._iteration, "collect": self._collect, "learn": self._learn,
                 "evaluate": self._evaluate}
 
+    def traces(self) -> dict:
+        """`{"traced", "loaded"}`: how many of the programs' traces were traced and written to the trace cache, and
+        how many were loaded from it."""
+        programs = self.programs().values()
+        return {"traced": sum(getattr(p, "stored", 0) for p in programs),
+                "loaded": sum(getattr(p, "loaded", 0) for p in programs)}
+
     def _jit(self, function, name: str, donate_argnums=()):
         """`jax.jit(function)` with envcoder's XLA options (`xla_options`); with the trace cache on
         (`envcoder.compile_cache`) and JAX physics, one whose traced program a later run of the same job loads

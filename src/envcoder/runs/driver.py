@@ -97,14 +97,8 @@ class TrainingDriver:
         self.validation_s = validation_s
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
         self.trainer = self._rung_trainer()
-        self.population = None  # population-based training over the constants (`envcoder.runs.population`)
-        if self.settings.population is not None:
-            if len(job.schedule) > 1 or self.trainer.sharding is not None:
-                raise ValueError("population-based training runs a flat schedule on one device")
-            chosen = self.settings.population
-            chosen = dataclasses.replace(chosen, interval=chosen.interval or max(1, self.settings.iterations // 10))
-            self.population = Population(chosen, self.trainer.plan, self.labels, job.fitness.higher_is_better)
-            self.population.lineage = read_progress(run_dir.checkpoints).get("population", []) if self.resumed else []
+        self.population = Population.of_run(self.settings, job, self.trainer, read_progress(
+            run_dir.checkpoints).get("population", []) if self.resumed else [])  # None unless the run asks for it
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
         self.tensorboard = self.wandb = None
         self.timings: dict = {}
@@ -389,9 +383,7 @@ class TrainingDriver:
             evaluation = jax.device_get(evaluate(train_state))
         self.timings["evaluation_s"] = time.perf_counter() - tick
         self.timings["total_s"] = time.perf_counter() - self.start_time
-        self.timings["xla"] = self.compile_meter.read()
-        self.timings["traces"] = {"traced": sum(getattr(p, "stored", 0) for p in trainer.programs().values()),
-                                  "loaded": sum(getattr(p, "loaded", 0) for p in trainer.programs().values())}
+        self.timings["xla"], self.timings["traces"] = self.compile_meter.read(), trainer.traces()
 
         diverged_at, solved_at = trainer.group_status(train_state)
         groups = [GroupResult(**row) for row in self.state.eliminated]

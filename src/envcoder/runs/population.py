@@ -72,6 +72,20 @@ class Population:
 
         self._copy = jax.jit(_take_groups)
 
+    @classmethod
+    def of_run(cls, settings, job, trainer, lineage: list[dict]) -> "Population | None":
+        """The populations of a run (`settings.population`; None when it has none), its `lineage` so far (a
+        resumed run's, from its checkpoint)."""
+        if settings.population is None:
+            return None
+        if len(job.schedule) > 1 or trainer.sharding is not None:
+            raise ValueError("population-based training runs a flat schedule on one device")
+        chosen = settings.population
+        chosen = dataclasses.replace(chosen, interval=chosen.interval or max(1, settings.iterations // 10))
+        population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better)
+        population.lineage = list(lineage)
+        return population
+
     def step(self, train_state, iteration: int, history: list, last_fitness: np.ndarray):
         """The train state after `iteration` iterations, with the step's losers on their winners' states and
         perturbed constants. Fitness: each group's mean training task fitness over the interval (`history`: the

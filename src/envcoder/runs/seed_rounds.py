@@ -33,12 +33,7 @@ def evaluate_until_separable(settings, console: Console | None = None, resume: b
     from envcoder.runs.evaluation import evaluate_once  # it calls this module
 
     budget = settings.seeds_until_separable
-    if settings.schedule != "flat" or settings.cross:
-        raise ValueError("--seeds-until-separable adds seeds to whole candidates of a flat schedule: it does not "
-                         "take --schedule halving or --cross")
-    if budget < len(settings.seeds):
-        raise ValueError(f"--seeds-until-separable {budget} is fewer than the {len(settings.seeds)} seeds of the "
-                         "first round (--seeds)")
+    _check(settings)
     console = console or Console()
     out = Path(settings.out)
     if resume and (out / "results.json").exists():
@@ -81,24 +76,37 @@ def evaluate_until_separable(settings, console: Console | None = None, resume: b
         extra = _round(settings, out, k, contenders, seeds, console, validator, evaluate_once)
         groups += [g for g in extra.groups if g.candidate in contenders]
         results = ranked(groups)
-    best = results.ranking[0]
-    verdict = {"separable": f"{best.name} is separable at 95% from every other candidate after "
-                            f"{best.seeds} seed(s)",
-               "budget": f"the seed budget ({budget} per candidate) is spent: {best.name} is not separable at 95% "
-                         f"from {', '.join((split or {}).get('undecided', []))}",
-               "no runner-up to separate the best from": f"{best.name} has no runner-up to separate it from"}[stopped]
-    if len(rounds) > 1:
-        verdict = f"seeds added in {len(rounds) - 1} round(s): " + verdict
     results = dataclasses.replace(results, seed_rounds={"max_seeds": budget, "rounds": rounds, "stopped": stopped,
-                                                        "verdict": verdict})
+                                                        "verdict": _verdict(results, stopped, budget, len(rounds))})
     if len(rounds) > 1:
         print_results(console, results)
     else:
-        console.print(verdict, highlight=False)
+        console.print(results.seed_rounds["verdict"], highlight=False)
     run_dir.write_results(results.to_json())
     if run_dir.writes and (out / "metrics.csv").exists():  # the report draws round 0's training curves
         write_report(out)
     return results
+
+
+def _check(settings) -> None:
+    """A `ValueError` for settings that rounds of seeds cannot serve."""
+    if settings.schedule != "flat" or settings.cross:
+        raise ValueError("--seeds-until-separable adds seeds to whole candidates of a flat schedule: it does not "
+                         "take --schedule halving or --cross")
+    if settings.seeds_until_separable < len(settings.seeds):
+        raise ValueError(f"--seeds-until-separable {settings.seeds_until_separable} is fewer than the "
+                         f"{len(settings.seeds)} seeds of the first round (--seeds)")
+
+
+def _verdict(results: RunResults, stopped: str, budget: int, rounds: int) -> str:
+    """Why the rounds stopped, in words."""
+    best = results.ranking[0]
+    verdict = {"separable": f"{best.name} is separable at 95% from every other candidate after "
+                            f"{best.seeds} seed(s)",
+               "budget": f"the seed budget ({budget} per candidate) is spent: {best.name} is not separable at 95% "
+                         f"from {', '.join((results.separation or {}).get('undecided', []))}",
+               "no runner-up to separate the best from": f"{best.name} has no runner-up to separate it from"}[stopped]
+    return f"seeds added in {rounds - 1} round(s): {verdict}" if rounds > 1 else verdict
 
 
 def _round(settings, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...], console, validator,

@@ -142,35 +142,7 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
                       f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
             note = f"weight of term {term!r} × {_weight(weight)}"
     else:  # add, cross: terms of donors (or the task's fitness)
-        if move == "cross":
-            donor = rng.choice(sorted({o.name for o, _ in donors}))
-            taken = [(o, t) for o, t in donors if o.name == donor]
-            note = f"cross with {donor}: add {', '.join(repr(t) for _, t in taken)}"
-        elif fitness is not None and (not donors or rng.random() < 0.3):
-            taken = []
-            source, higher = fitness
-            pieces.append(source)
-            weights["W_FITNESS"] = _log_uniform(rng, 1e-2, 1e1)
-            if higher:
-                lines += ["    fitness = W_FITNESS * _task_fitness(state)"]
-            else:  # an error: rewarded through a kernel of its own width
-                weights["FITNESS_SIGMA"] = _log_uniform(rng, 0.05, 2.0)
-                lines += ["    fitness = W_FITNESS * jnp.exp(-_task_fitness(state) ** 2 / FITNESS_SIGMA)"]
-            lines += ["    reward = reward + fitness", "    terms = {**terms, 'task_fitness': fitness}"]
-            note = f"add the task's fitness as a term (weight {_weight(weights['W_FITNESS'])})"
-        else:
-            taken = [rng.choice(donors)]
-            note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
-        for k, donor_name in enumerate(sorted({o.name for o, _ in taken})):
-            donor = next(o for o, _ in taken if o.name == donor_name)
-            renamed, _ = _renamed(donor.source, f"_d{k}_")
-            pieces.append(renamed)
-            lines += [f"    _, donor{k} = _split(_d{k}_compute_reward(state))"]
-            for j, (_, term) in enumerate(t for t in taken if t[0].name == donor_name):
-                name = f"W_ADD{k}_{j}"
-                weights[name] = 1.0 if move == "cross" else _log_uniform(rng, 1e-2, 1e1)
-                lines += [f"    terms = {{**terms, {term!r}: {name} * donor{k}[{term!r}]}}",
-                          f"    reward = reward + terms[{term!r}]"]
+        note = _add_terms(rng, move, donors, fitness, pieces, lines, weights)
     header = [f"# offline: from {parent.name}; {note}", '"""A structural child of the offline search."""']
     constants = [f"{name} = {_weight(value)}" for name, value in weights.items()]
     body = ["def _split(out):", "    return out if isinstance(out, tuple) else (out, {})", "",
@@ -178,6 +150,42 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
             *lines, "    return reward, terms"]
     sources = [parent.source] + [o.source for o, _ in donors]
     return "\n".join(header + _imports(*sources) + [""] + constants + [""] + pieces + [""] + body) + "\n", note
+
+
+def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: list[str], lines: list[str],
+               weights: dict[str, float]) -> str:
+    """The `add` or `cross` move: the donors' code (or the task's fitness) appended to `pieces`, the reward's new lines
+    to `lines`, their weights to `weights`; returns what changed."""
+    if move == "cross":
+        donor = rng.choice(sorted({o.name for o, _ in donors}))
+        taken = [(o, t) for o, t in donors if o.name == donor]
+        note = f"cross with {donor}: add {', '.join(repr(t) for _, t in taken)}"
+    elif fitness is not None and (not donors or rng.random() < 0.3):
+        taken = []
+        source, higher = fitness
+        pieces.append(source)
+        weights["W_FITNESS"] = _log_uniform(rng, 1e-2, 1e1)
+        if higher:
+            lines += ["    fitness = W_FITNESS * _task_fitness(state)"]
+        else:  # an error: rewarded through a kernel of its own width
+            weights["FITNESS_SIGMA"] = _log_uniform(rng, 0.05, 2.0)
+            lines += ["    fitness = W_FITNESS * jnp.exp(-_task_fitness(state) ** 2 / FITNESS_SIGMA)"]
+        lines += ["    reward = reward + fitness", "    terms = {**terms, 'task_fitness': fitness}"]
+        note = f"add the task's fitness as a term (weight {_weight(weights['W_FITNESS'])})"
+    else:
+        taken = [rng.choice(donors)]
+        note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
+    for k, donor_name in enumerate(sorted({o.name for o, _ in taken})):
+        donor = next(o for o, _ in taken if o.name == donor_name)
+        renamed, _ = _renamed(donor.source, f"_d{k}_")
+        pieces.append(renamed)
+        lines += [f"    _, donor{k} = _split(_d{k}_compute_reward(state))"]
+        for j, (_, term) in enumerate(t for t in taken if t[0].name == donor_name):
+            name = f"W_ADD{k}_{j}"
+            weights[name] = 1.0 if move == "cross" else _log_uniform(rng, 1e-2, 1e1)
+            lines += [f"    terms = {{**terms, {term!r}: {name} * donor{k}[{term!r}]}}",
+                      f"    reward = reward + terms[{term!r}]"]
+    return note
 
 
 def _kernel_literals(source: str) -> list[tuple[int, int, float]]:
