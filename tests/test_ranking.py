@@ -115,7 +115,7 @@ def test_seed_rounds_stop_exactly_when_the_best_is_separable(tmp_path, monkeypat
     assert results.separation["separable"] and results.separation["p_best_beats"] == pytest.approx(0.9931, abs=1e-3)
     rounds = results.seed_rounds
     assert rounds["stopped"] == "separable" and [r["seeds"] for r in rounds["rounds"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert "a is separable at 95% from every other candidate after 8 seed(s)" in rounds["verdict"]
+    assert "a is separable at 95% from the runner-up b after 8 seed(s)" in rounds["verdict"]
     assert RunResults.read(tmp_path / "run").seed_rounds == rounds  # the run's results.json: every round ranked
 
 
@@ -126,7 +126,7 @@ def test_seed_rounds_end_at_the_budget_and_say_so(tmp_path, monkeypatch):
     assert [seeds for _, seeds in calls] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
     assert calls[1][0] == ["a", "b"]  # the task's default is separated from the start
     assert results.seed_rounds["stopped"] == "budget"
-    assert "not separable at 95% from b" in results.seed_rounds["verdict"]
+    assert "not separable at 95% from the runner-up b" in results.seed_rounds["verdict"]
     assert {r.name: r.seeds for r in results.ranking} == {"a": 10, "b": 10, TASK_DEFAULT: 4}
 
 

@@ -1,10 +1,11 @@
 """Seeds added until the ranking decides (`EvalSettings.seeds_until_separable`; `envcoder auto`'s final evaluation).
 
 Round 0 is the run itself (`settings.out`, `settings.seeds`). While the best candidate is not separable at 95% from
-every candidate that trained as long (`envcoder.runs.ranking.separation`: by the final fitness, or by learning
-speed where the fitness is tied) and the contenders have fewer than `seeds_until_separable` seeds, one more round
-trains the contenders (the best and the candidates it is not separated from) with as many new seeds as round 0
-had, fewer where the budget ends, all in one process, into `out/seed_rounds/round_K/`: a complete run directory.
+the runner-up (`envcoder.runs.ranking.separation`: by the final fitness, or by learning speed where the fitness is
+tied) and the contenders have fewer than `seeds_until_separable` seeds, one more round trains the contenders (the
+best and every candidate it is not separated from, so that a new runner-up has its seeds too) with as many new
+seeds as round 0 had, fewer where the budget ends, all in one process, into `out/seed_rounds/round_K/`: a complete
+run directory.
 The ranking of every round's groups together is `out/results.json`; its `seed_rounds` says how many seeds each
 round added and why they stopped.
 
@@ -59,7 +60,7 @@ def evaluate_until_separable(settings, console: Console | None = None, resume: b
             stopped = "no runner-up to separate the best from"
             break
         contenders = [split["best"]] + split["undecided"]
-        if not split["undecided"]:
+        if split["separable"]:
             stopped = "separable"
             break
         have = max(r.seeds for r in results.ranking if r.name in contenders)
@@ -101,10 +102,10 @@ def _check(settings) -> None:
 def _verdict(results: RunResults, stopped: str, budget: int, rounds: int) -> str:
     """Why the rounds stopped, in words."""
     best = results.ranking[0]
-    verdict = {"separable": f"{best.name} is separable at 95% from every other candidate after "
-                            f"{best.seeds} seed(s)",
+    runner = (results.separation or {}).get("runner_up")
+    verdict = {"separable": f"{best.name} is separable at 95% from the runner-up {runner} after {best.seeds} seed(s)",
                "budget": f"the seed budget ({budget} per candidate) is spent: {best.name} is not separable at 95% "
-                         f"from {', '.join((results.separation or {}).get('undecided', []))}",
+                         f"from the runner-up {runner}",
                "no runner-up to separate the best from": f"{best.name} has no runner-up to separate it from"}[stopped]
     return f"seeds added in {rounds - 1} round(s): {verdict}" if rounds > 1 else verdict
 

@@ -53,7 +53,7 @@ class AutoSettings:
     final_seeds: int = 4
     """Seeds per finalist of the final evaluation's first round."""
     final_max_seeds: int = 16
-    """The final evaluation adds rounds of `final_seeds` seeds until the best finalist is separable from the others
+    """The final evaluation adds rounds of `final_seeds` seeds until the best finalist is separable from the runner-up
     at 95% or a finalist has this many seeds (`EvalSettings.seeds_until_separable`)."""
     final_top: int = 3
     """How many of the best finds the final evaluation trains again, next to the best starting file and the task's
