@@ -99,6 +99,16 @@ def llm_run(tmp_path_factory):
     return out, summary, server.requests
 
 
+def without_compile_timings(record):
+    """A summary or iteration record without what each evaluation compiled and how long it took (a measurement of
+    the run, like results.json's timings), for comparing a resumed run with an uninterrupted one."""
+    if isinstance(record, dict):
+        return {k: without_compile_timings(v) for k, v in record.items() if k != "compile"}
+    if isinstance(record, list):
+        return [without_compile_timings(v) for v in record]
+    return record
+
+
 def drafts(out, iteration):
     return {(d["slot"], d["attempt"]): d for d in json.loads((out / f"iter_{iteration:02d}" / "drafts.json").read_text())}
 
@@ -185,9 +195,10 @@ def test_killed_run_resumes_without_repeating_proposer_calls(llm_run, tmp_path, 
         (out / "auto.json").write_text(json.dumps({**saved, "base_url": f"{server.url}/v1"}))
         resumed = AutoRun(load_settings(out), resume=True).run()
     assert server.requests == []
-    assert resumed == reference
+    assert without_compile_timings(resumed) == without_compile_timings(reference)
     for name in ("iter_00/iteration.json", "iter_01/iteration.json", "iter_01/drafts.json"):
-        assert (out / name).read_text() == (reference_out / name).read_text(), name
+        assert without_compile_timings(json.loads((out / name).read_text())) == without_compile_timings(
+            json.loads((reference_out / name).read_text())), name
 
 
 @pytest.mark.slow
@@ -217,7 +228,7 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
     assert summary["final_seeds"]["stopped"] in ("separable", "budget")
     # Every child says where it came from and what changed.
     child = (out / "best.py").read_text()
-    assert child.startswith("# offline: from ") and "->" in child.splitlines()[0]
+    assert child.startswith("# offline: from init_poor_weights; ")  # a structural move, or constants "a -> b"
 
 
 def test_sandbox_workers_see_no_credentials(monkeypatch):
@@ -333,8 +344,10 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
     run_killed("second-evaluation", [*args, "--out", str(killed)])  # in iteration 2's evaluation
     assert (killed / "iter_00" / "iteration.json").exists() and not (killed / "iter_01" / "iteration.json").exists()
     assert main(["auto", "--resume", str(killed)]) == 0
-    for name in ("summary.json", "iter_00/iteration.json", "iter_01/iteration.json", "best.py"):
-        assert (killed / name).read_text() == (whole / name).read_text(), name
+    for name in ("summary.json", "iter_00/iteration.json", "iter_01/iteration.json"):
+        assert without_compile_timings(json.loads((killed / name).read_text())) == without_compile_timings(
+            json.loads((whole / name).read_text())), name
+    assert (killed / "best.py").read_text() == (whole / "best.py").read_text()
     rankings = [json.loads((run / "final" / "eval" / "results.json").read_text())["ranking"] for run in (whole, killed)]
     assert rankings[0] == rankings[1]
 

@@ -172,7 +172,9 @@ class GroupedLearner:
 
     def traces(self) -> dict:
         """`{"traced", "loaded"}`: how many of the programs' traces were traced and written to the trace cache, and
-        how many were loaded from it."""
+        how many were loaded from it (`{}` for a sharded run: its programs are traced every time)."""
+        if self.sharding is not None:
+            return {}
         programs = self.programs().values()
         return {"traced": sum(getattr(p, "stored", 0) for p in programs),
                 "loaded": sum(getattr(p, "loaded", 0) for p in programs)}
