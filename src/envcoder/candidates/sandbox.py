@@ -319,7 +319,7 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
     try:
         from envcoder.compile_cache import enable_compilation_cache
         from envcoder.candidates import CandidateError, expand_sweeps, load_candidate, task_default_candidate
-        from envcoder.candidates.validate import rollout_states, validate_candidate
+        from envcoder.candidates.validate import rollout_states
         from envcoder.sim import Simulator
         from envcoder.tasks import get_task
 
@@ -348,22 +348,31 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
                 errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
                 variants = []
             for candidate in variants:
-                def on_phase(function, step, variant=candidate.name):
-                    reply({"phase": [variant, function, step]})
-                try:
-                    spec = validate_candidate(task, simulator, candidate, states, on_phase)
-                    specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-                                             "reward_components": list(spec.reward_components),
-                                             "critic_obs_dim": spec.critic_obs_dim, "constants_as_data": lift}
-                except CandidateError as err:
-                    errors[candidate.name] = str(err)
-                except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
-                    errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
+                _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
             outcomes.append((len(errors), not lift, specs, errors))
             if not errors or not any(c.function_params for c in variants):
                 break
         _, _, specs, errors = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
         reply({"name": name, "specs": specs, "errors": errors})
+
+
+def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs: dict, errors: dict) -> None:
+    """One variant validated in the worker: its sizes into `specs`, or its reason into `errors`; `reply` reports the
+    phases (a hang names its function)."""
+    from envcoder.candidates import CandidateError
+    from envcoder.candidates.validate import validate_candidate
+
+    def on_phase(function, step):
+        reply({"phase": [candidate.name, function, step]})
+    try:
+        spec = validate_candidate(task, simulator, candidate, states, on_phase)
+        specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+                                 "reward_components": list(spec.reward_components),
+                                 "critic_obs_dim": spec.critic_obs_dim, "constants_as_data": lift}
+    except CandidateError as err:
+        errors[candidate.name] = str(err)
+    except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
+        errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
 
 
 if __name__ == "__main__":
