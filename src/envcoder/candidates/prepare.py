@@ -56,20 +56,7 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
     default = task_default_candidate(task, settings.shaper_types) if getattr(settings, "task_default", False) else None
     if default is not None:
         drafts.append((default.name, default.source, None))
-    if drafts:
-        if console is not None:
-            console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
-        own = validator is None
-        workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
-        validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
-                                                  settings.validation_memory_gib, workers=workers)
-        try:
-            verdicts = validator.validate(drafts)
-        finally:
-            if own:
-                validator.close()
-    else:
-        verdicts = []
+    verdicts = _verdicts(drafts, settings, task, validator, console) if drafts else []
     specs: dict[str, CandidateSpec] = {}
     loaded = []
     for (name, source, file), verdict in zip(drafts, verdicts):
@@ -92,6 +79,21 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
     if default is not None and default.name in specs:
         candidates.append(default)
     return candidates, {c.name: specs[c.name] for c in candidates}, failures
+
+
+def _verdicts(drafts, settings, task, validator: SandboxValidator | None, console: Console | None):
+    """The sandbox's verdicts on `drafts` (`validator`: one to reuse; default a new one for this call)."""
+    if console is not None:
+        console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
+    own = validator is None
+    workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
+    validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
+                                              settings.validation_memory_gib, workers=workers)
+    try:
+        return validator.validate(drafts)
+    finally:
+        if own:
+            validator.close()
 
 
 def _crossed_spec(candidate, specs: dict[str, CandidateSpec]) -> CandidateSpec:
