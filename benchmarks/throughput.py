@@ -141,10 +141,15 @@ def worker(args) -> dict:
     functions = args.functions or _functions(args.task, args.groups)
     settings = EvalSettings(task=args.task, functions=functions, out=Path("unused"),
                             shaper_types=SHAPER_TYPES, envs_per_candidate=args.envs, seeds=tuple(range(args.seeds)))
-    candidates, _ = build_candidates(settings)
-    sim = Simulator(task.model_file, task.substeps)
-    state = sample_state(task, sim)
-    specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+    if args.sandboxed:  # as `eval` trains them: each file's functions as the jailed worker's programs
+        from envcoder.candidates.prepare import sandboxed_candidates
+
+        candidates, specs, _ = sandboxed_candidates(settings, task)
+    else:  # the files' Python functions, loaded in this process
+        candidates, _ = build_candidates(settings)
+        sim = Simulator(task.model_file, task.substeps)
+        state = sample_state(task, sim)
+        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
     config = PPOConfig.for_task(task)
     trainer = GroupedPPO(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
     times["setup_s"] = time.perf_counter() - tick
@@ -184,6 +189,7 @@ def worker(args) -> dict:
     times["init_compile_and_first_iteration_s"] = times["init_s"] + times["iteration_first_call_s"]
     return {**stamp(), "task": args.task, "groups": len(trainer.groups), "envs_per_group": args.envs,
             "physics": trainer.physics, "distinct_codes": trainer.plan.num_distinct_codes(),
+            "candidates_as": "programs" if args.sandboxed else "python",
             # Programs loaded from the trace cache (a warm run) instead of traced: init, the iteration's two
             # stages, evaluation.
             "traces_loaded": [getattr(f, "loaded", None) for f in trainer.programs().values()],
@@ -438,6 +444,8 @@ def main():
     sub.choices["compile"].add_argument("--edit", nargs=3, metavar=("FILE", "OLD", "NEW"), default=None,
                                         help="then one more run through those caches with OLD replaced by NEW in "
                                              "the candidate file FILE (a new program, as in `auto`)")
+    sub.choices["worker"].add_argument("--sandboxed", action="store_true",
+                                       help="train the files as the sandbox hands them over (programs), as eval does")
     sub.choices["worker"].add_argument("--functions", type=Path, default=None,
                                        help="candidate files (default: the task's bundled ones)")
     for name in ("compile", "worker"):

@@ -12,6 +12,7 @@
 import dataclasses
 import json
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -231,13 +232,13 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
     assert child.startswith("# offline: from init_poor_weights; ")  # a structural move, or constants "a -> b"
 
 
-def test_sandbox_workers_see_no_credentials(monkeypatch):
+def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
     from envcoder.candidates.sandbox import _worker_env
 
-    monkeypatch.setenv("OPENAI_API_KEY", "secret")
-    monkeypatch.setenv("HF_TOKEN", "secret")
-    env = _worker_env()
-    assert "OPENAI_API_KEY" not in env and "HF_TOKEN" not in env and env["JAX_PLATFORMS"] == "cpu"
+    for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_SERVICE_CREDS", "JAX_PROXY_KEY"):  # whatever their names
+        monkeypatch.setenv(name, "secret")
+    env = _worker_env(str(tmp_path))
+    assert "secret" not in env.values() and env["JAX_PLATFORMS"] == "cpu" and env["HOME"] == str(tmp_path)
 
 
 def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):
@@ -247,7 +248,8 @@ def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(
 
     monkeypatch.setenv("MUJOCO_GL", "no-such-backend")
     assert subprocess.run([sys.executable, "-c", "import mujoco"], capture_output=True).returncode != 0
-    result = subprocess.run([sys.executable, "-c", "import mujoco"], env=_worker_env(), capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", "import mujoco"], env=_worker_env(tempfile.gettempdir()),
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 
@@ -293,17 +295,22 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as first:
         good, bad = first.validate([("good", GOOD_A), ("bad", NAN)])
     assert good.ok and "NaN or inf" in bad.error
-    stored = list((tmp_path / "envcoder-verdicts").iterdir())
+    stored = list((tmp_path / "envcoder-verdicts").glob("*.json"))
     assert len(stored) == 1  # the passed verdict only: a failure is checked again next time
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as second:
         [again] = second.validate([("good", GOOD_A, "somewhere/good.py")])
         assert second._idle.qsize() == 0, "a worker was started for a source that passed before"
-        assert again == good
-        # Another source, name, task or limit is another verdict; a damaged entry is checked anew.
-        assert second._stored("good", GOOD_A + "\n") is None and second._stored("other", GOOD_A) is None
-        assert SandboxValidator("Cartpole", ("compute_reward",), timeout_s=30.0)._stored("good", GOOD_A) is None
+        assert (again.specs, again.errors) == (good.specs, good.errors)
+        assert again.candidate.function_keys == good.candidate.function_keys  # its programs, kept with it
+        assert again.candidate.functions["compute_reward"].text == good.candidate.functions["compute_reward"].text
+        # Another source, name, task, limit or platform is another verdict; a damaged entry is checked anew.
+        assert second._stored("good", GOOD_A + "\n", "good.py") is None
+        assert second._stored("other", GOOD_A, "good.py") is None
+        assert SandboxValidator("Cartpole", ("compute_reward",), timeout_s=30.0)._stored("good", GOOD_A, "g.py") is None
+        assert SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0,
+                                platform="cuda")._stored("good", GOOD_A, "g.py") is None
         stored[0].write_text('{"good": {"obs_dim": 4')
-        assert second._stored("good", GOOD_A) is None
+        assert second._stored("good", GOOD_A, "good.py") is None
 
 
 def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose(monkeypatch):

@@ -18,10 +18,21 @@ from envcoder.runs.watchdog import EXIT_STATUS
 from conftest import BUNDLED
 
 CORPUS = Path(__file__).parent / "candidates" / "bad"
+ATTACKS = Path(__file__).parent / "candidates" / "attacks"
 GOOD = BUNDLED / "cartpole" / "good_upright.py"
+HELPER_USER = """import jax.numpy as jnp
+from envcoder.shaping.helpers import normalize_angle
+
+
+def compute_reward(state):
+    return jnp.cos(normalize_angle(state["dof_pos"][:, 1] + 6.283185307179586))
+"""
+FAKE_KEY = "sk-envcoder-fake-key-that-no-candidate-may-read"
 SHELL_NAME = "shell name; $(touch envcoder_sandbox_marker) `id`"
 MARKERS = [Path("/tmp/envcoder_sandbox_marker"), Path("/tmp/envcoder_sandbox_marker.npy"),
-           Path("/tmp/envcoder_sandbox_marker.txt"), Path.cwd() / "envcoder_sandbox_marker"]
+           Path("/tmp/envcoder_sandbox_marker.txt"), Path.cwd() / "envcoder_sandbox_marker",
+           *(Path("/tmp") / f"envcoder_attack_marker_{n}" for n in ("frame", "key", "coroutine", "match")),
+           Path("/tmp/envcoder_attack_dump")]
 
 EXPECTED = {
     "syntax_error": "syntax error",
@@ -64,7 +75,28 @@ EXPECTED = {
     "empty_file": "the file is empty",
     "non_utf8": "is not UTF-8 text (byte 0xff",
     SHELL_NAME: "has characters other than letters, digits",
+    # the attacks of tests/candidates/attacks: an escape from Python is held by the operating system's jail
+    "frame_walk": "module-level code failed: PermissionError",  # got the real builtins; could not write
+    "match_capture": "use of 'object' is not allowed",
+    "xla_dump": "`compiler_options` can only be passed to top-level `jax.jit`",
+    "helper_table": "access to the private attribute '__dict__' is not allowed",
+    "batch_raise": "cannot be compiled for any number of environments: ValueError: not the sandbox",
+    "batch_width": "the sizes after the environment axis must not depend on how many environments run",
+    "int_component": "names a reward component 1: component names are identifiers",
+    "list_reward": "returned shape (1, 68), expected (68,)",
+    "leaked_tracer": "changes the module-level value '_seen' in place",
+    "mutable_default": "changes its argument '_calls' in place",
+    "many_terms": "RecursionError",
+    # files that must not be read
+    "fifo": "is not a regular file",
+    "dev_zero": "is a link to /dev/zero, outside its folder",
+    "outside_link": "outside its folder",
+    "huge": "is 51,200 KiB; a candidate file may be at most 256 KiB",
+    "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
+CONTAINED = ("coroutine_frame", "float_pytree", "pytree_getattr")
+"""Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
+computation (ranked next to the good candidates, which they must not change)."""
 
 
 @pytest.fixture(scope="module")
@@ -74,17 +106,36 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("isolation")
     corpus, only_good = root / "corpus_files", root / "only_good"
     shutil.copytree(CORPUS, corpus)
+    for attack in ATTACKS.glob("*.py"):
+        shutil.copy(attack, corpus / attack.name)
+    os.mkfifo(corpus / "fifo.py")
+    (corpus / "dev_zero.py").symlink_to("/dev/zero")
+    (root / "outside.py").write_text("def compute_reward(state):\n    return state['dof_pos'][:, 1]\n")
+    (corpus / "outside_link.py").symlink_to(root / "outside.py")
+    with open(corpus / "huge.py", "wb") as huge:
+        huge.truncate(50 * 2**20)
+    (corpus / "long_sweep.py").write_text(f"PARAMS = {{'{'A' * 120}': [1.0], '{'B' * 120}': [2.0]}}\n{'A' * 120} = 1.0\n"
+                                          f"{'B' * 120} = 2.0\n\n\ndef compute_reward(state):\n"
+                                          f"    return state['dof_pos'][:, 1] * {'A' * 120}\n")
+    (corpus / "many_terms.py").write_text("def compute_reward(state):\n    return " +
+                                          " + ".join(["state['dof_pos'][:, 1]"] * 5000) + "\n")
     (corpus / "non_utf8.py").write_bytes(b"def compute_reward(state):\n    return state['dof_pos'][:, 1]  # \xff\xfe\n")
     (corpus / f"{SHELL_NAME}.py").write_text("def compute_reward(state):\n    return state['dof_pos'][:, 1]\n")
     only_good.mkdir()
-    for directory in (corpus, only_good):  # the same good candidate next to the bad ones, and alone
+    for directory in (corpus, only_good):  # the same good candidates next to the bad ones, and alone
         shutil.copy(GOOD, directory / "good.py")
+        (directory / "helper_user.py").write_text(HELPER_USER)
     results = {}
-    for name, functions in (("corpus", corpus), ("good", only_good)):
-        settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
-                                iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
-                                overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
-        results[name] = run_evaluation(settings)
+    os.environ["ENVCODER_FAKE_API_KEY"] = FAKE_KEY
+    try:
+        for name, functions in (("corpus", corpus), ("good", only_good)):
+            settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
+                                    iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
+                                    shaper_types=("compute_reward", "compute_observation"),
+                                    overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
+            results[name] = run_evaluation(settings)
+    finally:
+        del os.environ["ENVCODER_FAKE_API_KEY"]
     return root, results
 
 
@@ -95,39 +146,43 @@ def test_each_bad_file_has_its_specific_error(runs):
     assert set(failures) == set(EXPECTED)
     for name, message in EXPECTED.items():
         assert message in failures[name], (name, failures[name])
-        assert str(root / "corpus_files" / f"{name}.py") in failures[name]
+        assert str(root / "corpus_files" / f"{name.split('[')[0]}.py") in failures[name]
     on_disk = {f["name"] for f in json.loads((root / "corpus" / "failures.json").read_text())}
     assert on_disk == set(EXPECTED)
 
 
 def test_nothing_outside_the_sandbox_was_touched(runs):
+    root, _ = runs
     assert not any(marker.exists() for marker in MARKERS)
+    for path in root.rglob("*"):  # the key is nowhere: no candidate could read it
+        if path.is_file() and not path.is_symlink() and path.stat().st_size < 2**24:
+            assert FAKE_KEY.encode() not in path.read_bytes(), path
+    assert not (root / "corpus" / "candidates" / "huge.py").exists()  # refused files are not copied
+
+
+def test_contained_attacks_are_ranked_as_plain_programs(runs):
+    _, results = runs
+    ranked = {r.candidate for r in results["corpus"].ranking}
+    assert ranked == {"good", "helper_user", *CONTAINED}
 
 
 def test_good_candidate_unaffected_by_bad_neighbours(runs):
     _, results = runs
-    assert len(results["corpus"].groups) == len(results["good"].groups) == 2  # two seeds
-    for with_bad, alone in zip(results["corpus"].groups, results["good"].groups):
-        assert with_bad.candidate == alone.candidate == "good" and with_bad.seed == alone.seed
+    good = [g for g in results["corpus"].groups if g.candidate in ("good", "helper_user")]
+    assert len(good) == len(results["good"].groups) == 4  # two seeds each
+    for with_bad, alone in zip(good, results["good"].groups):
+        assert with_bad.candidate == alone.candidate and with_bad.seed == alone.seed
         for key in ("task_fitness", "episode_length", "shaped_return", "training_task_fitness"):
             assert np.array_equal(getattr(with_bad, key), getattr(alone, key), equal_nan=True), key  # bit for bit
 
 
 def test_seed_statistics_in_results(runs):
     _, results = runs
-    (ranked,) = results["good"].ranking
-    per_seed = [g.task_fitness for g in results["good"].groups]
+    (ranked,) = [r for r in results["good"].ranking if r.candidate == "good"]
+    per_seed = [g.task_fitness for g in results["good"].groups if g.candidate == "good"]
     assert ranked.seeds == 2 and ranked.fitness_mean == pytest.approx(sum(per_seed) / 2)
     assert ranked.ci_low <= ranked.fitness_mean <= ranked.ci_high
-    assert results["good"].not_separable_from_best == []  # nothing else to compare with
 
-
-HANGS_IN_TRAINING = """
-def compute_reward(state):
-    while state["dof_pos"].shape[0] == 8:  # only with the run's 8 envs: the sandbox checks 68 sample states
-        pass
-    return state["dof_pos"][:, 1]
-"""
 
 LOOPS_ON_THE_DEVICE = """
 import jax
@@ -135,36 +190,58 @@ import jax.numpy as jnp
 
 
 def compute_reward(state):
-    if state["dof_pos"].shape[0] == 8:  # only in training, as above; then a loop that never ends inside XLA
-        count = jax.lax.while_loop(lambda c: jnp.isfinite(c), lambda c: c + 1.0, jnp.float32(0.0))
-        return state["dof_pos"][:, 1] + 0.0 * count
-    return state["dof_pos"][:, 1]
+    # Only in training: the sandbox's sample states end at step 16; then a loop that never ends inside XLA.
+    late = jnp.any(state["progress_buf"] >= 17)
+    count = jax.lax.while_loop(lambda c: late & jnp.isfinite(c), lambda c: c + 1.0, jnp.float32(0.0))
+    return state["dof_pos"][:, 1] + 0.0 * count
 """
 
 
+def _eval(functions: Path, out: Path, *options: str) -> subprocess.CompletedProcess:
+    """`envcoder eval` on Cartpole as a user runs it, in a process of its own (its watchdog may end or restart it)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "ENVCODER_CACHE_DIR": jax.config.jax_compilation_cache_dir}
+    return subprocess.run([sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task", "Cartpole",
+                           "--functions", str(functions), "--out", str(out), "--envs-per-candidate", "8",
+                           "--iterations", "4", "--iteration-timeout", "5", *options, "ppo.horizon_length=8",
+                           "ppo.mini_epochs=1", "ppo.save_frequency=2"], env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("source, limit, message", [
-    (HANGS_IN_TRAINING, ["--compile-timeout", "60"],
-     "compiling the initialization and the training iteration took longer than 60 s while tracing compute_reward() "
-     "of hangs (a Python loop"),
-    (LOOPS_ON_THE_DEVICE, ["--iteration-timeout", "5"],
-     "training iteration 0 did not finish in 5 s; the candidates with a lax.while_loop, which can run for ever on "
-     "the device: hangs;"),
-])
-def test_the_watchdog_ends_a_hung_run_naming_the_candidate(tmp_path, source, limit, message):
-    """What passes the sandbox and hangs only in training (here: only with the run's env count) ends the run
-    with one line naming the candidate; the run directory stays readable."""
+def test_a_candidate_that_hangs_in_training_costs_only_itself(tmp_path):
+    """What passes the sandbox and hangs only in training (here: on states later than the sample's, inside XLA)
+    is left out: the run restarts from its last checkpoint without it, records why, ranks the others and ends
+    normally; the good candidate's results are those of a run without the hung one."""
+    functions, alone = tmp_path / "functions", tmp_path / "alone"
+    for folder in (functions, alone):
+        folder.mkdir()
+        shutil.copy(GOOD, folder / "good.py")
+    (functions / "hangs.py").write_text(LOOPS_ON_THE_DEVICE)
+    proc = _eval(functions, tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "leaving out hangs and going on from the last checkpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    run = tmp_path / "run"
+    failures = {f["name"]: f["error"] for f in json.loads((run / "failures.json").read_text())}
+    assert "left out after training iteration" in failures["hangs"] and "lax.while_loop" in failures["hangs"]
+    results = json.loads((run / "results.json").read_text())
+    assert [r["name"] for r in results["ranking"]] == ["good"]
+    assert _eval(alone, tmp_path / "run_alone").returncode == 0
+    with_hung = {(g["candidate"], g["seed"]): g for g in results["groups"]}
+    for g in json.loads((tmp_path / "run_alone" / "results.json").read_text())["groups"]:
+        assert with_hung[(g["candidate"], g["seed"])]["task_fitness"] == g["task_fitness"]
+
+
+@pytest.mark.slow
+def test_the_watchdog_ends_a_run_whose_only_candidates_hang(tmp_path):
+    """With nothing left to train, the hung run ends with one line naming the candidate; the run directory stays
+    readable. (A Python loop can no longer hang the training process: it traces no candidate code.)"""
     functions = tmp_path / "functions"
     functions.mkdir()
-    shutil.copy(GOOD, functions / "good.py")
-    (functions / "hangs.py").write_text(source)
-    out = tmp_path / "run"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "ENVCODER_CACHE_DIR": jax.config.jax_compilation_cache_dir}
-    proc = subprocess.run([sys.executable, "-c", "import sys; from envcoder.cli import main; sys.exit(main())",
-                           "eval", "--task", "Cartpole", "--functions", str(functions), "--out", str(out),
-                           "--envs-per-candidate", "8", "--iterations", "2", *limit, "ppo.horizon_length=8",
-                           "ppo.mini_epochs=1"], env=env, capture_output=True, text=True, timeout=600)
+    (functions / "hangs.py").write_text(LOOPS_ON_THE_DEVICE)
+    proc = _eval(functions, tmp_path / "run")
     assert proc.returncode == EXIT_STATUS, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("envcoder: error: ") and message in last, last
-    assert json.loads((out / "config.json").read_text())["candidates"] == ["good", "hangs"]
+    assert last.startswith("envcoder: error: ") and ("did not finish in 5 s; the candidates with a lax.while_loop, "
+                                                      "which can run for ever on the device: hangs;") in last, last
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["candidates"] == ["hangs"]

@@ -226,6 +226,7 @@ def _eval(args) -> int:
         return _fail("eval", str(err))
 
     from envcoder.rl.config import parse_overrides
+    from envcoder.runs import watchdog
     from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
     from envcoder.runs.settings import settings_from_run
     from envcoder.candidates.sandbox import SandboxError
@@ -236,6 +237,7 @@ def _eval(args) -> int:
             return _fail("eval", "--resume continues a run with the settings in RUN/config.json; give no --task, "
                                  "overrides or other options with it (but --devices and the multi-host options)")
         args.run_dir = args.resume
+        watchdog.RESTART_ARGS = ["eval", "--resume", str(args.resume), *_device_args(args)]
         try:
             run_evaluation(dataclasses.replace(settings_from_run(args.resume), devices=args.devices), resume=True)
         except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
@@ -255,6 +257,7 @@ def _eval(args) -> int:
         "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": tuple(range(args.seed, args.seed + args.seeds)),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     args.run_dir = out
+    watchdog.RESTART_ARGS = ["eval", "--resume", str(out), *_device_args(args)]
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
@@ -264,6 +267,11 @@ def _eval(args) -> int:
             ValueError) as err:
         return _fail("eval", str(err))
     return 0
+
+
+def _device_args(args) -> list[str]:
+    """The options of `eval` that a resumed run takes again (the devices are not a setting of the run)."""
+    return ["--devices", str(args.devices)] if getattr(args, "devices", None) else []
 
 
 def _initial_files(paths, task, shaper_types) -> tuple[Path, ...]:

@@ -1,9 +1,11 @@
-"""Candidate files before they are read: names, sizes and where they may be."""
+"""Candidate files before they are read: names, sizes, kinds of file and where they may be."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Sequence
 
@@ -13,20 +15,57 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 """A candidate file's name (without `.py`): it becomes a directory name and a label in every record."""
 
 
+MAX_SOURCE_BYTES = 256 * 2**10
+"""The largest candidate file read (a shaping file is a few KiB; the limit keeps a huge one out of memory and out of
+the run directory)."""
+
+MAX_NAME_BYTES = 200
+"""The longest candidate name, in UTF-8 bytes: names become directory names (at most 255 bytes on common
+filesystems), with room for a suffix."""
+
+
 def check_name(name: str, file: str) -> None:
-    """A candidate's name becomes a directory name and a label: letters, digits, `_`, `-` and `.` only."""
+    """A candidate's name becomes a directory name and a label: letters, digits, `_`, `-` and `.` only, at most
+    `MAX_NAME_BYTES` bytes."""
     if not NAME_PATTERN.fullmatch(name):
         raise CandidateError(file, f"the file name {name + '.py'!r} has characters other than letters, digits, '_', "
                                    "'-' and '.' (candidate names become directory names and labels): rename the file")
+    check_length(name, file)
 
 
-def read_source(path: Path) -> str:
-    """A candidate file's text (UTF-8), or a `CandidateError` that says why it cannot be used."""
-    file = str(path)
-    try:
-        data = Path(path).read_bytes()
+def check_length(name: str, file: str) -> None:
+    """A candidate's (or a sweep variant's) name fits a directory name: at most `MAX_NAME_BYTES` bytes."""
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise CandidateError(file, f"the name is {len(name.encode())} bytes long (at most {MAX_NAME_BYTES}: it becomes "
+                                   "a directory name); for a sweep, a variant's name holds its values: rename the "
+                                   "file or sweep fewer constants")
+
+
+def read_source(path: Path, folder: Path | None = None) -> str:
+    """A candidate file's text (UTF-8), or a `CandidateError` that says why it cannot be used. The file is vetted
+    before it is read: a regular file (not a FIFO, device or folder), inside `folder` (default: the folder it is
+    listed in; a link that leads out of it is refused), at most `MAX_SOURCE_BYTES`."""
+    file, path = str(path), Path(path)
+    folder = Path(folder if folder is not None else path.parent).resolve()
+    target = path.resolve()
+    if target != folder and folder not in target.parents:
+        raise CandidateError(file, f"is a link to {target}, outside its folder {folder}: copy the file into the "
+                                   "folder instead")
+    try:  # opened without following a link or blocking (a FIFO), then checked on what was opened
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         raise CandidateError(file, f"cannot read the file: {err.strerror or err}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CandidateError(file, "is not a regular file (a FIFO, device or folder): candidate files are plain "
+                                       "text files")
+        if info.st_size > MAX_SOURCE_BYTES:
+            raise CandidateError(file, f"is {info.st_size / 2**10:,.0f} KiB; a candidate file may be at most "
+                                       f"{MAX_SOURCE_BYTES // 2**10} KiB")
+        data = handle.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise CandidateError(file, f"is larger than {MAX_SOURCE_BYTES // 2**10} KiB, the most a candidate file may be")
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -72,6 +72,8 @@ def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
 def api_callable(api_name: str, fn: Callable) -> Callable:
     """`fn` as the trainer calls it: with every argument of the API, its optional ones included (which `fn` may
     ignore), and `sample_physics` with the keys of all environments `[E, 2]` (it is written for one)."""
+    if getattr(fn, "group_batched", False):  # a program handed over by the worker: called as it was exported
+        return fn
     if api_name == "sample_physics":  # written for one environment; called with every environment's key
         @functools.wraps(fn)
         def per_environment(keys, params):

@@ -1,5 +1,6 @@
-"""Candidates ready for a trainer: every file of a run's candidate folder vetted, validated in the sandbox's worker
-processes before any of its code runs here, loaded, and expanded into its variants (sweeps, crossing).
+"""Candidates ready for a trainer: every file of a run's candidate folder vetted, then read, validated and traced in
+the sandbox's jailed workers, handed over as programs (no file's code runs here), and expanded into its variants
+(sweeps, crossing).
 
 `settings` is a run's settings (`envcoder.runs.evaluation.EvalSettings`): its `functions`, `shaper_types`, `cross`,
 `validation_timeout_s` and `validation_memory_gib` are read."""
@@ -7,13 +8,11 @@ processes before any of its code runs here, loaded, and expanded into its varian
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from rich.console import Console
 
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
-from envcoder.candidates.load import (TASK_DEFAULT, check_statically, load_candidate, load_candidates,
-                                      task_default_candidate)
+from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
@@ -32,10 +31,11 @@ def build_candidates(settings):
 
 def sandboxed_candidates(settings, task, validator: SandboxValidator | None = None,
                          only: set[str] | None = None, console: Console | None = None):
-    """`(candidates, specs, failures)` of `settings.functions`, each file validated in the sandbox's worker
-    processes before any of its code runs here; sweeps expanded, crossed if asked; with `settings.task_default`,
-    the task's own shaping last, as the candidate `task_default`. `only`: the file stems to take (default all).
-    `validator`: one to reuse (its workers stay up; default a new one for this call).
+    """`(candidates, specs, failures)` of `settings.functions`, each file vetted here and then read, checked and
+    traced only in the sandbox's jailed workers, which hand it over as programs (this process never runs a file's
+    code); sweeps expanded, crossed if asked; with `settings.task_default`, the task's own shaping last, as the
+    candidate `task_default`. `only`: the file stems to take (default all). `validator`: one to reuse (its
+    workers stay up; default a new one for this call).
 
     Files that fail, and sweep variants that fail, are returned as failures with their reasons.
     """
@@ -48,9 +48,7 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             if path.stem == TASK_DEFAULT and getattr(settings, "task_default", False):
                 raise CandidateError(str(path), f"the name {TASK_DEFAULT} is the task's own shaping's in this run "
                                                 "(--task-default): rename the file")
-            source = read_source(path)
-            check_statically(source, str(path), settings.shaper_types)
-            drafts.append((path.stem, source, str(path)))
+            drafts.append((path.stem, read_source(path), str(path)))
         except CandidateError as err:
             failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
     default = task_default_candidate(task, settings.shaper_types) if getattr(settings, "task_default", False) else None
@@ -58,21 +56,15 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
         drafts.append((default.name, default.source, None))
     verdicts = _verdicts(drafts, settings, task, validator, console) if drafts else []
     specs: dict[str, CandidateSpec] = {}
-    loaded = []
+    handed = []
     for (name, source, file), verdict in zip(drafts, verdicts):
         failures += [LoadFailure(file=file or f"<{task.name} defaults>", name=variant, error=error)
                      for variant, error in verdict.errors.items()]
-        if verdict.specs and file is None:
+        if verdict.specs and (file is None or verdict.candidate is not None):
             specs.update(verdict.specs)
-        elif verdict.specs:
-            try:  # the sandbox ran this code already: loading it here is safe
-                lift = next(iter(verdict.specs.values())).constants_as_data
-                loaded.append(load_candidate(Path(file), settings.shaper_types, source=source, lift=lift))
-            except CandidateError as err:
-                failures.append(LoadFailure(file=file, name=name, error=str(err)))
-                continue
-            specs.update(verdict.specs)
-    candidates = [c for c in expand_sweeps(loaded) if c.name in specs]
+            if verdict.candidate is not None:
+                handed.append(verdict.candidate)
+    candidates = [c for c in expand_sweeps(handed) if c.name in specs]
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
         specs = {**specs, **{c.name: _crossed_spec(c, specs) for c in candidates}}

@@ -1,23 +1,30 @@
-"""Validating untrusted candidate code in separate processes, with a wall-clock timeout and memory/CPU limits.
+"""Untrusted candidate code runs here only: in jailed worker processes, with a wall-clock timeout and memory, CPU
+and file-size limits, and what comes back to the training process is compiled programs, never code.
 
-Every path that runs candidate code (`envcoder eval`, `auto`, `--resume`, `play`) validates it here first:
-the parent (`SandboxValidator`) starts worker processes (`python -m envcoder.candidates.sandbox`: CPU-only JAX,
-none of the parent's credentials) that load the task, roll it out briefly under the default shaping
-(`rollout_states`), and then, one file at a time, load the code in the restricted namespace and trace,
-compile and run every shaping function of every sweep variant on those states, checking shapes, dtypes and
-finiteness (`validate_candidate`). A candidate that hangs (a Python loop that never ends or unrolls too far,
-or a `lax.while_loop` that never ends inside XLA, which no signal reaches) is killed with its worker at the
-timeout; one that allocates past the memory limit kills only its worker. Either way the verdict names the
-function and the step (tracing, compiling, running) and a fresh worker takes the remaining candidates.
+Every path that trains candidates (`envcoder eval`, `auto`, `--resume`, `play`) takes them from here: the parent
+(`SandboxValidator`) starts worker processes (`python -m envcoder.candidates.sandbox`) in new user and network
+namespaces with an environment of their own (no credentials, CPU-only JAX; `envcoder.candidates.jail`). A worker
+imports what validation needs and forks a trusted first child that rolls the task out briefly under the default
+shaping (`rollout_states`, kept on disk for later runs). Then each file is checked in a fresh child forked from the
+worker, so that no file can change what the next one sees: the child locks itself in (Landlock: it reads only
+Python, envcoder and the sample states, writes only its temporary folder, connects nowhere), sets its limits, reads
+the file in the restricted namespace, traces, compiles and runs every shaping function of every sweep variant on
+the sample states, checking shapes, dtypes and finiteness (`validate_candidate`), and exports each function as a
+program with its sizes symbolic and its constants as inputs (`envcoder.candidates.programs`). A child that hangs
+(a Python loop that never ends or unrolls too far, or a `lax.while_loop` that never ends inside XLA, which no
+signal reaches) is killed at the timeout; one that allocates past the memory limit dies alone. Either way the
+verdict names the function and the step (tracing, compiling, running, exporting).
 
-Protocol: the parent writes one JSON line `{"task", "shaper_types"}`, the worker answers `{"ready": true}`;
-then each `{"name", "path", "source", "cpu_seconds"}` line gets `{"phase": [variant, function, step]}` lines
-as validation goes and one `{"name", "specs": {variant: spec}, "errors": {variant: reason}}` line at the
-end. A candidate's own `print` goes to stderr, never into the protocol.
+Protocol: the parent writes one JSON header line (task, shaper types, platform, folders, limits); the worker
+answers `{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds"}` line
+then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
+`{"name", "specs": {variant: spec}, "errors": {variant: reason}, "candidate": hand-over}` line and
+`{"exit": status}` when the child ended. A candidate's own `print` goes to stderr, never into the protocol.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -25,17 +32,24 @@ import os
 import queue
 import resource
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
+from envcoder.candidates.jail import lock, unshare_command
+from envcoder.candidates.load import Candidate
 from envcoder.candidates.validate import CandidateSpec
+from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
+
+FILE_SIZE_LIMIT = 64 * 2**20
+"""Bytes a candidate's process may write to one file (its own temporary folder is the only place it can)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +61,10 @@ class Verdict:
     """What validation learned, per variant that passed (the file's name when it sweeps nothing)."""
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Why, per variant that failed (or for the file, when it could not be loaded)."""
+    candidate: Candidate | None = None
+    """The file as the training process uses it: its functions as the worker's programs
+    (`envcoder.candidates.programs.Program`), before its sweep is expanded; None for the task's own shaping and
+    for a file that failed."""
 
     @property
     def ok(self) -> bool:
@@ -61,45 +79,57 @@ class SandboxError(RuntimeError):
     """The sandbox itself could not start (not a candidate's fault)."""
 
 
-_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+_PASSED_ON = ("PYTHONPATH", "LANG", "LC_ALL", "TZ")
+"""The parent's variables a worker gets (besides JAX's own settings): where Python finds its packages."""
 
 
-def _worker_env() -> dict:
-    """The worker's environment: CPU-only JAX (with the parent's compilation cache), and none of the parent's
-    credentials."""
-    import jax
-
-    env = {k: v for k, v in os.environ.items() if not any(m in k.upper() for m in _SECRET_MARKERS)}
+def _worker_env(folder: str) -> dict:
+    """The worker's environment: nothing of the parent's but where Python's packages are and JAX's settings (no
+    credentials, whatever their names), CPU-only JAX, and its own folder as home."""
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ON or (k.startswith("JAX_") and "KEY" not in k)}
     # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
     # library that is not installed (`envcoder play` sets it for its process).
     env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
-               MUJOCO_GL="disable")
-    env["ENVCODER_CACHE_DIR"] = jax.config.jax_compilation_cache_dir or ""
+               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
     return env
 
 
 class _Worker:
-    """One worker process, talked to line by line with timeouts."""
+    """One worker process (the zygote of the module docstring), talked to line by line with timeouts."""
 
-    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int, cpu_seconds: int,
-                 startup_timeout_s: float):
-        # The worker sets its own limits first thing (no preexec_fn: forking a multithreaded JAX process
-        # to run Python code in the child can deadlock).
+    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int, startup_timeout_s: float,
+                 platform: str):
+        self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "envcoder.candidates.sandbox", str(memory_bytes),
-                                      str(cpu_seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=_worker_env(), start_new_session=True)
+        cache = verdict_cache_dir()
+        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task)).encode()).hexdigest()[:32]}.npz"
+                  if cache is not None else Path(self.folder) / "states.npz")
+        import jax
+
+        header = {"task": task, "shaper_types": list(shaper_types), "platform": platform, "folder": self.folder,
+                  "states_file": str(states), "cache_dir": jax.config.jax_compilation_cache_dir or "",
+                  "memory_bytes": memory_bytes, "startup_cpu_seconds": int(startup_timeout_s * (os.cpu_count() or 1))}
+        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.sandbox"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
         self._buffer = b""
         self.phase: list | None = None
-        """The last `[variant, function, step]` the worker reported for the candidate it is checking."""
+        """The last `[variant, function, step]` the child reported for the candidate it is checking."""
+        self.child: int | None = None
+        self.exit: int | None = None
+        self.timed_out = False
+        self._stderr_from = 0
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._send({"task": task, "shaper_types": list(shaper_types)})
+        self._send(header)
         reply = self._receive(startup_timeout_s)
+        while reply is not None and "exit" in reply:  # the warm-up child's end; "ready" follows
+            reply = self._receive(startup_timeout_s)
         if reply is None or not reply.get("ready"):
-            detail = reply.get("error") if reply else self.stderr_tail()
+            detail = (reply or {}).get("error") or self.stderr_tail()
             self.kill()
             raise SandboxError(f"the validation worker did not start: {detail}")
 
@@ -108,32 +138,64 @@ class _Worker:
         self.proc.stdin.flush()
 
     def _receive(self, timeout_s: float) -> dict | None:
-        """The next protocol line other than a phase report, or None when the worker died or `timeout_s` passed
-        without one (the clock restarts with each step the worker reports)."""
+        """The next protocol line other than a phase or child report, or None when the worker died or `timeout_s`
+        passed without one (the clock restarts with each step the child reports)."""
         deadline = time.monotonic() + timeout_s
         while True:
             while b"\n" not in self._buffer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._selector.select(remaining):
                     return None
-                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
                 if not chunk:
                     return None  # the worker exited
                 self._buffer += chunk
             line, self._buffer = self._buffer.split(b"\n", 1)
-            message = json.loads(line)
-            if "phase" not in message:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not a protocol line (a child that wrote to the protocol pipe itself): ignored
+            if "child" in message:
+                self.child = message["child"]
+            elif "phase" in message:
+                deadline = time.monotonic() + timeout_s
+                self.phase = message["phase"]
+            else:
                 return message
-            deadline = time.monotonic() + timeout_s
-            self.phase = message["phase"]
 
-    def check(self, name: str, path: str, source: str, timeout_s: float, cpu_seconds: int) -> dict | None:
-        self.phase = None
+    def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int) -> dict | None:
+        """The child's verdict on one file, or None when it hung (`timed_out`) or died (`exit`)."""
+        self.phase = self.child = self.exit = None
+        self.timed_out = False
+        self.stderr.seek(0, os.SEEK_END)
+        self._stderr_from = self.stderr.tell()
         try:
             self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds})
         except (BrokenPipeError, OSError):
             return None
-        return self._receive(timeout_s)
+        reply = self._receive(timeout_s)
+        if reply is not None and "exit" in reply:  # the child died before it answered
+            self.exit = reply["exit"]
+            return None
+        if reply is None:
+            self.timed_out = self.alive()
+        if reply is None or not self._ended(30.0):
+            if self.child is not None and self.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.child, signal.SIGKILL)
+                self._ended(30.0)
+        return reply if reply is not None and "name" in reply else None
+
+    def _ended(self, timeout_s: float) -> bool:
+        """Wait for the worker's report that the child exited."""
+        end = self._receive(timeout_s)
+        if end is not None and "exit" in end:
+            self.exit = self.exit if self.exit is not None else end["exit"]
+            return True
+        return False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def where(self) -> str:
         """Where the candidate being checked was when it hung or died, e.g. ' in compute_reward() while running it'."""
@@ -143,27 +205,27 @@ class _Worker:
         return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
 
     def stderr_tail(self, lines: int = 3) -> str:
-        self.stderr.seek(0)
+        self.stderr.seek(self._stderr_from)
         text = self.stderr.read().decode(errors="replace").strip().splitlines()
         text = [t for t in text if "warp" not in t]  # MJX's notice that the optional warp backend is absent
         return " | ".join(text[-lines:]) or "no output"
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, 9)
-            except ProcessLookupError:
-                pass
         self.proc.wait()
         self._selector.close()
         self.stderr.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def died_because(self) -> str:
-        """Why the worker died while checking a candidate, from its exit status and last messages."""
-        self.proc.wait()
-        code = self.proc.returncode
+        """Why the child died while checking a candidate, from its exit status and last messages."""
+        code = self.exit if self.exit is not None else self.proc.wait()
         if code == -signal.SIGXCPU:
             return "it used more than its CPU-time limit"
+        if code == -signal.SIGXFSZ:
+            return "it wrote more than its file-size limit"
         reason = f"the validation process died (exit {code}): {self.stderr_tail()}"
         if "MemoryError" in reason or "RESOURCE_EXHAUSTED" in reason or code == -signal.SIGKILL:
             reason += " (over the memory limit?)"
@@ -177,20 +239,25 @@ class _Worker:
 
 
 class SandboxValidator:
-    """Validate candidate sources in worker processes; the verdicts keep the candidates' order.
+    """Validate candidate sources in jailed worker processes; the verdicts keep the candidates' order and hand the
+    files over as programs (`Verdict.candidate`).
 
     Workers start when a source needs checking and stay up between calls (their start, importing JAX and
-    rolling out the task, is the slow part) until `close()`; one is replaced only after a candidate hung or
-    killed it. Use as a context manager. A verdict that passed is kept, in memory and, while envcoder's caches
-    are on (`envcoder.compile_cache`), on disk: the same source under the same name, task, limits and envcoder
-    is not checked again, by this validator or a later run's.
+    rolling out the task, is the slow part) until `close()`; every file is checked in a fresh child of one. Use as
+    a context manager. A verdict that passed is kept, in memory and, while envcoder's caches are on
+    (`envcoder.compile_cache`), on disk with its programs: the same source under the same name, task, limits,
+    platform and envcoder is not checked again, by this validator or a later run's.
     """
 
     def __init__(self, task: str, shaper_types: Sequence[str], timeout_s: float = 120.0, memory_gib: float = 4.0,
-                 workers: int = 1, startup_timeout_s: float = 600.0):
+                 workers: int = 1, startup_timeout_s: float = 600.0, platform: str | None = None):
+        """`platform`: what the programs are compiled for (default: this process's JAX platform)."""
+        from jax import export
+
         self.task, self.shaper_types = task, tuple(shaper_types)
         self.timeout_s, self.memory_bytes = timeout_s, int(memory_gib * 2**30)
         self.workers, self.startup_timeout_s = max(1, workers), startup_timeout_s
+        self.platform = platform or export.default_export_platform()
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._passed: dict[tuple[str, str], Verdict] = {}
 
@@ -203,8 +270,7 @@ class SandboxValidator:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
-            return _Worker(self.task, self.shaper_types, self.memory_bytes,
-                           int(self.startup_timeout_s * (os.cpu_count() or 1)), self.startup_timeout_s)
+            return _Worker(self.task, self.shaper_types, self.memory_bytes, self.startup_timeout_s, self.platform)
 
     def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
         """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`; None:
@@ -214,9 +280,10 @@ class SandboxValidator:
         todo: queue.Queue = queue.Queue()
         verdicts: list[Verdict | None] = []
         for i, (name, source, *path) in enumerate(drafts):
-            verdicts.append(self._passed.get((name, source)) or self._stored(name, source))
+            path = path[0] if path else f"{name}.py"
+            verdicts.append(self._passed.get((name, source)) or self._stored(name, source, path))
             if verdicts[i] is None:
-                todo.put((i, name, source, path[0] if path else f"{name}.py"))
+                todo.put((i, name, source, path))
         errors: list[BaseException] = []
 
         def serve():
@@ -229,21 +296,15 @@ class SandboxValidator:
                         return
                     worker = worker or self._worker()
                     reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds)
-                    if reply is None:  # hung or died: this candidate's fault; the next one gets a new worker
-                        reason = (worker.hung_because(self.timeout_s) if worker.proc.poll() is None
-                                  else worker.died_because())
+                    if reply is None:  # hung or died: this candidate's fault
+                        reason = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
                         variant = worker.phase[0] if worker.phase else name
-                        verdicts[i] = Verdict(name, errors={variant: f"{path}{worker.where()}: {reason}"})
+                        verdicts[i] = Verdict(name, errors={variant: f"{path or name}{worker.where()}: {reason}"})
+                    else:
+                        verdicts[i] = self._verdict(name, source, path, reply)
+                    if not worker.alive():  # the worker itself is gone: the next file gets a new one
                         worker.kill()
                         worker = None
-                    else:
-                        verdicts[i] = Verdict(reply["name"], {v: CandidateSpec(
-                            s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
-                            s.get("constants_as_data", True))
-                            for v, s in reply["specs"].items()}, reply["errors"])
-                        if verdicts[i].ok:
-                            self._passed[(name, source)] = verdicts[i]
-                            self._store(name, source, reply["specs"])
             except BaseException as err:  # noqa: BLE001 - reported to the caller below
                 errors.append(err)
             finally:
@@ -259,33 +320,48 @@ class SandboxValidator:
             raise errors[0]
         return [v for v in verdicts if v is not None]
 
+    def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
+        """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
+        from envcoder.candidates.programs import handed_over
+
+        specs = {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
+                                  s.get("constants_as_data", True)) for v, s in reply["specs"].items()}
+        errors = dict(reply["errors"])
+        candidate = None
+        if specs and path is not None:
+            try:
+                candidate = handed_over(name, path, source, reply["candidate"])
+            except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
+                errors.update({v: str(err) for v in specs})
+                specs = {}
+        verdict = Verdict(reply["name"], specs, errors, candidate)
+        if verdict.ok:
+            self._passed[(name, source)] = verdict
+            if not stored:
+                self._store(name, source, reply)
+        return verdict
+
     def _verdict_file(self, name: str, source: str) -> Path | None:
         folder = verdict_cache_dir()
         if folder is None:
             return None
-        key = repr((code_fingerprint(), self.task, self.shaper_types, self.timeout_s, self.memory_bytes, name,
-                    source))
+        key = repr((code_fingerprint(), self.task, self.shaper_types, self.timeout_s, self.memory_bytes,
+                    self.platform, name, source))
         return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
-    def _stored(self, name: str, source: str) -> Verdict | None:
+    def _stored(self, name: str, source: str, path: str | None) -> Verdict | None:
         """A passed verdict kept on disk by an earlier run, or None (none, or unreadable: checked anew)."""
-        path = self._verdict_file(name, source)
+        file = self._verdict_file(name, source)
         try:
-            specs = json.loads(path.read_text()) if path is not None else None
-            verdict = Verdict(name, {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]),
-                                                      s["critic_obs_dim"], s.get("constants_as_data", True))
-                                     for v, s in specs.items()})
+            verdict = self._verdict(name, source, path, json.loads(file.read_text()), stored=True)
         except Exception:  # noqa: BLE001 - a missing or damaged entry is a cache miss
             return None
-        if verdict.ok:
-            self._passed[(name, source)] = verdict
-            return verdict
-        return None
+        return verdict if verdict.ok else None
 
-    def _store(self, name: str, source: str, specs: dict) -> None:
-        path = self._verdict_file(name, source)
-        if path is not None:
-            store_entry(path, json.dumps(specs).encode())
+    def _store(self, name: str, source: str, reply: dict) -> None:
+        file = self._verdict_file(name, source)
+        if file is not None:
+            store_entry(file, json.dumps(reply).encode())
 
     def close(self) -> None:
         while True:
@@ -301,13 +377,9 @@ class SandboxValidator:
         self.close()
 
 
-def _serve(memory_bytes: int, cpu_seconds: int) -> None:
-    """The worker's main loop (see the module docstring for the protocol)."""
-    # RLIMIT_DATA counts the memory a process writes to (heap, anonymous maps), not the address space it
-    # merely reserves: RLIMIT_AS would also count every thread's malloc arena and stack, and XLA's CPU
-    # client, which starts a thread per core, fails to start under it on a many-core machine.
-    resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, resource.RLIM_INFINITY))  # the start; then per candidate
+def _serve() -> None:
+    """The worker's main loop (see the module docstring for the protocol). It imports what validation needs but
+    starts no JAX backend and runs no candidate code: each file is checked in a child forked from it."""
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed, by us or a candidate, goes to stderr
     sys.stdout = sys.stderr
@@ -317,54 +389,169 @@ def _serve(memory_bytes: int, cpu_seconds: int) -> None:
 
     header = json.loads(sys.stdin.readline())
     try:
-        from envcoder.compile_cache import enable_compilation_cache
-        from envcoder.candidates import CandidateError, expand_sweeps, load_candidate, task_default_candidate
-        from envcoder.candidates.validate import rollout_states
-        from envcoder.sim import Simulator
+        import mujoco
+        import numpy  # noqa: F401 - imported before the children fork, as everything they use
+
+        from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
+        from envcoder.candidates import programs, validate  # noqa: F401
         from envcoder.tasks import get_task
 
-        enable_compilation_cache()
         task = get_task(header["task"])
-        simulator = Simulator(task.model_file, task.substeps)
-        states = rollout_states(task, simulator)
+        mj_model = mujoco.MjModel.from_xml_path(str(task.model_file))
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
         return
+    code = _in_child(lambda: _warm_up(header, task, mj_model), reply)
+    if code != 0:
+        reply({"ready": False, "error": f"preparing the sample states failed (exit {code})"})
+        return
     reply({"ready": True})
-    shaper_types = tuple(header["shaper_types"])
     for line in sys.stdin:
         request = json.loads(line)
-        name, path = request["name"], request["path"]
-        used = resource.getrusage(resource.RUSAGE_SELF)
-        used = int(used.ru_utime + used.ru_stime)
-        resource.setrlimit(resource.RLIMIT_CPU, (used + request["cpu_seconds"], resource.RLIM_INFINITY))
-        outcomes = []
-        for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
-            specs, errors = {}, {}
+        _in_child(lambda: _check_file(header, task, mj_model, request, reply), reply)
+
+
+def _in_child(work, reply) -> int:
+    """Run `work` in a forked child (a clean copy of this process) and wait for it; its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            work()
+            status = 0
+        except BaseException:  # noqa: BLE001 - the traceback goes to stderr, the status to the parent
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(status)
+    reply({"child": pid})
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    reply({"exit": code})
+    return code
+
+
+def _use_cache(directory: str, write: bool) -> None:
+    """JAX's compilation cache of the parent: written only by the trusted warm-up, read by the candidates' children
+    (a program a candidate's process wrote there could be loaded by the training process)."""
+    import jax
+
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0 if write else 1e9)
+
+
+def _warm_up(header: dict, task, mj_model) -> None:
+    """The first child, before any candidate's code: the sample states (`rollout_states`, kept in `states_file` for
+    the children and later runs) and the task's own functions compiled once into the cache."""
+    import io
+
+    import jax
+    import numpy as np
+
+    from envcoder.candidates import task_default_candidate
+    from envcoder.candidates.validate import rollout_states, validate_candidate
+    from envcoder.compile_cache import store_entry
+    from envcoder.sim import Simulator
+
+    _use_cache(header["cache_dir"], write=True)
+    path = Path(header["states_file"])
+    try:
+        states = dict(np.load(path, allow_pickle=False))
+    except (OSError, ValueError):
+        states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
+        buffer = io.BytesIO()
+        np.savez(buffer, **states)
+        if not store_entry(path, buffer.getvalue()):
+            raise RuntimeError(f"cannot write the sample states to {path}")
+    if header["cache_dir"]:
+        simulator = types.SimpleNamespace(mj_model=mj_model)
+        validate_candidate(task, simulator, task_default_candidate(task, header["shaper_types"]),
+                           jax.device_put(states))
+
+
+def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
+    """One candidate file in a child: locked in (`envcoder.candidates.jail`), limited, then read, loaded, validated
+    variant by variant and exported; one verdict line."""
+    states_file = header["states_file"]
+    lock(header["folder"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
+    resource.setrlimit(resource.RLIMIT_DATA, (header["memory_bytes"], header["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_seconds"], request["cpu_seconds"] + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    import jax
+    import numpy as np
+
+    from envcoder.candidates import CandidateError, expand_sweeps, load_candidate, task_default_candidate
+
+    _use_cache(header["cache_dir"], write=False)
+    states = jax.device_put(dict(np.load(states_file, allow_pickle=False)))
+    simulator = types.SimpleNamespace(mj_model=mj_model)
+    name, path, shaper_types = request["name"], request["path"], tuple(header["shaper_types"])
+    outcomes = []
+    for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
+        specs, errors, handed = {}, {}, None
+        try:
+            base = (task_default_candidate(task, shaper_types) if path is None else
+                    load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift))
+            variants = [base] if path is None else expand_sweeps([base])
+        except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
+            errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
+            base, variants = None, []
+        for candidate in variants:
+            _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
+        if specs and path is not None:
             try:
-                variants = [task_default_candidate(task, shaper_types)] if path is None else expand_sweeps(
-                    [load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift)])
-            except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
-                errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
-                variants = []
-            for candidate in variants:
-                _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
-            outcomes.append((len(errors), not lift, specs, errors))
-            if not errors or not any(c.function_params for c in variants):
-                break
-        _, _, specs, errors = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
-        reply({"name": name, "specs": specs, "errors": errors})
+                handed = _export(task, states, base, variants, specs, header["platform"], reply)
+            except CandidateError as err:
+                errors.update({v: str(err) for v in specs})
+                specs = {}
+        outcomes.append((len(errors), not lift, specs, errors, handed))
+        if not errors or base is None or not any(c.function_params for c in variants):
+            break
+    _, _, specs, errors, handed = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
+    reply({"name": name, "specs": specs, "errors": errors, "candidate": handed})
+
+
+def _export(task, states, base, variants, specs: dict, platform: str, reply) -> dict:
+    """The file's functions as programs (`envcoder.candidates.programs`) and what the training process needs to
+    know of it besides: the hand-over."""
+    import jax
+    import jax.numpy as jnp
+
+    from envcoder.candidates import api_callable, resolve_functions
+    from envcoder.candidates.programs import abstract_arguments, export_function
+    from envcoder.shaping.curriculum import CURRICULUM_METRICS
+
+    first = next(v for v in variants if v.name in specs)
+    spec, file = specs[first.name], str(base.path)
+    nan = {n: jnp.float32(jnp.nan) for n in CURRICULUM_METRICS}
+    curriculum = jax.eval_shape(resolve_functions(first, task.defaults)["curriculum"], jnp.float32(0), nan, None)
+    curriculum = {n: tuple(v.shape) for n, v in (curriculum or {}).items()}
+    programs = {}
+    for api, fn in base.functions.items():
+        reply({"phase": [first.name, api, "exporting"]})
+        arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
+        programs[api] = export_function(api_callable(api, fn), list(first.function_params.get(api, {})), arguments,
+                                        platform, file, api)
+    return {"code_key": base.code_key, "function_keys": dict(base.function_keys), "action_dim": base.action_dim,
+            "sweep": {k: list(v) for k, v in base.sweep.items()}, "function_params": base.function_params,
+            "constants_as_data": base.constants_as_data, "programs": programs}
 
 
 def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs: dict, errors: dict) -> None:
-    """One variant validated in the worker: its sizes into `specs`, or its reason into `errors`; `reply` reports the
+    """One variant validated in the child: its sizes into `specs`, or its reason into `errors`; `reply` reports the
     phases (a hang names its function)."""
     from envcoder.candidates import CandidateError
+    from envcoder.candidates.files import check_length
     from envcoder.candidates.validate import validate_candidate
 
     def on_phase(function, step):
         reply({"phase": [candidate.name, function, step]})
     try:
+        check_length(candidate.name, str(path))  # a sweep variant's name holds its values
         spec = validate_candidate(task, simulator, candidate, states, on_phase)
         specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
                                  "reward_components": list(spec.reward_components),
@@ -376,4 +563,4 @@ def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs
 
 
 if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]))
+    _serve()

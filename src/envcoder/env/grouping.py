@@ -77,14 +77,17 @@ class FunctionClass:
         previous = _TRACING.value
         _TRACING.value = (self.api, self.names)
         try:
+            batched = getattr(self.function, "group_batched", False)  # a candidate's program (over the groups)
             if not self.params:
-                return jax.vmap(self.function)(*args)
+                return self.function({}, *args) if batched else jax.vmap(self.function)(*args)
             given = getattr(_CONSTANTS, "value", None)
             if given is not None:  # the program's input: the class's rows of each constant
                 params = {name: self.take(given[constant_key(self.api, name)]) for name in self.params}
             else:
                 params = self.local_params if self.local_params is not None else {
                     name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
+            if batched:
+                return self.function(params, *args)
             return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
         finally:
             _TRACING.value = previous

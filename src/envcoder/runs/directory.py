@@ -67,6 +67,12 @@ class RunDirectory:
     def read_config(self) -> dict:
         return json.loads((self.path / "config.json").read_text())
 
+    def read_hung(self) -> list[dict]:
+        """`hung.json`: the candidates a hung iteration left out of this run, `[{"candidates", "after_iteration",
+        "reason"}]` ([] when none)."""
+        path = self.path / "hung.json"
+        return json.loads(path.read_text()) if path.exists() else []
+
     def keep_metrics_before(self, iteration: int) -> None:
         """Drop the metrics rows of iterations from `iteration` on (written after the checkpoint that a
         resumed run continues from), so the file reads as if the run had not been interrupted."""

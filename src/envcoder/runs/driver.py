@@ -31,7 +31,7 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, Rung, carry_over, recent_means, rung_scores, survivors
-from envcoder.runs.watchdog import describe_compile, describe_run, guard
+from envcoder.runs.watchdog import describe_compile, describe_run, guard, loop_candidates, restart
 from envcoder.candidates import Candidate, LoadFailure
 from envcoder.env.grouping import GroupPlan
 
@@ -48,6 +48,7 @@ class Job:
     failures: list[LoadFailure]
     schedule: list[Rung]
     make_trainer: Callable  # (candidate names, envs per candidate) -> GroupedLearner
+    left_out: frozenset = frozenset()  # candidates that hung in training: they run inert and are not ranked
 
 
 @dataclasses.dataclass
@@ -123,9 +124,21 @@ class TrainingDriver:
         return guard(limit, describe_compile(what, limit, self.candidates, "--compile-timeout"))
 
     def _running(self, what: str):
-        """... or an iteration."""
+        """... or an iteration (an `eval` run whose candidate loops for ever goes on without it: `_leave_out`)."""
         limit = self.settings.iteration_timeout_s
-        return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"))
+        return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"), on_hang=self._leave_out)
+
+    def _leave_out(self, message: str) -> None:
+        """A hung iteration whose suspects (the candidates with a data-dependent loop) are not every candidate: record
+        them in `hung.json` and restart the run from its last checkpoint without them (`watchdog.restart`)."""
+        suspects = [n for n in loop_candidates(self.candidates) if n not in self.job.left_out]
+        if not suspects or len(suspects) + len(self.job.left_out) >= len(self.job.candidates) or \
+                jax.process_count() > 1 or not self.run_dir.writes:
+            return
+        hung = self.run_dir.read_hung()
+        hung.append({"candidates": suspects, "after_iteration": self.state.done, "reason": message})
+        write_json(self.run_dir.path / "hung.json", hung)
+        restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint")
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule
@@ -388,6 +401,8 @@ class TrainingDriver:
         diverged_at, solved_at = trainer.group_status(train_state)
         groups = [GroupResult(**row) for row in self.state.eliminated]
         for g, group in enumerate(trainer.groups):
+            if group.candidate.name in self.job.left_out:  # hung in training: among the failures instead
+                continue
             groups.append(GroupResult(
                 group.candidate.name, group.seed, *(float(np.mean(evaluation[k][g])) for k in (
                     "task_fitness", "episode_length", "shaped_return")), float(self.state.last_fitness[g]),

@@ -23,7 +23,7 @@ from envcoder.runs.results import RunResults
 from envcoder.runs.settings import EvalSettings
 from envcoder.runs.schedule import rungs
 from envcoder.runs.seed_rounds import evaluate_until_separable
-from envcoder.candidates import candidate_files
+from envcoder.candidates import LoadFailure, candidate_files
 from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
@@ -95,6 +95,8 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
+    left_out = {name: entry for entry in (run_dir.read_hung() if resume else []) for name in entry["candidates"]}
+    valid, failures = _leave_out(valid, failures, left_out)
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)
@@ -119,7 +121,8 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                             envs_per_candidate, settings.seeds,
                                             simulator if physics == simulator.physics else None,
                                             fitness=fitness_name, physics=physics, devices=settings.devices)
-    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer)
+    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer,
+              frozenset(left_out))
     try:
         return TrainingDriver(job, run_dir, console, resume, validation_s).run()
     except jax.errors.JaxRuntimeError as err:
@@ -127,6 +130,26 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
             raise
         raise OutOfGPUMemoryError(_out_of_memory_message(err, len(valid) * len(settings.seeds), settings,
                                                          run_dir)) from err
+
+
+def _leave_out(valid, failures, left_out: dict):
+    """The candidates that hung in this run's training (`left_out`: name -> `hung.json` entry) made inert: their
+    programs compute nothing (`Program.left_out`), under code keys of their own, and they keep their place, so the
+    run's checkpoint fits; each is a failure with its reason. `(valid, failures)`."""
+    if not left_out:
+        return valid, failures
+    inert, failures = [], list(failures)
+    for c in valid:
+        if c.name not in left_out:
+            inert.append(c)
+            continue
+        entry = left_out[c.name]
+        inert.append(dataclasses.replace(c, functions={api: f.left_out() if hasattr(f, "left_out") else f
+                                                       for api, f in c.functions.items()},
+                                         function_keys={api: f"{k}:left-out" for api, k in c.function_keys.items()}))
+        failures.append(LoadFailure(file=str(c.path), name=c.name, error=(
+            f"{c.path}: left out after training iteration {entry['after_iteration']} hung: {entry['reason']}")))
+    return inert, failures
 
 
 def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:

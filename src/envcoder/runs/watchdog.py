@@ -1,5 +1,7 @@
 """A watchdog for the training process: a step that runs past its limit (a compile that never finishes, an
-iteration that never returns) ends the process with one clear line naming the candidates it suspects (`guard`).
+iteration that never returns) ends the process with one clear line naming the candidates it suspects (`guard`), or,
+for an `eval` run whose iteration hangs in a candidate's loop, restarts it from its last checkpoint without those
+candidates (`restart`; the driver records why in `hung.json` and the run's failures).
 
 Nothing can interrupt XLA from inside the process (a `lax.while_loop` that never ends keeps the device busy
 for ever, and a trace stuck in a candidate's Python loop holds the main thread), so the watchdog thread
@@ -21,10 +23,29 @@ EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""
 
 
+RESTART_ARGS: list[str] | None = None
+"""The `envcoder` arguments that continue this process's run (`eval --resume RUN`), set by the command line: a run
+whose iteration hangs on a candidate's loop restarts itself without that candidate (`TrainingDriver`). None (a
+library call, `auto`): the watchdog ends the process."""
+
+
+def restart(message: str) -> None:
+    """Replace this process with `envcoder RESTART_ARGS` (XLA cannot be interrupted from inside it): the device's
+    hung program ends with the process image. Returns only where there is nothing to restart."""
+    if RESTART_ARGS is None:
+        return
+    sys.stderr.write(f"envcoder: {message}\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-c", "from envcoder.cli import run; run()", *RESTART_ARGS])
+
+
 @contextlib.contextmanager
-def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder"):
-    """Run the block under a watchdog: when it is still running after `limit_s`, `describe()` gives the message,
-    it is written to stderr as `<prefix>: error: <message>` and the process exits with `EXIT_STATUS`."""
+def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder",
+          on_hang: Callable[[str], None] | None = None):
+    """Run the block under a watchdog: when it is still running after `limit_s`, `describe()` gives the message;
+    `on_hang(message)` may go on without what hung (it does not return then); else the message is written to stderr
+    as `<prefix>: error: <message>` and the process exits with `EXIT_STATUS`."""
     done = threading.Event()
 
     def watch():
@@ -34,6 +55,11 @@ def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder")
             message = describe()
         except Exception as err:  # noqa: BLE001 - the exit must happen whatever the description does
             message = f"a step ran past its time limit of {limit_s:g} s ({type(err).__name__} while describing it)"
+        if on_hang is not None:
+            try:
+                on_hang(message)
+            except Exception as err:  # noqa: BLE001 - the exit below must happen
+                message += f" (going on without it failed: {type(err).__name__}: {err})"
         sys.stderr.write(f"{prefix}: error: {message}\n")
         sys.stderr.flush()
         os._exit(EXIT_STATUS)
@@ -61,14 +87,23 @@ def describe_compile(what: str, limit_s: float, candidates: Sequence, setting: s
     return describe
 
 
+def loop_candidates(candidates: Sequence) -> list[str]:
+    """The candidates whose programs have a loop of data-dependent length (a `lax.while_loop`), the only code of a
+    candidate that can run for ever on the device (their source, for candidates not handed over as programs)."""
+    def loops(c) -> bool:
+        programs = [f for f in c.functions.values() if hasattr(f, "uses_loops")]
+        return any(f.uses_loops() for f in programs) if programs else "while_loop" in c.source
+    return [c.name for c in candidates if loops(c)]
+
+
 def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) -> Callable[[], str]:
     """The message for a device step (an iteration, the evaluation) that ran past `limit_s`."""
     def describe() -> str:
-        loops = [c.name for c in candidates if "while_loop" in c.source]
+        loops = loop_candidates(candidates)
         suspects = (f"the candidates with a lax.while_loop, which can run for ever on the device: {', '.join(loops)}"
                     if loops else "no candidate uses lax.while_loop (a device or driver fault?)")
         return f"{what} did not finish in {limit_s:g} s; {suspects}; leave them out and run again, or raise {setting}"
     return describe
 
 
-__all__ = ["guard", "describe_compile", "describe_run", "EXIT_STATUS"]
+__all__ = ["guard", "describe_compile", "describe_run", "loop_candidates", "restart", "EXIT_STATUS", "RESTART_ARGS"]

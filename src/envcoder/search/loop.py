@@ -43,7 +43,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.markdown import Markdown
 
-from envcoder.candidates import TASK_DEFAULT, CandidateError, check_statically
+from envcoder.candidates import TASK_DEFAULT, CandidateError, read_source
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
@@ -84,7 +84,7 @@ class AutoRun:
                                       fitness=self.fitness)
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = self.offline and settings.proposer == "population"
-        self.initial = {f"init_{Path(p).stem}": Path(p).read_text() for p in settings.initial}
+        self.initial = {f"init_{Path(p).stem}": read_source(Path(p)) for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
         if resume:
@@ -153,19 +153,14 @@ class AutoRun:
                 else:
                     try:
                         draft["source"] = prompts.extract_code(sample.text, self.s.shaper_types)
-                        check_statically(draft["source"], f"{name}.py", self.s.shaper_types)
-                        to_validate.append((name, draft["source"]))
-                    except (ValueError, CandidateError) as err:
-                        draft["error"] = str(err)
+                        to_validate.append((name, draft["source"]))  # parsed and checked in the sandbox only
+                    except (ValueError, CandidateError, RecursionError, MemoryError) as err:
+                        draft["error"] = str(err) or type(err).__name__
                 round_drafts.append((draft, sample))
             for name, source in extra:  # the starting files, validated with the first round, never retried
                 draft = {"name": name, "slot": None, "attempt": 0, "ok": False, "error": None, "source": source,
                          "llm": None}
-                try:
-                    check_statically(source, f"{name}.py", self.s.shaper_types)
-                    to_validate.append((name, source))
-                except CandidateError as err:
-                    draft["error"] = str(err)
+                to_validate.append((name, source))
                 round_drafts.append((draft, None))
             extra = []
             if to_validate:

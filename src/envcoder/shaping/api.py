@@ -128,6 +128,9 @@ def _check_reward(probe: Probe, fn) -> None:
     reward, components = split_reward(probe.run(probe.file, function, fn, probe.state), probe.file)
     check_output(probe.file, function, reward, (probe.num_envs,), "float")
     for name, value in components.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise CandidateError(probe.file, f"names a reward component {name!r}: component names are identifiers "
+                                             "(strings such as 'upright')", function=function)
         check_output(probe.file, f"{function} (component {name!r})", value, (probe.num_envs,), "float")
     probe.reward_components = tuple(sorted(components))
 

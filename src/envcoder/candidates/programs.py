@@ -1,0 +1,204 @@
+"""The hand-over from the jailed worker to the training process: each shaping function of a candidate file as a
+serialized program (`jax.export`, StableHLO), batched over groups and environments with both sizes symbolic, and
+its constants (`Candidate.function_params`) as an input.
+
+The worker (`envcoder.candidates.sandbox`) traces the candidate's Python once per function (`export_functions`);
+the training process deserializes the programs (`Program`), refuses any that does more than pure computation, and
+calls them where it would have called the function, vmapped over a class's groups (`envcoder.env.grouping`). It
+never imports or runs the candidate's code. A function whose behaviour depends on the number of environments or
+groups cannot be traced with symbolic sizes: it fails validation instead of training.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import export
+
+from envcoder.shaping.api import CandidateError
+from envcoder.shaping.curriculum import CURRICULUM_METRICS
+
+ALLOWED_CUSTOM_CALLS = ("shape_assertion",)
+"""Custom calls a program may contain: the checks of its symbolic sizes that `jax.export` writes itself."""
+
+FORBIDDEN_OPERATIONS = ("stablehlo.send", "stablehlo.recv", "stablehlo.infeed", "stablehlo.outfeed",
+                        "stablehlo.create_token", "stablehlo.after_all", "stablehlo.rng_bit_generator_host")
+"""Operations that reach the host, the network between devices or the runtime: a shaping function needs none."""
+
+
+def abstract_arguments(api: str, state: Mapping, action_dim: int, discrete: bool,
+                       curriculum: Mapping[str, tuple[int, ...]]) -> list[tuple]:
+    """The arguments the trainer calls `api` with (after `envcoder.candidates.api_callable`), as shapes with the
+    group count `g` and environments per group `e` symbolic: one tuple per way it is called (a curriculum is first
+    called without previous values). `state`: a sample state `[E, ...]` (the task's fields); `curriculum`: the
+    shapes of the candidate's own curriculum values (what its functions see as `state["curriculum"]`)."""
+    g, e = export.symbolic_shape("g, e")
+    f32 = jnp.float32
+    fields = {name: jax.ShapeDtypeStruct((g, e) + tuple(x.shape[1:]), x.dtype) for name, x in state.items()
+              if name != "curriculum"}
+    if curriculum:
+        fields["curriculum"] = {n: jax.ShapeDtypeStruct((g, e) + tuple(s), f32) for n, s in curriculum.items()}
+    own = {n: jax.ShapeDtypeStruct((g,) + tuple(s), f32) for n, s in curriculum.items()}
+    key = jax.ShapeDtypeStruct((g, 2), jnp.uint32)
+    if api == "compute_torque":
+        action = (jax.ShapeDtypeStruct((g, e), jnp.int32) if discrete else
+                  jax.ShapeDtypeStruct((g, e, action_dim), f32))
+        return [(action, fields)]
+    if api in ("sample_initial_state", "sample_goal"):
+        return [(key, fields)]
+    if api == "sample_physics":
+        return [(jax.ShapeDtypeStruct((g, e, 2), jnp.uint32), own)]
+    if api == "curriculum":
+        metrics = {n: jax.ShapeDtypeStruct((g,), f32) for n in CURRICULUM_METRICS}
+        iteration = jax.ShapeDtypeStruct((g,), f32)
+        return [(iteration, metrics, None), (iteration, metrics, own)]
+    return [(fields,)]
+
+
+def export_function(fn: Callable, param_names: Sequence[str], arguments: list[tuple], platform: str,
+                    file: str, api: str) -> list[str]:
+    """`fn` (one environment group's function, as the trainer calls it: `api_callable`) vmapped over groups, with
+    its constants `param_names` swapped in from an input `{name: [g]}`, exported for `platform` once per argument
+    shape of `arguments`; the programs as text (base64). Raises `CandidateError` when a trace fails (e.g. the
+    function depends on the number of environments)."""
+    from envcoder.candidates.load import call_with_params
+
+    def grouped(params, *args):
+        return jax.vmap(lambda p, *a: call_with_params(fn, p, *a))(params, *args)
+    g = jax.tree.leaves(arguments[0])[0].shape[0]  # the group count of `abstract_arguments`' scope
+    params = {name: jax.ShapeDtypeStruct((g,), jnp.float32) for name in param_names}
+    programs = []
+    for args in arguments:
+        try:
+            exported = export.export(jax.jit(grouped), platforms=(platform,))(params, *args)
+            programs.append(base64.b64encode(exported.serialize()).decode())
+        except Exception as err:  # noqa: BLE001 - the candidate's code failed to trace with symbolic sizes
+            text = str(err).strip().split("\n")[0][:300]
+            hint = (" (it depends on the number of environments: write it for any number, e.g. with x.shape[0] "
+                    "instead of a fixed size)" if "symbolic" in text.lower() or "inconclusive" in text.lower()
+                    else "")
+            raise CandidateError(file, f"cannot be compiled for any number of environments: {type(err).__name__}: "
+                                       f"{text}{hint}", function=api) from None
+        check_program(exported, file, api)  # what the training process will check: refused here already
+        check_sizes(exported, file, api)
+    return programs
+
+
+def check_sizes(exported: export.Exported, file: str, api: str) -> None:
+    """Every output is `[g, e, ...]` (`[g, ...]` for a curriculum) with fixed sizes after those: an output whose
+    size follows the number of environments or groups (an observation `[E, E // 17]`) is refused."""
+    lead = 1 if api == "curriculum" else 2
+    for aval in exported.out_avals:
+        head, tail = tuple(aval.shape[:lead]), aval.shape[lead:]
+        if tuple(str(d) for d in head) != ("g", "e")[:lead] or not all(isinstance(d, int) for d in tail):
+            shape = ", ".join(str(d).replace("g", "G").replace("e", "E") for d in aval.shape)
+            raise CandidateError(file, f"returns an array of shape ({shape}) for G groups of E environments: the "
+                                       "sizes after the environment axis must not depend on how many environments "
+                                       "run", function=api)
+
+
+def check_program(exported: export.Exported, file: str, api: str) -> None:
+    """Refuse a program that does more than pure computation: a custom call other than a size check, host
+    callbacks, infeed/outfeed or send/recv, tokens or side effects."""
+    text = exported.mlir_module()
+    for target in re.findall(r"stablehlo\.custom_call\s+@([\w.$-]+)", text):
+        if target not in ALLOWED_CUSTOM_CALLS:
+            raise CandidateError(file, f"its program calls {target!r}, an operation outside pure computation (a host "
+                                       "callback or a library call): not allowed in shaping code", function=api)
+    for op in FORBIDDEN_OPERATIONS:
+        if op in text:
+            raise CandidateError(file, f"its program uses {op}, which reaches outside the device: not allowed in "
+                                       "shaping code", function=api)
+    if exported.ordered_effects or exported.unordered_effects:
+        raise CandidateError(file, "its program has side effects: not allowed in shaping code", function=api)
+
+
+class Program:
+    """A candidate's shaping function in the training process: the worker's exported programs, called with the
+    constants `{name: [G_c]}` and the arguments of a class's groups `[G_c, E, ...]` (`envcoder.env.grouping`
+    calls it instead of vmapping a Python function over the groups: `group_batched`)."""
+
+    group_batched = True
+
+    def __init__(self, programs: Sequence[str], file: str, api: str):
+        self.file, self.api, self.text = file, api, tuple(programs)
+        self.exported = []
+        for blob in programs:
+            exported = export.deserialize(bytearray(base64.b64decode(blob)))
+            check_program(exported, file, api)
+            self.exported.append(exported)
+        self.__name__ = api
+
+    def __call__(self, params, *args):
+        return self._zeros(params, *args) if self._inert else self._run(params, *args)
+
+    def _run(self, params, *args):
+        for exported in self.exported:
+            skeleton = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)[0]
+            fitted = _fit((params, *args), skeleton)
+            if fitted is not _MISMATCH:
+                return exported.call(*fitted)
+        raise ValueError(f"{self.file}: {self.api}() was validated for other arguments than the trainer passes "
+                         "(an envcoder bug: please report it)")
+
+    def left_out(self) -> "Program":
+        """This program replaced by one that computes nothing: zeros of its outputs' shapes (no fields, for a reset
+        or a physics sample), for a candidate left out of a run after it hung there (its groups keep their place
+        in the run's arrays, so the checkpoint's state fits; they are not ranked)."""
+        inert = object.__new__(Program)
+        inert.__dict__.update(self.__dict__)
+        inert._inert = True
+        return inert
+
+    _inert = False
+
+    def _zeros(self, params, *args):
+        if self.api in ("sample_initial_state", "sample_physics"):
+            return {}
+        shapes = jax.eval_shape(self._run, params, *args)
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+    def uses_loops(self) -> bool:
+        """Whether any of its programs has a loop whose length is data (a `lax.while_loop`)."""
+        return any("stablehlo.while" in e.mlir_module() for e in self.exported)
+
+
+_MISMATCH = object()
+
+
+def _fit(value, skeleton):
+    """`value` cut to the structure of `skeleton` (dict keys it lacks are left out: the run's other candidates'
+    curriculum values, say), or `_MISMATCH`."""
+    if isinstance(skeleton, dict):
+        if not isinstance(value, Mapping) or not set(skeleton) <= set(value):
+            return _MISMATCH
+        out = {k: _fit(value[k], skeleton[k]) for k in skeleton}
+        return _MISMATCH if any(v is _MISMATCH for v in out.values()) else out
+    if isinstance(skeleton, (tuple, list)):
+        if not isinstance(value, (tuple, list)) or len(value) != len(skeleton):
+            return _MISMATCH
+        out = [_fit(v, s) for v, s in zip(value, skeleton)]
+        return _MISMATCH if any(v is _MISMATCH for v in out) else type(skeleton)(out)
+    if skeleton is None:
+        return None if value is None else _MISMATCH
+    return _MISMATCH if value is None or isinstance(value, (Mapping, tuple, list)) else value
+
+
+def handed_over(name: str, path: str, source: str, data: Mapping) -> "Candidate":
+    """The candidate file as the training process uses it, from the worker's hand-over (`data`): its functions as
+    `Program`s (each checked), with the names, keys, constants and sweep the worker found. Its sweep is not
+    expanded yet (`envcoder.candidates.expand_sweeps`)."""
+    from pathlib import Path
+
+    from envcoder.candidates.load import Candidate
+
+    return Candidate(name=name, path=Path(path), source=source,
+                     functions={api: Program(blobs, path, api) for api, blobs in data["programs"].items()},
+                     code_key=data["code_key"], function_keys=dict(data["function_keys"]),
+                     action_dim=data["action_dim"], sweep={k: tuple(v) for k, v in data["sweep"].items()},
+                     function_params={api: dict(p) for api, p in data["function_params"].items()},
+                     constants_as_data=data["constants_as_data"])
