@@ -40,6 +40,8 @@ def abstract_arguments(api: str, state: Mapping, action_dim: int, discrete: bool
     f32 = jnp.float32
     fields = {name: jax.ShapeDtypeStruct((g, e) + tuple(x.shape[1:]), x.dtype) for name, x in state.items()
               if name != "curriculum"}
+    if "actions" in fields:  # the candidate's own last action (`action_dim` entries; one-hot where discrete)
+        fields["actions"] = jax.ShapeDtypeStruct((g, e, action_dim), state["actions"].dtype)
     if curriculum:
         fields["curriculum"] = {n: jax.ShapeDtypeStruct((g, e) + tuple(s), f32) for n, s in curriculum.items()}
     own = {n: jax.ShapeDtypeStruct((g,) + tuple(s), f32) for n, s in curriculum.items()}
@@ -170,13 +172,23 @@ class Program:
 _MISMATCH = object()
 
 
+def _own_actions(value, skeleton):
+    """The state's `actions` as the candidate sees them: its own entries of a run's action padded to the largest
+    candidate's (the padding is other candidates' business)."""
+    width = skeleton.shape[-1] if hasattr(skeleton, "shape") else None
+    if isinstance(width, int) and hasattr(value, "shape") and value.shape[-1] > width:
+        return value[..., :width]
+    return value
+
+
 def _fit(value, skeleton):
     """`value` cut to the structure of `skeleton` (dict keys it lacks are left out: the run's other candidates'
     curriculum values, say), or `_MISMATCH`."""
     if isinstance(skeleton, dict):
         if not isinstance(value, Mapping) or not set(skeleton) <= set(value):
             return _MISMATCH
-        out = {k: _fit(value[k], skeleton[k]) for k in skeleton}
+        out = {k: _fit(_own_actions(value[k], skeleton[k]) if k == "actions" else value[k], skeleton[k])
+               for k in skeleton}
         return _MISMATCH if any(v is _MISMATCH for v in out.values()) else out
     if isinstance(skeleton, (tuple, list)):
         if not isinstance(value, (tuple, list)) or len(value) != len(skeleton):

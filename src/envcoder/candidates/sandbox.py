@@ -521,8 +521,8 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     import jax
     import jax.numpy as jnp
 
-    from envcoder.candidates import api_callable, resolve_functions
-    from envcoder.candidates.programs import abstract_arguments, export_function
+    from envcoder.candidates import CandidateError, api_callable, resolve_functions
+    from envcoder.candidates.programs import Program, abstract_arguments, export_function
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
     first = next(v for v in variants if v.name in specs)
@@ -536,6 +536,13 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
         arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
         programs[api] = export_function(api_callable(api, fn), list(first.function_params.get(api, {})), arguments,
                                         platform, file, api)
+        size = {"compute_observation": "obs_dim", "compute_critic_observation": "critic_obs_dim"}.get(api)
+        if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
+            (out,) = Program(programs[api], file, api).exported[0].out_avals
+            if out.shape[-1] != spec[size]:
+                raise CandidateError(file, f"returns {out.shape[-1]} features when state['actions'] holds the "
+                                           f"policy's {spec['action_dim']} action entries, {spec[size]} on the sample "
+                                           "state: its size must not depend on the action's", function=api)
     return {"code_key": base.code_key, "function_keys": dict(base.function_keys), "action_dim": base.action_dim,
             "sweep": {k: list(v) for k, v in base.sweep.items()}, "function_params": base.function_params,
             "constants_as_data": base.constants_as_data, "programs": programs}
