@@ -162,7 +162,7 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
 
 def test_contained_attacks_are_ranked_as_plain_programs(runs):
     _, results = runs
-    ranked = {r.candidate for r in results["corpus"].ranking}
+    ranked = {r.name for r in results["corpus"].ranking}
     assert ranked == {"good", "helper_user", *CONTAINED}
 
 
@@ -178,7 +178,7 @@ def test_good_candidate_unaffected_by_bad_neighbours(runs):
 
 def test_seed_statistics_in_results(runs):
     _, results = runs
-    (ranked,) = [r for r in results["good"].ranking if r.candidate == "good"]
+    (ranked,) = [r for r in results["good"].ranking if r.name == "good"]
     per_seed = [g.task_fitness for g in results["good"].groups if g.candidate == "good"]
     assert ranked.seeds == 2 and ranked.fitness_mean == pytest.approx(sum(per_seed) / 2)
     assert ranked.ci_low <= ranked.fitness_mean <= ranked.ci_high

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
+from envcoder.candidates.jail import Jail
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
@@ -77,6 +78,9 @@ def _verdicts(drafts, settings, task, validator: SandboxValidator | None, consol
     """The sandbox's verdicts on `drafts` (`validator`: one to reuse; default a new one for this call)."""
     if console is not None:
         console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)
+        weaker = Jail.here().weaker
+        if weaker:
+            console.print(f"[yellow]the candidates' jail is weaker on this machine:[/yellow] {weaker}", highlight=False)
     own = validator is None
     workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
     validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
