@@ -9,6 +9,7 @@ out-of-memory point is recorded instead of ending the benchmark.
     python benchmarks/scaling.py processes --counts 64 --iterations 200 --shared-cache /tmp/jaxcache --out steady.json
     python benchmarks/scaling.py overhead --groups 64 --out overhead.json
     python benchmarks/scaling.py compile --codes 1 4 16 64 --out compile.json
+    python benchmarks/scaling.py memory --tasks Ant Anymal --groups 64 --envs 256 --compile --out memory.json
 """
 
 from __future__ import annotations
@@ -114,6 +115,45 @@ def compiled_memory(trainer) -> dict:
         for field in ("argument", "output", "alias", "temp", "generated_code"):
             out[f"{name}_{field}_gib"] = round(getattr(analysis, f"{field}_size_in_bytes") / 2**30, 4)
     return out
+
+
+def memory(args) -> dict:
+    """Bytes per environment of a run of the task's own shaping at `--groups` × `--envs`, by component: the train
+    state's parts (its shapes only: nothing runs), and with `--compile` XLA's plan of the iteration (arguments,
+    outputs, temporaries: the rollout buffers live there). tests/test_memory.py holds the train state to a budget."""
+    import jax
+    import numpy as np
+
+    from core import stamp
+    from envcoder.candidates import SHAPER_TYPES, task_default_candidate
+    from envcoder.candidates.validate import CandidateSpec, sample_state
+    from envcoder.rl.config import PPOConfig
+    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.sim import Simulator
+    from envcoder.tasks import get_task
+
+    rows = []
+    for name in args.tasks:
+        task = get_task(name)
+        sim = Simulator(task.model_file, task.substeps)
+        obs = jax.eval_shape(task.defaults["compute_observation"], sample_state(task, sim))
+        candidate = task_default_candidate(task, SHAPER_TYPES)
+        spec = CandidateSpec(obs.shape[1], sim.mj_model.nu, ())
+        trainer = GroupedPPO(task, [candidate], {candidate.name: spec}, PPOConfig.for_task(task), args.envs,
+                             tuple(range(args.groups[0])), sim)
+        environments = args.groups[0] * args.envs
+        state = trainer.state_shapes()
+        parts = {field: sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(getattr(state, field)))
+                 for field in state._fields}
+        row = {"task": task.name, "groups": args.groups[0], "envs_per_group": args.envs,
+               "train_state_kib_per_env": round(sum(parts.values()) / environments / 1024, 3),
+               "train_state_kib_per_env_by_part": {k: round(v / environments / 1024, 3) for k, v in parts.items() if v}}
+        if args.compile:
+            analysis = trainer.iteration.lower(state).compile().memory_analysis()
+            row["iteration_kib_per_env"] = {field: round(getattr(analysis, f"{field}_size_in_bytes") / environments
+                                                         / 1024, 3) for field in ("argument", "output", "temp")}
+        rows.append(row)
+    return {**stamp(), "benchmark": "memory_per_environment", "rows": rows}
 
 
 def run_worker(task, groups, envs, iterations, codes="bundled", timeout=900, env=None):
@@ -259,6 +299,10 @@ def main():
     proc.add_argument("--shared-cache", type=Path, default=None,
                       help="one persistent compilation cache for all processes, warmed first (steady state)")
     sub.add_parser("compile").add_argument("--codes", type=int, nargs="+", default=[1, 4, 16, 64])
+    mem = sub.add_parser("memory")
+    mem.add_argument("--tasks", nargs="+", default=["Ant", "Anymal"])
+    mem.add_argument("--groups", type=int, nargs=1, default=[64])
+    mem.add_argument("--compile", action="store_true", help="also XLA's memory plan of the compiled iteration")
     for p in sub.choices.values():
         p.add_argument("--task", default="Ant")
         p.add_argument("--envs", type=int, default=256)
@@ -268,6 +312,12 @@ def main():
     args = parser.parse_args()
     if args.which == "worker":
         return worker(args)
+    if args.which == "memory":  # in this process: its shapes, and XLA's plan where asked
+        result = memory(args)
+        print(json.dumps(result))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1))
+        return None
     # This process only launches workers. Importing envcoder starts JAX's backend, which by default would
     # preallocate 75% of the GPU here, away from the workers.
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"

@@ -295,6 +295,7 @@ def _auto(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
+    from envcoder.runs import watchdog
     from envcoder.runs.evaluation import OutOfGPUMemoryError
     from envcoder.search.loop import AutoSettings, load_settings, run_auto
     from envcoder.search.proposers import ProposerError
@@ -307,6 +308,7 @@ def _auto(args) -> int:
                 return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
                                      "or other options with it")
             args.run_dir = args.resume
+            watchdog.RESTART_ARGS = ["auto", "--resume", str(args.resume), *_device_args(args)]
             run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True)
             return 0
         if args.task is None:
@@ -319,6 +321,7 @@ def _auto(args) -> int:
             "shaper_types": tuple(dict.fromkeys(args.shaper_types)),
             "overrides": parse_overrides(args.overrides, args.algo), "price": tuple(args.price) if args.price else None})
         args.run_dir = out
+        watchdog.RESTART_ARGS = ["auto", "--resume", str(out), *_device_args(args)]
         run_auto(settings)
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
             ValueError) as err:

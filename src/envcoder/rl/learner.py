@@ -237,6 +237,11 @@ class GroupedLearner:
         """A state from `to_host` (of a run over any number of devices), laid out over this learner's devices."""
         return jax.device_put(host_state) if self.sharding is None else self.sharding.to_device(host_state)
 
+    def state_shapes(self) -> TrainState:
+        """The shapes of a fresh train state (`init`'s), traced only: nothing is compiled or run."""
+        keys = jax.ShapeDtypeStruct((len(self.groups), 2), jnp.uint32)
+        return jax.eval_shape(self._init_program, keys, self.plan.constants())
+
     def host_shapes(self, train_state: TrainState):
         """The shapes of `to_host(train_state)`, without reading it."""
         G = len(self.groups)

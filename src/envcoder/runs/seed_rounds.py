@@ -113,11 +113,16 @@ def _verdict(results: RunResults, stopped: str, budget: int, rounds: int) -> str
 def _round(settings, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...], console, validator,
            evaluate_once) -> RunResults:
     """Round `k`: the contenders' files (from the run's own copies) trained with `seeds`; a finished round is read
-    back, one that was cut off starts over."""
+    back, one restarted after a hang goes on without the hung candidate, one that was cut off otherwise starts
+    over."""
     folder = out / "seed_rounds" / f"round_{k}"
     inputs = out / "seed_rounds" / f"round_{k}_candidates"
     if (folder / "results.json").exists():
         return RunResults.read(folder)
+    if (folder / "hung.json").exists() and (folder / "config.json").exists():  # restarted without a hung candidate
+        return evaluate_once(dataclasses.replace(settings, functions=inputs, out=folder, seeds=seeds,
+                                                 task_default=TASK_DEFAULT in contenders, seeds_until_separable=None),
+                             console, True, validator)
     for path in (folder, inputs):
         if path.exists():
             shutil.rmtree(path)

@@ -29,11 +29,18 @@ whose iteration hangs on a candidate's loop restarts itself without that candida
 library call, `auto`): the watchdog ends the process."""
 
 
+MAX_RESTARTS = 8
+"""Restarts of one command (`ENVCODER_RESTARTS` counts them across the process images): past it, the watchdog ends
+the run, whatever else hangs."""
+
+
 def restart(message: str) -> None:
     """Replace this process with `envcoder RESTART_ARGS` (XLA cannot be interrupted from inside it): the device's
     hung program ends with the process image. Returns only where there is nothing to restart."""
-    if RESTART_ARGS is None:
+    restarts = int(os.environ.get("ENVCODER_RESTARTS", "0"))
+    if RESTART_ARGS is None or restarts >= MAX_RESTARTS:
         return
+    os.environ["ENVCODER_RESTARTS"] = str(restarts + 1)
     sys.stderr.write(f"envcoder: {message}\n")
     sys.stderr.flush()
     sys.stdout.flush()

@@ -190,7 +190,8 @@ class AutoRun:
     def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
                   envs: int | None = None, **changes) -> RunResults | None:
         """`run_evaluation` on a directory of candidates (`changes`: of its settings); a finished evaluation is read
-        back, one cut off in its rounds of added seeds goes on, and one cut off before its results starts over."""
+        back, one cut off in its rounds of added seeds or restarted after a hang goes on, and one cut off before its
+        results starts over."""
         settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name,
                                      **changes)
         resume = False
@@ -199,6 +200,8 @@ class AutoRun:
             if settings.seeds_until_separable is None or results.seed_rounds is not None:
                 return results
             resume = True
+        elif (eval_dir / "hung.json").exists() and (eval_dir / "config.json").exists():
+            resume = True  # restarted without a candidate that hung in it (`envcoder.runs.watchdog.restart`)
         elif eval_dir.exists():
             shutil.rmtree(eval_dir)
         try:
