@@ -108,7 +108,8 @@ def compiled_memory(trainer) -> dict:
     keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), "uint32")
     ts = jax.eval_shape(trainer.init)
     reset = jax.jit(lambda keys: trainer.env.reset(keys, {}))
-    for name, fn, arg in (("init", reset, keys), ("iteration", trainer.iteration, ts)):
+    iteration = jax.jit(trainer.functions()["iteration"])  # both stages, as one program
+    for name, fn, arg in (("init", reset, keys), ("iteration", iteration, ts)):
         tick = time.perf_counter()
         analysis = fn.lower(arg).compile().memory_analysis()
         out[f"{name}_compile_s"] = round(time.perf_counter() - tick, 2)
@@ -149,7 +150,8 @@ def memory(args) -> dict:
                "train_state_kib_per_env": round(sum(parts.values()) / environments / 1024, 3),
                "train_state_kib_per_env_by_part": {k: round(v / environments / 1024, 3) for k, v in parts.items() if v}}
         if args.compile:
-            analysis = trainer.iteration.lower(state).compile().memory_analysis()
+            iteration = jax.jit(trainer.functions()["iteration"])  # both stages, as one program
+            analysis = iteration.lower(state).compile().memory_analysis()
             row["iteration_kib_per_env"] = {field: round(getattr(analysis, f"{field}_size_in_bytes") / environments
                                                          / 1024, 3) for field in ("argument", "output", "temp")}
         rows.append(row)

@@ -1,7 +1,9 @@
 """Groups (candidate × seed) and dispatch of shaping functions over the group axis.
 
 All state arrays inside the trainer are `[G, E, ...]`. Candidates whose code is identical form a
-*class*: their function is traced once and vmapped over the class's groups. Distinct codes are
+*class*: their function is traced once and vmapped over the class's groups. A candidate handed over by the sandbox
+brings its functions as programs already batched over groups (`envcoder.candidates.programs.Program`,
+`group_batched`): they are called with the class's rows as they are, never traced from Python here. Distinct codes are
 unrolled one class at a time inside the same jitted function, so compile time grows with the number
 of distinct codes, not with the number of groups.
 
@@ -72,8 +74,9 @@ class FunctionClass:
     """The identity of the class's code (`{source api}:{function key}`)."""
 
     def apply(self, *args):
-        """The function vmapped over the class's groups; `args` are already the class's rows. While it is
-        traced, `now_tracing()` names the class (the watchdog reports it when a trace hangs)."""
+        """The function vmapped over the class's groups (a program: called over them); `args` are already the
+        class's rows. While it is traced, `now_tracing()` names the class (the watchdog reports it when a trace
+        hangs)."""
         previous = _TRACING.value
         _TRACING.value = (self.api, self.names)
         try:
