@@ -76,16 +76,20 @@ def handed(tmp_path_factory):
 
 
 def _rollout(env, steps: int = 3):
+    """`steps` steps of every group under random actions, in one program: what each step observed and returned."""
     keys = jax.random.split(jax.random.PRNGKey(0), len(env.groups))
-    state = env.reset(keys, {})
-    pool = env.reset_pool(keys, {})
-    out = []
-    for t in range(steps):
-        actions = jax.random.uniform(jax.random.PRNGKey(t), (len(env.groups), env.num_envs, env.action_dim_max),
-                                     minval=-1, maxval=1)
-        state, info = env.step(state, actions, pool, keys)
-        out.append((env.observe(state, keys), info.reward, info.components, info.terminal, state.data.qpos))
-    return jax.device_get(out)
+
+    @jax.jit
+    def run(keys):
+        state, pool = env.reset(keys, {}), env.reset_pool(keys, {})
+
+        def step(state, t):
+            actions = jax.random.uniform(jax.random.PRNGKey(t), (len(env.groups), env.num_envs, env.action_dim_max),
+                                         minval=-1, maxval=1)
+            state, info = env.step(state, actions, pool, keys)
+            return state, (env.observe(state, keys), info.reward, info.components, info.terminal, state.data.qpos)
+        return jax.lax.scan(step, state, jnp.arange(steps))[1]
+    return jax.device_get(run(keys))
 
 
 def test_every_function_of_a_file_is_a_program_and_a_sweep_shares_it(handed):
