@@ -94,7 +94,7 @@ EXPECTED = {
     "huge": "is 51,200 KiB; a candidate file may be at most 256 KiB",
     "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
-CONTAINED = ("coroutine_frame", "float_pytree", "pytree_getattr")
+CONTAINED = ("coroutine_frame", "float_pytree", "forged_verdict", "pytree_getattr")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
 computation (ranked next to the good candidates, which they must not change)."""
 

@@ -31,6 +31,7 @@ import json
 import os
 import queue
 import resource
+import select
 import selectors
 import shutil
 import signal
@@ -111,7 +112,7 @@ class _Worker:
 
         header = {"task": task, "shaper_types": list(shaper_types), "platform": platform, "folder": self.folder,
                   "states_file": str(states), "cache_dir": jax.config.jax_compilation_cache_dir or "",
-                  "memory_bytes": memory_bytes, "startup_cpu_seconds": int(startup_timeout_s * (os.cpu_count() or 1))}
+                  "memory_bytes": memory_bytes}
         self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.sandbox"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
@@ -184,7 +185,7 @@ class _Worker:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.child, signal.SIGKILL)
                 self._ended(30.0)
-        return reply if reply is not None and "name" in reply else None
+        return reply if reply is not None and reply.get("name") == name else None
 
     def _ended(self, timeout_s: float) -> bool:
         """Wait for the worker's report that the child exited."""
@@ -401,23 +402,39 @@ def _serve() -> None:
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
         return
-    code = _in_child(lambda: _warm_up(header, task, mj_model), reply)
+    code = _in_child(lambda _: _warm_up(header, task, mj_model), reply, protocol)
     if code != 0:
         reply({"ready": False, "error": f"preparing the sample states failed (exit {code})"})
         return
     reply({"ready": True})
     for line in sys.stdin:
         request = json.loads(line)
-        _in_child(lambda: _check_file(header, task, mj_model, request, reply), reply)
+        _in_child(lambda answer: _check_file(header, task, mj_model, request, answer), reply, protocol,
+                  request["name"])
 
 
-def _in_child(work, reply) -> int:
-    """Run `work` in a forked child (a clean copy of this process) and wait for it; its exit status."""
+MAX_REPLY_BYTES = 256 * 2**20
+"""The most a child may send back (its programs, as text): beyond it, its verdict is lost and it counts as died."""
+
+
+def _in_child(work, reply, protocol, name: str | None = None) -> int:
+    """Run `work(child_reply)` in a forked child (a clean copy of this process) in a process group of its own, and
+    wait for it; its exit status. The child has no stdin and not the protocol: its lines come through a pipe of its
+    own, and only its phases and one verdict named `name` are passed on, so that it cannot answer for another
+    file. Whatever it started is killed when it ends."""
+    read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         status = 1
         try:
-            work()
+            os.setsid()
+            os.close(read_end)
+            os.close(protocol.fileno())
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            out = os.fdopen(write_end, "w", buffering=1)
+            work(lambda message: out.write(json.dumps(message) + "\n"))
+            out.flush()
             status = 0
         except BaseException:  # noqa: BLE001 - the traceback goes to stderr, the status to the parent
             import traceback
@@ -426,11 +443,53 @@ def _in_child(work, reply) -> int:
         finally:
             sys.stderr.flush()
             os._exit(status)
+    os.close(write_end)
     reply({"child": pid})
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    reply({"exit": code})
-    return code
+    buffer, answered, exited = b"", False, None
+    while exited is None:
+        ready, _, _ = select.select([read_end], [], [], 0.2)
+        chunk = os.read(read_end, 1 << 20) if ready else b""
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            exited = os.waitstatus_to_exitcode(status)
+        buffer += chunk
+        if exited is not None:  # what it wrote before it ended
+            os.set_blocking(read_end, False)
+            with contextlib.suppress(BlockingIOError):
+                while more := os.read(read_end, 1 << 20):
+                    buffer += more
+                    if len(buffer) > MAX_REPLY_BYTES:
+                        break
+        if len(buffer) > MAX_REPLY_BYTES:
+            buffer = b""
+            answered = True  # nothing more of it is passed on
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            answered = _pass_on(line, name, answered, reply)
+    os.close(read_end)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    reply({"exit": exited})
+    return exited
+
+
+def _pass_on(line: bytes, name: str | None, answered: bool, reply) -> bool:
+    """Pass one of a child's lines to the parent if it is a phase or the first verdict on `name`; whether the verdict
+    has been passed on."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return answered
+    if answered or not isinstance(message, dict):
+        return answered
+    if set(message) == {"phase"} and isinstance(message["phase"], list) and len(message["phase"]) == 3 \
+            and all(isinstance(x, str) for x in message["phase"]):
+        reply(message)
+        return False
+    if name is not None and message.get("name") == name and {"specs", "errors", "candidate"} <= set(message):
+        reply(message)
+        return True
+    return answered
 
 
 def _use_cache(directory: str, write: bool) -> None:
