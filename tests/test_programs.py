@@ -103,6 +103,20 @@ def test_every_function_of_a_file_is_a_program_and_a_sweep_shares_it(handed):
     assert specs["own_action"].action_dim == 2 and specs["own_action"].obs_dim == 5
 
 
+def test_a_hand_over_whose_programs_disagree_with_its_verdict_is_refused(handed):
+    """What a worker sends is checked against itself: an observation program wider than the verdict's size (a forged
+    verdict, say) would break the padding inside the training program."""
+    import dataclasses
+
+    from envcoder.candidates.programs import check_against
+
+    candidates, specs, _, _ = handed
+    own = next(c for c in candidates if c.name == "own_action")
+    check_against(own, specs["own_action"])
+    with pytest.raises(CandidateError, match="its program returns \\[5\\] features, its verdict says 4"):
+        check_against(own, dataclasses.replace(specs["own_action"], obs_dim=4))
+
+
 def test_programs_step_the_environments_as_the_python_functions_do(handed):
     """The same run with the files' Python functions loaded in this process (as trusted files are): the same
     observations, rewards, components, terminations and physics, step after step."""

@@ -132,6 +132,7 @@ class Program:
         for blob in programs:
             exported = export.deserialize(bytearray(base64.b64decode(blob)))
             check_program(exported, file, api)
+            check_sizes(exported, file, api)
             self.exported.append(exported)
         self.__name__ = api
 
@@ -198,6 +199,17 @@ def _fit(value, skeleton):
     if skeleton is None:
         return None if value is None else _MISMATCH
     return _MISMATCH if value is None or isinstance(value, (Mapping, tuple, list)) else value
+
+
+def check_against(candidate, spec) -> None:
+    """The sizes of a file's programs are those its verdict states (`spec`, a `CandidateSpec`): a hand-over that
+    disagrees with itself is refused here rather than failing inside the training program."""
+    for api, size in (("compute_observation", spec.obs_dim), ("compute_critic_observation", spec.critic_obs_dim)):
+        program = candidate.functions.get(api)
+        widths = {e.out_avals[0].shape[-1] for e in program.exported} if program is not None else set()
+        if widths - {size}:
+            raise CandidateError(str(candidate.path), f"its program returns {sorted(widths)} features, its verdict "
+                                                      f"says {size}", function=api)
 
 
 def handed_over(name: str, path: str, source: str, data: Mapping) -> "Candidate":

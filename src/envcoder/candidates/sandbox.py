@@ -323,7 +323,7 @@ class SandboxValidator:
 
     def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
         """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
-        from envcoder.candidates.programs import handed_over
+        from envcoder.candidates.programs import check_against, handed_over
 
         specs = {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
                                   s.get("constants_as_data", True)) for v, s in reply["specs"].items()}
@@ -332,6 +332,8 @@ class SandboxValidator:
         if specs and path is not None:
             try:
                 candidate = handed_over(name, path, source, reply["candidate"])
+                for spec in specs.values():
+                    check_against(candidate, spec)
             except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
                 errors.update({v: str(err) for v in specs})
                 specs = {}
