@@ -87,6 +87,7 @@ EXPECTED = {
     "leaked_tracer": "changes the module-level value '_seen' in place",
     "mutable_default": "changes its argument '_calls' in place",
     "many_terms": "RecursionError",
+    "delete_samples": "IndexError",  # it emptied its own child's sample states: the next file's child has its own
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",
