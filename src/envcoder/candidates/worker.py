@@ -1,0 +1,281 @@
+"""The jailed worker's side of the sandbox (`envcoder.candidates.sandbox` is the parent's): a process that imports
+what validation needs, runs no candidate code itself, and checks each file in a fresh child forked from it, locked in
+by `envcoder.candidates.jail.lock`, which validates the file and exports its functions as programs.
+
+Protocol: the parent writes one JSON header line (task, shaper types, platform, folders, limits); the worker
+answers `{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds"}` line
+then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
+`{"name", "specs": {variant: spec}, "errors": {variant: reason}, "candidate": hand-over}` line and
+`{"exit": status}` when the child ended. A candidate's own `print` goes to stderr, never into the protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import select
+import signal
+import sys
+import types
+from pathlib import Path
+
+from envcoder.candidates.jail import lock
+
+FILE_SIZE_LIMIT = 64 * 2**20
+"""Bytes a candidate's process may write to one file (its own temporary folder is the only place it can)."""
+
+
+def _serve() -> None:
+    """The worker's main loop (see the module docstring for the protocol). It imports what validation needs but
+    starts no JAX backend and runs no candidate code: each file is checked in a child forked from it."""
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed, by us or a candidate, goes to stderr
+    sys.stdout = sys.stderr
+
+    def reply(message: dict) -> None:
+        protocol.write(json.dumps(message) + "\n")
+
+    header = json.loads(sys.stdin.readline())
+    try:
+        import mujoco
+        import numpy  # noqa: F401 - imported before the children fork, as everything they use
+
+        from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
+        from envcoder.candidates import programs, validate  # noqa: F401
+        from envcoder.tasks import get_task
+
+        task = get_task(header["task"])
+        mj_model = mujoco.MjModel.from_xml_path(str(task.model_file))
+    except Exception as err:  # noqa: BLE001 - reported to the parent
+        reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
+        return
+    code = _in_child(lambda _: _warm_up(header, task, mj_model), reply, protocol)
+    if code != 0:
+        reply({"ready": False, "error": f"preparing the sample states failed (exit {code})"})
+        return
+    reply({"ready": True})
+    for line in sys.stdin:
+        request = json.loads(line)
+        _in_child(lambda answer: _check_file(header, task, mj_model, request, answer), reply, protocol,
+                  request["name"])
+
+
+MAX_REPLY_BYTES = 256 * 2**20
+"""The most a child may send back (its programs, as text): beyond it, its verdict is lost and it counts as died."""
+
+
+def _in_child(work, reply, protocol, name: str | None = None) -> int:
+    """Run `work(child_reply)` in a forked child (a clean copy of this process) in a process group of its own, and
+    wait for it; its exit status. The child has no stdin and not the protocol: its lines come through a pipe of its
+    own, and only its phases and one verdict named `name` are passed on, so that it cannot answer for another
+    file. Whatever it started is killed when it ends."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.setsid()
+            os.close(read_end)
+            os.close(protocol.fileno())
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            out = os.fdopen(write_end, "w", buffering=1)
+            work(lambda message: out.write(json.dumps(message) + "\n"))
+            out.flush()
+            status = 0
+        except BaseException:  # noqa: BLE001 - the traceback goes to stderr, the status to the parent
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(status)
+    os.close(write_end)
+    reply({"child": pid})
+    buffer, answered, exited = b"", False, None
+    while exited is None:
+        ready, _, _ = select.select([read_end], [], [], 0.2)
+        chunk = os.read(read_end, 1 << 20) if ready else b""
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            exited = os.waitstatus_to_exitcode(status)
+        buffer += chunk
+        if exited is not None:  # what it wrote before it ended
+            os.set_blocking(read_end, False)
+            with contextlib.suppress(BlockingIOError):
+                while more := os.read(read_end, 1 << 20):
+                    buffer += more
+                    if len(buffer) > MAX_REPLY_BYTES:
+                        break
+        if len(buffer) > MAX_REPLY_BYTES:
+            buffer = b""
+            answered = True  # nothing more of it is passed on
+        *lines, buffer = buffer.split(b"\n")
+        for line in lines:
+            answered = _pass_on(line, name, answered, reply)
+    os.close(read_end)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    reply({"exit": exited})
+    return exited
+
+
+def _pass_on(line: bytes, name: str | None, answered: bool, reply) -> bool:
+    """Pass one of a child's lines to the parent if it is a phase or the first verdict on `name`; whether the verdict
+    has been passed on."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return answered
+    if answered or not isinstance(message, dict):
+        return answered
+    if set(message) == {"phase"} and isinstance(message["phase"], list) and len(message["phase"]) == 3 \
+            and all(isinstance(x, str) for x in message["phase"]):
+        reply(message)
+        return False
+    if name is not None and message.get("name") == name and {"specs", "errors", "candidate"} <= set(message):
+        reply(message)
+        return True
+    return answered
+
+
+def _use_cache(directory: str, write: bool) -> None:
+    """JAX's compilation cache of the parent: written only by the trusted warm-up, read by the candidates' children
+    (a program a candidate's process wrote there could be loaded by the training process)."""
+    import jax
+
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0 if write else 1e9)
+
+
+def _warm_up(header: dict, task, mj_model) -> None:
+    """The first child, before any candidate's code: the sample states (`rollout_states`, kept in `states_file` for
+    the children and later runs) and the task's own functions compiled once into the cache."""
+    import io
+
+    import jax
+    import numpy as np
+
+    from envcoder.candidates import task_default_candidate
+    from envcoder.candidates.validate import rollout_states, validate_candidate
+    from envcoder.compile_cache import store_entry
+    from envcoder.sim import Simulator
+
+    _use_cache(header["cache_dir"], write=True)
+    path = Path(header["states_file"])
+    try:
+        states = dict(np.load(path, allow_pickle=False))
+    except (OSError, ValueError):
+        states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
+        buffer = io.BytesIO()
+        np.savez(buffer, **states)
+        if not store_entry(path, buffer.getvalue()):
+            raise RuntimeError(f"cannot write the sample states to {path}")
+    if header["cache_dir"]:
+        simulator = types.SimpleNamespace(mj_model=mj_model)
+        validate_candidate(task, simulator, task_default_candidate(task, header["shaper_types"]),
+                           jax.device_put(states))
+
+
+def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
+    """One candidate file in a child: locked in (`envcoder.candidates.jail`), limited, then read, loaded, validated
+    variant by variant and exported; one verdict line."""
+    states_file = header["states_file"]
+    lock(header["folder"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
+    resource.setrlimit(resource.RLIMIT_DATA, (header["memory_bytes"], header["memory_bytes"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_seconds"], request["cpu_seconds"] + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    import jax
+    import numpy as np
+
+    from envcoder.candidates import CandidateError, expand_sweeps, load_candidate, task_default_candidate
+
+    _use_cache(header["cache_dir"], write=False)
+    states = jax.device_put(dict(np.load(states_file, allow_pickle=False)))
+    simulator = types.SimpleNamespace(mj_model=mj_model)
+    name, path, shaper_types = request["name"], request["path"], tuple(header["shaper_types"])
+    outcomes = []
+    for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
+        specs, errors, handed = {}, {}, None
+        try:
+            base = (task_default_candidate(task, shaper_types) if path is None else
+                    load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift))
+            variants = [base] if path is None else expand_sweeps([base])
+        except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
+            errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
+            base, variants = None, []
+        for candidate in variants:
+            _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
+        if specs and path is not None:
+            try:
+                handed = _export(task, states, base, variants, specs, header["platform"], reply)
+            except CandidateError as err:
+                errors.update({v: str(err) for v in specs})
+                specs = {}
+        outcomes.append((len(errors), not lift, specs, errors, handed))
+        if not errors or base is None or not any(c.function_params for c in variants):
+            break
+    _, _, specs, errors, handed = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
+    reply({"name": name, "specs": specs, "errors": errors, "candidate": handed})
+
+
+def _export(task, states, base, variants, specs: dict, platform: str, reply) -> dict:
+    """The file's functions as programs (`envcoder.candidates.programs`) and what the training process needs to
+    know of it besides: the hand-over."""
+    import jax
+    import jax.numpy as jnp
+
+    from envcoder.candidates import CandidateError, api_callable, resolve_functions
+    from envcoder.candidates.programs import Program, abstract_arguments, export_function
+    from envcoder.shaping.curriculum import CURRICULUM_METRICS
+
+    first = next(v for v in variants if v.name in specs)
+    spec, file = specs[first.name], str(base.path)
+    nan = {n: jnp.float32(jnp.nan) for n in CURRICULUM_METRICS}
+    curriculum = jax.eval_shape(resolve_functions(first, task.defaults)["curriculum"], jnp.float32(0), nan, None)
+    curriculum = {n: tuple(v.shape) for n, v in (curriculum or {}).items()}
+    programs = {}
+    for api, fn in base.functions.items():
+        reply({"phase": [first.name, api, "exporting"]})
+        arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
+        programs[api] = export_function(api_callable(api, fn), list(first.function_params.get(api, {})), arguments,
+                                        platform, file, api)
+        size = {"compute_observation": "obs_dim", "compute_critic_observation": "critic_obs_dim"}.get(api)
+        if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
+            (out,) = Program(programs[api], file, api).exported[0].out_avals
+            if out.shape[-1] != spec[size]:
+                raise CandidateError(file, f"returns {out.shape[-1]} features when state['actions'] holds the "
+                                           f"policy's {spec['action_dim']} action entries, {spec[size]} on the sample "
+                                           "state: its size must not depend on the action's", function=api)
+    return {"code_key": base.code_key, "function_keys": dict(base.function_keys), "action_dim": base.action_dim,
+            "sweep": {k: list(v) for k, v in base.sweep.items()}, "function_params": base.function_params,
+            "constants_as_data": base.constants_as_data, "programs": programs}
+
+
+def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs: dict, errors: dict) -> None:
+    """One variant validated in the child: its sizes into `specs`, or its reason into `errors`; `reply` reports the
+    phases (a hang names its function)."""
+    from envcoder.candidates import CandidateError
+    from envcoder.candidates.files import check_length
+    from envcoder.candidates.validate import validate_candidate
+
+    def on_phase(function, step):
+        reply({"phase": [candidate.name, function, step]})
+    try:
+        check_length(candidate.name, str(path))  # a sweep variant's name holds its values
+        spec = validate_candidate(task, simulator, candidate, states, on_phase)
+        specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
+                                 "reward_components": list(spec.reward_components),
+                                 "critic_obs_dim": spec.critic_obs_dim, "constants_as_data": lift}
+    except CandidateError as err:
+        errors[candidate.name] = str(err)
+    except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault
+        errors[candidate.name] = f"{path}: {type(err).__name__}: {err}"
+
+
+if __name__ == "__main__":
+    _serve()
