@@ -150,10 +150,20 @@ def memory(args) -> dict:
                "train_state_kib_per_env": round(sum(parts.values()) / environments / 1024, 3),
                "train_state_kib_per_env_by_part": {k: round(v / environments / 1024, 3) for k, v in parts.items() if v}}
         if args.compile:
-            iteration = jax.jit(trainer.functions()["iteration"])  # both stages, as one program
-            analysis = iteration.lower(state).compile().memory_analysis()
-            row["iteration_kib_per_env"] = {field: round(getattr(analysis, f"{field}_size_in_bytes") / environments
-                                                         / 1024, 3) for field in ("argument", "output", "temp")}
+            def plan(lowered) -> dict:
+                analysis = lowered.compile().memory_analysis()
+                return {field: round(getattr(analysis, f"{field}_size_in_bytes") / environments / 1024, 3)
+                        for field in ("argument", "output", "alias", "temp")}
+            functions = trainer.functions()
+            row["iteration_kib_per_env"] = plan(jax.jit(functions["iteration"]).lower(state))  # as one program
+            # As training runs it: two programs (`StagedIteration`), the second donating its argument; between them
+            # the first one's output (the rollout) is held with the state.
+            collect = jax.jit(functions["collect"]).lower(state)
+            collected = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), collect.out_info)
+            donate = () if jax.default_backend() == "cpu" else (0,)
+            row["stages_kib_per_env"] = {
+                "collect": plan(collect),
+                "learn": plan(jax.jit(functions["learn"], donate_argnums=donate).lower((state, collected)))}
         rows.append(row)
     return {**stamp(), "benchmark": "memory_per_environment", "rows": rows}
 
