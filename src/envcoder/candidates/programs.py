@@ -2,7 +2,7 @@
 serialized program (`jax.export`, StableHLO), batched over groups and environments with both sizes symbolic, and
 its constants (`Candidate.function_params`) as an input.
 
-The worker (`envcoder.candidates.sandbox`) traces the candidate's Python once per function (`export_functions`);
+The worker (`envcoder.candidates.worker`) traces the candidate's Python once per function (`export_function`);
 the training process deserializes the programs (`Program`), refuses any that does more than pure computation, and
 calls them where it would have called the function, vmapped over a class's groups (`envcoder.env.grouping`). It
 never imports or runs the candidate's code. A function whose behaviour depends on the number of environments or
@@ -97,8 +97,8 @@ def check_sizes(exported: export.Exported, file: str, api: str) -> None:
     for aval in exported.out_avals:
         head, tail = tuple(aval.shape[:lead]), aval.shape[lead:]
         if tuple(str(d) for d in head) != ("g", "e")[:lead] or not all(isinstance(d, int) for d in tail):
-            shape = ", ".join(str(d).replace("g", "G").replace("e", "E") for d in aval.shape)
-            raise CandidateError(file, f"returns an array of shape ({shape}) for G groups of E environments: the "
+            shape = ", ".join(str(d) for d in aval.shape)
+            raise CandidateError(file, f"returns an array of shape ({shape}) for g groups of e environments: the "
                                        "sizes after the environment axis must not depend on how many environments "
                                        "run", function=api)
 
