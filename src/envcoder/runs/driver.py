@@ -31,7 +31,7 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, Rung, carry_over, recent_means, rung_scores, survivors
-from envcoder.runs.watchdog import describe_compile, describe_run, guard, loop_candidates, restart
+from envcoder.runs.watchdog import describe_compile, describe_run, guard, leave_out
 from envcoder.candidates import Candidate, LoadFailure
 from envcoder.env.grouping import GroupPlan
 
@@ -129,16 +129,10 @@ class TrainingDriver:
         return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"), on_hang=self._leave_out)
 
     def _leave_out(self, message: str) -> None:
-        """A hung iteration whose suspects (the candidates with a data-dependent loop) are not every candidate: record
-        them in `hung.json` and restart the run from its last checkpoint without them (`watchdog.restart`)."""
-        suspects = [n for n in loop_candidates(self.candidates) if n not in self.job.left_out]
-        if not suspects or len(suspects) + len(self.job.left_out) >= len(self.job.candidates) or \
-                jax.process_count() > 1 or not self.run_dir.writes:
-            return
-        hung = self.run_dir.read_hung()
-        hung.append({"candidates": suspects, "after_iteration": self.state.done, "reason": message})
-        write_json(self.run_dir.path / "hung.json", hung)
-        restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint")
+        """A hung iteration: restart the run without its suspects where others are left (`watchdog.leave_out`)."""
+        if jax.process_count() == 1 and self.run_dir.writes:
+            leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
+                      message)
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule

@@ -95,8 +95,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
-    left_out = {name: entry for entry in (run_dir.read_hung() if resume else []) for name in entry["candidates"]}
-    valid, failures = _leave_out(valid, failures, left_out)
+    valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
     run_dir.write_failures(failures)
@@ -121,8 +120,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                             envs_per_candidate, settings.seeds,
                                             simulator if physics == simulator.physics else None,
                                             fitness=fitness_name, physics=physics, devices=settings.devices)
-    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer,
-              frozenset(left_out))
+    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
     try:
         return TrainingDriver(job, run_dir, console, resume, validation_s).run()
     except jax.errors.JaxRuntimeError as err:
@@ -132,12 +130,13 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                          run_dir)) from err
 
 
-def _leave_out(valid, failures, left_out: dict):
-    """The candidates that hung in this run's training (`left_out`: name -> `hung.json` entry) made inert: their
-    programs compute nothing (`Program.left_out`), under code keys of their own, and they keep their place, so the
-    run's checkpoint fits; each is a failure with its reason. `(valid, failures)`."""
+def _leave_out(valid, failures, hung: list[dict]):
+    """The candidates that hung in this run's training (`hung`: `hung.json`'s entries) made inert: their programs
+    compute nothing (`Program.left_out`), under code keys of their own, and they keep their place, so the run's
+    checkpoint fits; each is a failure with its reason. `(valid, failures, their names)`."""
+    left_out = {name: entry for entry in hung for name in entry["candidates"]}
     if not left_out:
-        return valid, failures
+        return valid, failures, frozenset()
     inert, failures = [], list(failures)
     for c in valid:
         if c.name not in left_out:
@@ -149,7 +148,7 @@ def _leave_out(valid, failures, left_out: dict):
                                          function_keys={api: f"{k}:left-out" for api, k in c.function_keys.items()}))
         failures.append(LoadFailure(file=str(c.path), name=c.name, error=(
             f"{c.path}: left out after training iteration {entry['after_iteration']} hung: {entry['reason']}")))
-    return inert, failures
+    return inert, failures, frozenset(left_out)
 
 
 def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:

@@ -47,6 +47,20 @@ def restart(message: str) -> None:
     os.execv(sys.executable, [sys.executable, "-c", "from envcoder.cli import run; run()", *RESTART_ARGS])
 
 
+def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, message: str) -> None:
+    """A hung iteration whose suspects (`loop_candidates` of the current `candidates`, less those `left_out` already)
+    are not all of the run's `total` candidates: record them in `run_dir`'s `hung.json` (`done`: the iterations read)
+    and restart the run from its last checkpoint without them. Returns where there is nothing to do."""
+    suspects = [n for n in loop_candidates(candidates) if n not in left_out]
+    if not suspects or len(suspects) + len(left_out) >= total or RESTART_ARGS is None:
+        return
+    from envcoder.runs.directory import write_json
+
+    write_json(run_dir.path / "hung.json", run_dir.read_hung() + [
+        {"candidates": suspects, "after_iteration": done, "reason": message}])
+    restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint")
+
+
 @contextlib.contextmanager
 def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder",
           on_hang: Callable[[str], None] | None = None):
@@ -113,4 +127,5 @@ def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) 
     return describe
 
 
-__all__ = ["guard", "describe_compile", "describe_run", "loop_candidates", "restart", "EXIT_STATUS", "RESTART_ARGS"]
+__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "loop_candidates", "restart", "EXIT_STATUS",
+           "RESTART_ARGS"]
