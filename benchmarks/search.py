@@ -1,10 +1,12 @@
 """How much of the gap to the task's default reward a search closes from deliberately poor starting rewards.
 
     python benchmarks/search.py --task Anymal --starts benchmarks/search_starts/anymal --proposer population \
-        --out runs/search_anymal -- --candidates-per-iteration 12 --iterations 2 --train-iterations 300
+        --out runs/search_anymal -- --candidates-per-iteration 12 --iterations 1 --copies 4 --train-iterations 300
 
-Runs `envcoder auto` (the arguments after `--` are its own) from the starting files, then reads its final
-evaluation, which trains the finds, every starting file (a population run) or the best one, and `task_default`
+Runs `envcoder auto` (the arguments after `--` are its own) with `--proposer` population, offline, or one of the
+two baselines (jitter: constant jitter alone; random: random constants, no exploit step) from the starting files,
+then reads its final evaluation, which trains the finds, every starting file (a population or random search) or
+the best one, and `task_default`
 side by side with the same seeds: the gap closed is `(best start - best find) / (best start - task default)` in the
 fitness's better direction (1.0: the find is as good as the task's default; above 1: better). Writes
 `<out>/search.json` with the numbers, the wall-clock seconds from process start and the compile seconds.
@@ -17,6 +19,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from envcoder.search.settings import PROPOSERS
 
 START = time.time()  # process start, as near as a script gets
 
@@ -41,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True)
     parser.add_argument("--starts", type=Path, required=True, help="folder of deliberately poor starting files")
-    parser.add_argument("--proposer", choices=("population", "offline"), default="population")
+    parser.add_argument("--proposer", choices=PROPOSERS, default="population")
     parser.add_argument("--out", type=Path, required=True)
     args, rest = parser.parse_known_args()
     rest = [a for a in rest if a != "--"]
@@ -54,8 +58,7 @@ def main() -> None:
     starts = {f"init_{p.stem}" for p in args.starts.glob("*.py")}
     result = {"task": args.task, "proposer": args.proposer, "arguments": rest, "status": status,
               "wall_s_from_process_start": wall_s, **gap_closed(summary, starts),
-              "compile": (summary.get("population") or {}).get("compile")
-              or [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),
+              "compile": [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),
               "task_default_verdict": (summary.get("task_default") or {}).get("text")}
     (args.out / "search.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("gap_closed", "wall_s_from_process_start")} | {

@@ -82,12 +82,12 @@ ANSWERS = sum(1 for kind, _ in SCRIPT if kind == "text")
 
 
 def settings(out, url, **kw):
-    return AutoSettings(task="Cartpole", out=out, task_description="Keep the pole upright for as long as possible.",
-                        llm="gpt-4o", base_url=f"{url}/v1", candidates_per_iteration=3, iterations=2, retries=2,
-                        envs_per_candidate=16, train_iterations=4, final_seeds=2, final_max_seeds=2, final_top=2,
-                        concurrency=1,
-                        request_timeout_s=1.0, api_retries=2, validation_timeout_s=15.0, validation_workers=1,
-                        **kw)
+    return AutoSettings(**{
+        "task": "Cartpole", "out": out, "task_description": "Keep the pole upright for as long as possible.",
+        "llm": "gpt-4o", "base_url": f"{url}/v1", "candidates_per_iteration": 3, "iterations": 2, "retries": 2,
+        "envs_per_candidate": 16, "train_iterations": 4, "final_seeds": 2, "final_max_seeds": 2, "final_top": 2,
+        "concurrency": 1, "request_timeout_s": 1.0, "api_retries": 2, "validation_timeout_s": 15.0,
+        "validation_workers": 1, "proposer": "offline", **kw})  # by default each candidate trains as written
 
 
 @pytest.fixture(scope="module")
@@ -451,21 +451,52 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
 
 @pytest.mark.slow
 def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
-    """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) train together
-    under population-based training; the winner, written out with its last constants and trained again from scratch,
-    holds the pole for the whole episode; the run compiled its training programs once."""
+    """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) and of a
+    structural child of it train together under population-based training; the winner, written out with its last
+    constants and trained again from scratch, holds the pole for the whole episode; every takeover stays within one
+    file's copies (the same code, one compiled program)."""
     out = tmp_path / "population"
     assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                 "--candidates-per-iteration", "4", "--iterations", "2", "--envs-per-candidate", "32",
+                 "--candidates-per-iteration", "1", "--iterations", "1", "--copies", "8", "--envs-per-candidate", "32",
                  "--train-iterations", "30", "--final-max-seeds", "4", "--final-top", "2", "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
-    assert summary["proposer"] == "population" and summary["best"]["name"].startswith("init_poor_weights-")
+    assert summary["proposer"] == "population" and summary["best"]["name"].split("-")[0] in ("init_poor_weights",
+                                                                                              "it00_c00")
     assert final[summary["best"]["name"]] == 1.0 and final["init_poor_weights"] < 0.1, final
+    record = json.loads((out / "iter_00" / "iteration.json").read_text())
+    copies = sorted(row["name"] for row in record["table"] if row["status"] != "start")
+    assert copies == sorted([f"init_poor_weights-{k}" for k in range(8)] + [f"it00_c00-{k}" for k in range(8)])
     population = summary["population"]
-    assert population["copies"] == 8 and population["takeovers"] > 0 and population["interval"] == 3
-    lineage = json.loads((out / "population" / "eval" / "population.json").read_text())["lineage"]
-    assert lineage == population["lineage"] and all(row["from"] != row["group"] for row in lineage)
+    assert population["copies"] == 16 and population["takeovers"] > 0 and population["interval"] == 3
+    lineage = json.loads((out / "iter_00" / "eval" / "population.json").read_text())["lineage"]
+    assert [{"generation": 0, **row} for row in lineage] == population["lineage"]
+    assert all(row["from"] != row["group"] and row["from"].split("-")[0] == row["group"].split("-")[0]
+               for row in lineage)  # a takeover within one file's copies: the same code
     best = (out / "best.py").read_text()
     assert best != (HERE / "candidates" / "auto" / "poor_weights.py").read_text()  # its constants, written in
     assert "task_default" in final and summary["task_default"]["text"]
+
+
+@pytest.mark.slow
+def test_with_an_llm_the_population_tunes_the_constants_of_its_candidates(tmp_path, monkeypatch):
+    """`--llm` with `--proposer population`: the model writes two candidates, each trains as two copies whose
+    constants the population tunes; the table has a row per copy with the constants it trained with last."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    with FakeLLMServer([("text", fenced(GOOD_A)), ("text", fenced(GOOD_B))]) as server:
+        summary = AutoRun(settings(tmp_path / "run", server.url, proposer="population", copies=2, iterations=1,
+                                   candidates_per_iteration=2)).run()
+    record = json.loads((tmp_path / "run" / "iter_00" / "iteration.json").read_text())
+    assert sorted(row["name"] for row in record["table"]) == ["it00_c00-0", "it00_c00-1", "it00_c01-0", "it00_c01-1"]
+    sources = {row["name"]: row["source"] for row in record["table"]}
+    assert sources["it00_c00-0"].split("exp(")[0] == GOOD_A.split("exp(")[0]  # the model's code, its numbers tuned
+    assert sources["it00_c00-1"] != GOOD_A and "def compute_reward(state):" in sources["it00_c00-1"]
+    assert record["population"]["groups"] == 4 and summary["proposer"] == "gpt-4o (population)"
+    assert summary["proposer_calls"] == 2
+
+
+def test_a_search_without_a_model_refuses_an_llm(tmp_path, capsys):
+    assert main(["auto", "--task", "Cartpole", "--llm", "gpt-4o", "--proposer", "random",
+                 "--out", str(tmp_path / "r")]) == 2
+    assert "--proposer random is a search without a model: leave out --llm" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

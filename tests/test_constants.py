@@ -2,6 +2,7 @@
 one compiled program, train as their literal files do, and a search's generation that changes only them compiles
 nothing."""
 
+import ast
 import json
 
 import jax
@@ -26,9 +27,12 @@ def test_files_that_differ_only_in_float_constants_have_the_same_code_and_their_
     a = load_candidate(tmp_path / "a.py", source=GOOD)
     b = load_candidate(tmp_path / "b.py", source=GOOD.replace("0.01 *", "0.05 *"))
     assert a.code_key == b.code_key and a.function_keys == b.function_keys
-    # In order: 1.0 - angle², 0.01 and 0.005 of the motion, 3.0 m, the penalty -2.0 (a negated literal: 2.0)
-    assert a.function_params["compute_reward"] == {"_K_0": 1.0, "_K_1": 0.01, "_K_2": 0.005, "_K_3": 3.0, "_K_4": 2.0}
+    # In order: 1.0 - angle², 0.01 and 0.005 of the motion, 3.0 m, the penalty -2.0 (its sign is data too)
+    assert a.function_params["compute_reward"] == {"_K_0": 1.0, "_K_1": 0.01, "_K_2": 0.005, "_K_3": 3.0, "_K_4": -2.0}
     assert b.function_params["compute_reward"]["_K_1"] == 0.05
+    flipped = load_candidate(tmp_path / "e.py", source=GOOD.replace("-2.0", "2.0").replace("0.01 *", "-0.01 *"))
+    assert flipped.code_key == a.code_key  # a sign flipped is the same code
+    assert flipped.function_params["compute_reward"]["_K_4"] == 2.0
     # Integers are sizes, indices and exponents: code. The literal file keys its floats too.
     assert load_candidate(tmp_path / "c.py", source=GOOD.replace("[:, 1]", "[:, 0]")).code_key != a.code_key
     literal = [load_candidate(tmp_path / f"{n}.py", source=s, lift=False)
@@ -81,8 +85,9 @@ def test_candidates_that_differ_only_in_constants_are_one_class_and_each_keeps_i
     trainer, ts, _ = runs["both"]
     classes = trainer.plan.classes["compute_reward"]
     assert len(classes) == 1 and classes[0].names == ("good_upright", "other")
-    fell = ts.constants["compute_reward:_K_4"]  # the penalty for falling: -2.0 and -5.0 (a negated literal)
-    assert {label: float(fell[i]) for i, label in enumerate(trainer.labels)} == {"good_upright#0": 2.0, "other#0": 5.0}
+    fell = ts.constants["compute_reward:_K_4"]  # the penalty for falling: -2.0 and -5.0, signs included
+    assert {label: float(fell[i]) for i, label in enumerate(trainer.labels)} == {"good_upright#0": -2.0,
+                                                                                 "other#0": -5.0}
 
 
 def test_a_file_that_needs_a_float_as_a_python_number_keeps_its_literals(tmp_path):
@@ -147,8 +152,8 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     trainer = GroupedPPO(task, copies, specs, PPOConfig.for_task(task, horizon_length=8, mini_epochs=1,
                                                                   units=(16, 16)), 8, (0,), sim)
     ts, _ = trainer.iteration(trainer.init())
-    population = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5), trainer.plan, trainer.labels,
-                            higher_is_better=True)
+    population = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5, flip=0.0), trainer.plan,
+                            trainer.labels, higher_is_better=True)
     assert [sorted(m.tolist()) for m in population.members] == [[0, 1, 2, 3]]
     fitness = {"c0": 0.2, "c1": 0.9, "c2": 0.5, "c3": np.nan}  # c3 (no finished episode) is the worst
     history = [(0, {"task_fitness": np.array([fitness[label.split("#")[0]] for label in trainer.labels])})]
@@ -176,3 +181,33 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     compiled = trainer.iteration.collect._cache_size(), trainer.iteration.learn._cache_size()
     trainer.iteration(population.step(ts, 1, history, np.full(4, np.nan)))
     assert (trainer.iteration.collect._cache_size(), trainer.iteration.learn._cache_size()) == compiled
+    # With `flip`, the constant that jumps has its sign flipped too: a term of the wrong sign is fixed by data alone.
+    flipping = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5, flip=1.0), trainer.plan,
+                          trainer.labels, higher_is_better=True)
+    flipped = jax.device_get(flipping.step(ts, 1, history, np.full(4, np.nan))).constants
+    signs = {key: np.sign(flipped[key][loser]) != np.sign(before.constants[key][winner])
+             for key in flipped if before.constants[key][winner] != 0}
+    assert sum(signs.values()) == 1, signs
+
+
+def test_population_copies_start_from_the_file_and_spread_its_constants_over_decades():
+    """`seed_population`: copy 0 is the file; the others keep its code and spread each non-zero constant over
+    `INITIAL_DECADES` either way, now and then with one sign flipped; a file without constants joins once."""
+    from envcoder.candidates.constants import lift_constants
+    from envcoder.search.population import INITIAL_DECADES, seed_population
+
+    bare = "def compute_reward(state):\n    return state['dof_pos'][:, 1] * 0 + 1\n"
+    copies = seed_population({"good": GOOD, "bare": bare}, 40, seed=0)
+    assert sorted(copies) == sorted([f"good-{k}" for k in range(40)] + ["bare-0"])
+    assert copies["good-0"] == GOOD and copies["bare-0"] == bare
+    tree, original, _ = lift_constants(ast.parse(GOOD))
+    ratios = []
+    for k in range(1, 40):
+        _, values, code = lift_constants(ast.parse(copies[f"good-{k}"]))
+        assert code == lift_constants(ast.parse(GOOD))[2]  # the same code: one class, one program
+        ratios += [values[c] / v for c, v in original.items() if v != 0]
+        assert all(values[c] == 0 for c, v in original.items() if v == 0)
+    magnitudes = np.log10(np.abs(ratios))
+    assert magnitudes.min() >= -INITIAL_DECADES and magnitudes.max() <= INITIAL_DECADES
+    assert magnitudes.min() < -1 and magnitudes.max() > 1  # spread over decades, not a few percent
+    assert 0 < sum(r < 0 for r in ratios) < len(ratios) / 4  # a few signs flipped

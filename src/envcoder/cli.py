@@ -140,7 +140,7 @@ def _eval_parser(add_parser) -> None:
 
 
 def _auto_parser(add_parser) -> None:
-    from envcoder.search.settings import AutoSettings
+    from envcoder.search.settings import PROPOSERS, AutoSettings
     from envcoder.shaping.api import SHAPER_TYPES
 
     auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
@@ -151,7 +151,8 @@ def _auto_parser(add_parser) -> None:
     option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
            note=f"(default compute_reward; {', '.join(SHAPER_TYPES)})")
     option("llm", "--llm", metavar="MODEL", note="e.g. gpt-4o or claude-sonnet-4-5")
-    option("proposer", "--proposer", choices=("population", "offline"))
+    option("proposer", "--proposer", choices=PROPOSERS)
+    option("copies", "--copies", type=_positive_int)
     option("provider", "--provider", choices=("openai", "anthropic"), note="(OPENAI_API_KEY or ANTHROPIC_API_KEY)")
     option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
     option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)

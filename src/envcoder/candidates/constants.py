@@ -52,8 +52,15 @@ class _Lifter(ast.NodeTransformer):
     def visit_Constant(self, node: ast.Constant):
         if type(node.value) is not float:
             return node
+        return self._lift(node, node.value)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp):
+        value = _float(node)  # `-0.5` is one constant, its sign data too: a value of either sign is the same code
+        return self.generic_visit(node) if value is None else self._lift(node, value)
+
+    def _lift(self, node: ast.AST, value: float) -> ast.Name:
         name = f"{self.prefix}{len(self.constants)}"
-        self.constants[name] = node.value
+        self.constants[name] = value
         self.spans[name] = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
         return ast.copy_location(ast.Name(id=name, ctx=ast.Load()), node)
 
@@ -97,7 +104,8 @@ def _blank(tree: ast.Module, constants: dict[str, float]) -> ast.Module:
 def with_constants(source: str, values: dict[str, float]) -> str:
     """`source` with the constants that `lift_constants` finds in it set to `values` (by their names there; the
     others as they are): a plain file, e.g. a population's winner with the constants it was trained with at the
-    end. A value keeps the sign its literal had (a lifted literal is the number after a minus sign)."""
+    end. A literal's sign is part of its value (`-0.5` is the constant -0.5), and a negative value written into a
+    function is parenthesized (`(-0.5) ** 2`), so that a copy with a sign flipped is the same code."""
     tree = ast.parse(source)
     spans = {}
     for node in tree.body:
@@ -105,6 +113,7 @@ def with_constants(source: str, values: dict[str, float]) -> str:
                 and _float(node.value) is not None):
             value = node.value
             spans[node.targets[0].id] = (value.lineno, value.col_offset, value.end_lineno, value.end_col_offset)
+    module_level = set(spans)
     lifter = _Lifter({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)})
     for node in tree.body:
         if isinstance(node, ast.FunctionDef):
@@ -114,6 +123,8 @@ def with_constants(source: str, values: dict[str, float]) -> str:
     for name, (line, column, end_line, end_column) in sorted(
             ((n, spans[n]) for n in values if n in spans), key=lambda item: item[1], reverse=True):
         text = repr(float(values[name]))
+        if values[name] < 0 and name not in module_level:
+            text = f"({text})"
         if line == end_line:
             lines[line - 1] = lines[line - 1][:column] + text + lines[line - 1][end_column:]
     return "".join(lines)

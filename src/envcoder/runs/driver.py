@@ -239,7 +239,7 @@ class TrainingDriver:
         best = "" if np.all(np.isnan(state.last_fitness)) else (
             f"best {labels[int(best_of(state.last_fitness))].split('#')[0]} "
             f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
-        state.physics_resets += int(np.sum(metrics["physics_failures"]))
+        state.physics_resets += int(np.nansum(metrics["physics_failures"]))  # NaN: a diverged group
         if state.reported_solved:
             best += f" | {len(state.reported_solved)}/{len(labels)} solved"
         if state.reported_divergence or state.physics_resets:
@@ -313,7 +313,8 @@ class TrainingDriver:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
-            exploit = self.population is not None and (iteration + 1) % self.population.settings.interval == 0 \
+            exploit = self.population is not None and self.population.settings.interval > 0 \
+                and (iteration + 1) % self.population.settings.interval == 0 \
                 and iteration + 1 < rung_end  # every group's fitness up to this iteration is read first
             due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
                 iteration + 1, settings, self.config) else [pending])

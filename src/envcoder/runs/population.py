@@ -5,7 +5,9 @@ per shaping type, `envcoder.candidates.constants`) form a population. Every `int
 population, the worst `fraction` of the groups by their recent training task fitness (never the shaped reward)
 take over the full training state of a group drawn among the best `fraction` (policy, optimizer, normalizers, best
 policy; each keeps its own environments and randomness), and their constants become the winner's, each multiplied
-by `exp(N(0, scale))` and one of them also by up to `10 ** jump_decades` either way (signs kept; zeros stay zero). The copy is one small program compiled once: the
+by `exp(N(0, scale))` and one of them also by up to `10 ** jump_decades` either way, its sign flipped with probability
+`flip` (a term of the wrong sign is fixed by the constants alone; zeros stay zero). The copy is one small program
+compiled once: the
 training programs see new values of their inputs, never new code. Each step is recorded (`lineage`): which group
 took over which, and the constants it then trains with.
 """
@@ -26,13 +28,16 @@ class PopulationSettings:
     """How a run's populations evolve (`EvalSettings.population`)."""
 
     interval: int | None = None
-    """Iterations between two exploit steps (None: a tenth of the run's, at least one)."""
+    """Iterations between two exploit steps (None: a tenth of the run's, at least one; 0: never, so that the copies
+    keep the constants they started with: a random search over them)."""
     fraction: float = 0.25
     """The worst part of a population that takes over the state of its best part, at each step."""
     scale: float = 0.3
     """The standard deviation of a perturbation's log-factor (every constant)."""
     jump_decades: float = 1.0
     """One constant of each perturbation is also multiplied by `10 ** U(-jump_decades, jump_decades)`."""
+    flip: float = 0.1
+    """The probability that this constant's sign also flips."""
     seed: int = 0
 
 
@@ -81,7 +86,8 @@ class Population:
         if len(job.schedule) > 1 or trainer.sharding is not None:
             raise ValueError("population-based training runs a flat schedule on one device")
         chosen = settings.population
-        chosen = dataclasses.replace(chosen, interval=chosen.interval or max(1, settings.iterations // 10))
+        if chosen.interval is None:
+            chosen = dataclasses.replace(chosen, interval=max(1, settings.iterations // 10))
         population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better)
         population.lineage = list(lineage)
         return population
@@ -112,7 +118,8 @@ class Population:
             names = sorted({key.split(":", 1)[1] for key, column in constants.items() if column[loser] != 0.0})
             if names:  # and one of them by up to an order of magnitude: a weight 100× off is found in steps
                 jump = names[rng.integers(len(names))]
-                factor = 10.0 ** rng.uniform(-self.settings.jump_decades, self.settings.jump_decades)
+                factor = 10.0 ** rng.uniform(-self.settings.jump_decades, self.settings.jump_decades) * (
+                    -1.0 if rng.random() < self.settings.flip else 1.0)
                 for key, column in constants.items():
                     if key.split(":", 1)[1] == jump:
                         column[loser] = column[loser] * factor

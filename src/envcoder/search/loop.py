@@ -52,10 +52,10 @@ from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.runs.population import PopulationSettings
-from envcoder.search.population import population_rows, seed_population
+from envcoder.search.population import CARRIED, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.summary import against_default, summary_text
+from envcoder.search.summary import against_default, evaluation_table, summary_text
 from envcoder.tasks import get_task
 
 
@@ -71,6 +71,7 @@ class AutoRun:
     """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
 
     def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False):
+        settings.check()
         settings = settings.resolved()
         self.s = settings
         self.console = console or Console()
@@ -81,9 +82,9 @@ class AutoRun:
         self.description = settings.task_description or self.task.description
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
-                                      fitness=self.fitness)
+                                      fitness=self.fitness, search=settings.proposer)
         self.offline = isinstance(self.proposer, OfflineProposer)
-        self.population_mode = self.offline and settings.proposer == "population"
+        self.population_mode = settings.proposer in ("population", "random")
         self.initial = {f"init_{Path(p).stem}": read_source(Path(p)) for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
@@ -132,17 +133,17 @@ class AutoRun:
     def _draft(self, iteration: int, first_message: str) -> list[dict]:
         """Sample, check and validate `candidates_per_iteration` candidates, with retries; every attempt is
         returned (`name, slot, attempt, ok, error, source, llm`)."""
-        n = self.s.candidates_per_iteration
+        n = 0 if self.s.proposer == "random" else self.s.candidates_per_iteration
         conversations = {slot: [{"role": "user", "content": first_message}] for slot in range(n)}
         drafts: list[dict] = []
-        extra = [(name, source) for name, source in self.initial.items()] if iteration == 0 else []
+        extra = self._starting_files(iteration)
         pending = list(range(n))
         for attempt in range(self.s.retries + 1):
-            if not pending:
+            if not pending and not extra:
                 break
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, self.s.concurrency)) as pool:
                 samples = list(pool.map(lambda slot: self._sample(iteration, slot, attempt, conversations[slot]),
-                                        pending))
+                                        pending)) if pending else []
             round_drafts, to_validate = [], []
             for slot, sample in zip(pending, samples):
                 name = f"it{iteration:02d}_c{slot:02d}"
@@ -222,34 +223,23 @@ class AutoRun:
         if drafts_file.exists():
             drafts = _read_json(drafts_file)
         else:
-            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations} ({iter_dir.name}): {self.proposer.name} "
-                              f"proposes {self.s.candidates_per_iteration} candidates")
+            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations} ({iter_dir.name}): " + (
+                "copies of the starting files with random constants" if self.s.proposer == "random" else
+                f"{self.proposer.name} proposes {self.s.candidates_per_iteration} candidates"))
             drafts = self._draft(iteration, first_message)
             write_json(drafts_file, drafts)
         valid = [d for d in drafts if d["ok"]]
         candidates_dir = iter_dir / "candidates"
         candidates_dir.mkdir(exist_ok=True)
-        variants = [(f"{d['name']}{suffix}", source) for d in valid for suffix, source in freeze_sweep(d["source"])]
-        for name, source in variants:
-            (candidates_dir / f"{name}.py").write_text(source)
-        results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule) if valid else None
-
-        ranking = {r.name: r for r in results.ranking} if results else {}
-        diverged = {g.candidate for g in results.groups if g.diverged_at_iteration is not None} if results else set()
-        eval_failures = {f.name: f.error for f in results.failures} if results else {}
-        table, failures = [], []
-        for name, source in variants:
-            r = ranking.get(name)
-            status = ("diverged" if name in diverged else "ok") if r else "left out"
-            if r and r.eliminated_at is not None and status == "ok":  # its fitness: training episodes'
-                status = f"dropped by halving after iteration {r.eliminated_at}"
-            if r is None:
-                failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
-            table.append({"name": name, "fitness": r.fitness_mean if r else None,
-                          "auc": r.auc if r and math.isfinite(r.auc) else None,
-                          "shaped_return": r.shaped_return if r else None,
-                          "episode_length": r.episode_length if r else None, "status": status,
-                          "source": source, "iteration": iteration})
+        variants = {f"{d['name']}{suffix}": source for d in valid for suffix, source in freeze_sweep(d["source"])}
+        if self.population_mode:
+            table, failures, results = self._population_iteration(iteration, variants, candidates_dir)
+        else:
+            for name, source in variants.items():
+                (candidates_dir / f"{name}.py").write_text(source)
+            results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule) \
+                if variants else None
+            table, failures = evaluation_table(iteration, variants, results)
         last_attempt = {}
         for draft in drafts:
             last_attempt[draft["name"]] = draft
@@ -259,6 +249,11 @@ class AutoRun:
         record = {"iteration": iteration, "table": table, "failures": failures,
                   "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid),
                   "compile": compiled}
+        if results is not None and (iter_dir / "eval" / "population.json").exists():
+            population = _read_json(iter_dir / "eval" / "population.json")
+            record["population"] = {"groups": len(results.groups), "interval": population["settings"]["interval"],
+                                    "exploit_steps": len({row["iteration"] for row in population["lineage"]}),
+                                    "takeovers": len(population["lineage"])}
         if compiled:
             self.console.print(f"compiled {compiled.get('compiles', '?')} program(s) "
                                f"({compiled.get('seconds', 0):.1f} s compiling or loading; "
@@ -267,42 +262,48 @@ class AutoRun:
         write_json(record_file, record)
         return record
 
-    def _population(self) -> list[dict]:
-        """`--proposer population`: the starting files' copies trained together under population-based training
-        (`envcoder.search.population`); the table of the copies (each with its last constants) and the starting
-        files. A finished run is read back; one that was cut off continues from its checkpoint."""
-        folder = self.out / "population"
-        record_file = folder / "population_run.json"
-        if record_file.exists():
-            return _read_json(record_file)["table"]
-        sources = seed_population(self.initial, self.s.candidates_per_iteration * self.s.iterations, self.s.seed)
-        (folder / "candidates").mkdir(parents=True, exist_ok=True)
-        for name, source in sources.items():
-            (folder / "candidates" / f"{name}.py").write_text(source)
-        self.console.rule(f"population: {len(sources)} copies of {len(self.initial)} starting file(s), trained "
-                          "together; the worst take over the best and perturb their constants")
-        results = self._evaluate(folder / "candidates", folder / "eval", self.s.seeds,
-                                 population=PopulationSettings(seed=self.s.seed))
-        rows = [{"name": name, "fitness": None, "status": "start", "source": source, "iteration": 0}
-                for name, source in self.initial.items()]
-        if results is not None:
-            record = folder / "eval" / "population.json"
-            rows += population_rows(results, _read_json(record) if record.exists() else None, sources,
-                                    self.fitness.higher_is_better)
-            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})}
-        write_json(record_file, {"table": rows, "compile": compiled if results is not None else {}})
-        return rows
+    def _starting_files(self, iteration: int) -> list[tuple[str, str]]:
+        """The starting files that an iteration validates next to its proposals: all of them in the first; with
+        `--proposer random`, in every one (renamed by the iteration after the first: new copies of them)."""
+        if iteration == 0:
+            return list(self.initial.items())
+        if self.s.proposer == "random":
+            return [(f"it{iteration:02d}_{name}", source) for name, source in self.initial.items()]
+        return []
 
-    def _population_summary(self) -> dict:
-        """The population run's size, steps, lineage and compiles (for summary.json)."""
-        run = _read_json(self.out / "population" / "population_run.json")
-        record_file = self.out / "population" / "eval" / "population.json"
-        record = _read_json(record_file) if record_file.exists() else {}
-        lineage = record.get("lineage", [])
-        return {"copies": sum(1 for row in run["table"] if row["status"] != "start"),
-                "interval": record.get("settings", {}).get("interval"),
-                "exploit_steps": len({row["iteration"] for row in lineage}), "takeovers": len(lineage),
-                "lineage": lineage, "compile": run["compile"]}
+    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path):
+        """`--proposer population` or `random`: the iteration's candidates (`variants`) and, after the first
+        iteration of a population search, the best finds so far, each trained as `copies` groups under population-
+        based training (`envcoder.search.population`; a random search never exploits). Returns the table (a row
+        per copy, with the constants its group trained with last; the starting files as rows of their own in the
+        first iteration), the copies the evaluation left out, and the results."""
+        files = dict(variants)
+        if self.s.proposer == "population":  # the best finds so far go on, their constants tuned further
+            files.update({f"it{iteration:02d}_p{k}": row["source"]
+                          for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
+        sources = seed_population(files, self.s.copies, self.s.seed + iteration)
+        for name, source in sources.items():
+            (candidates_dir / f"{name}.py").write_text(source)
+        starts = {name: source for name, source in files.items() if name in self.initial}
+        self.console.print(f"{len(sources)} copies of {len(files)} candidate(s) ({len(starts)} starting file(s)) "
+                           "train together; " + ("the worst take over the best and perturb their constants"
+                                                 if self.s.proposer == "population" else "no exploit step"),
+                           highlight=False)
+        eval_dir = candidates_dir.parent / "eval"
+        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
+            seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
+        table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
+                  "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
+        rows = []
+        if results is not None:
+            record = eval_dir / "population.json"
+            rows = population_rows(results, _read_json(record) if record.exists() else None, sources,
+                                   self.fitness.higher_is_better, iteration)
+        eval_failures = {f.name: f.error for f in results.failures} if results else {}
+        ranked = {row["name"] for row in rows}
+        failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
+                    for name in sources if name not in ranked]
+        return table + rows, failures, results
 
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""
@@ -336,9 +337,6 @@ class AutoRun:
 
     def run(self) -> dict:
         with self.validator:  # its worker processes stay up for the whole run
-            if self.population_mode:
-                self.history = self._population()
-                return self._finish()
             for iteration in range(self.s.iterations):
                 record = self._iteration(iteration)
                 self.history += record["table"]
@@ -372,14 +370,15 @@ class AutoRun:
         costs = [c["cost_usd"] for c in calls]
         summary = {
             "task": self.task.name, "task_description": self.description,
-            "proposer": "population" if self.population_mode else self.proposer.name,
+            "proposer": self.s.proposer if self.offline else self.proposer.name + (
+                " (population)" if self.population_mode else ""),
             "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
-            "iterations": [] if self.population_mode else [
+            "iterations": [
                 {k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
                     "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]), None),
                     "compile": r.get("compile", {})}
                 for r in (_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations))],
-            "population": self._population_summary() if self.population_mode else None,
+            "population": population_summary(self.out, self.s.iterations) if self.population_mode else None,
             "evaluated": len(self.history),
             "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
             "input_tokens": sum(c["input_tokens"] for c in calls),

@@ -1,18 +1,20 @@
-"""`envcoder auto --proposer population`: population-based training over the starting files' constants, in one
-run (`envcoder.runs.population`), then the winners written as plain files.
+"""`envcoder auto --proposer population`: each iteration's candidates trained as populations of copies whose constants
+population-based training tunes (`envcoder.runs.population`), then the winners written as plain files.
 
-The population has the budget of the generational search it replaces (`candidates_per_iteration × iterations`
-groups, each trained `train_iterations`), shared evenly among the starting files: copy 0 of a file is the file
-itself, the others start from its constants each multiplied by up to 30× either way (`INITIAL_DECADES`; signs
-kept, zeros stay zero). A file
-whose constants cannot be data (it needs one as a Python number) joins with one copy. At the end every copy's
-constants are those its group trained with last; a winner is written out with them, and the final evaluation trains
-it from scratch next to the starting files and the task's default, because a researcher takes away a fixed file.
+Each candidate of an iteration (a starting file, one of the best finds so far, or a new one: the LLM's, or without
+`--llm` the offline proposer's structural children) trains as `copies` groups: copy 0 is the file itself, the others
+start from its constants each multiplied by up to 30× either way (`INITIAL_DECADES`), one of them with its sign
+flipped now and then (`INITIAL_FLIP`; zeros stay zero). A file whose constants cannot be data (it needs one as a
+Python number) joins with one copy. At the end every copy's constants are those its group trained with last; a
+winner is written out with them, and the final evaluation trains it from scratch next to the starting files and the
+task's default, because a researcher takes away a fixed file.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -22,24 +24,36 @@ INITIAL_DECADES = 1.5
 """A copy's starting constants are the file's each multiplied by `10 ** U(-INITIAL_DECADES, INITIAL_DECADES)`: a
 weight or a kernel width 100× off is within reach of the first copies."""
 
+CARRIED = 2
+"""How many of the best finds so far a population search's later iterations train again (their constants tuned
+further), next to the new candidates."""
 
-def seed_population(initial: dict[str, str], size: int, seed: int) -> dict[str, str]:
-    """`{copy name: source}`: `size` copies (at least two per file) of the starting files `initial`
-    (`{name: source}`), copy 0 the file itself."""
+INITIAL_FLIP = 0.2
+"""The probability that one constant of a copy (drawn at random) has its sign flipped: a term of the wrong sign is
+within reach too."""
+
+
+def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, str]:
+    """`{copy name: source}`: `copies` copies (`name-0`, `name-1`, …) of each of `files` (`{name: source}`), copy 0
+    the file itself."""
     rng = np.random.default_rng(seed)
-    per_file = max(2, size // max(1, len(initial)))
-    copies = {}
-    for name, source in initial.items():
+    out = {}
+    for name, source in files.items():
         try:
             _, constants, _ = lift_constants(ast.parse(source))
         except SyntaxError:
             constants = {}
-        tunable = {k: v for k, v in constants.items() if v != 0.0}
-        for k in range(per_file if tunable else 1):
-            values = {c: v * float(10.0 ** rng.uniform(-INITIAL_DECADES, INITIAL_DECADES))
-                      for c, v in tunable.items()} if k else {}
-            copies[f"{name}-{k}"] = with_constants(source, values) if values else source
-    return copies
+        tunable = sorted(k for k, v in constants.items() if v != 0.0)
+        for k in range(copies if tunable else 1):
+            values = {}
+            if k:
+                values = {c: constants[c] * float(10.0 ** rng.uniform(-INITIAL_DECADES, INITIAL_DECADES))
+                          for c in tunable}
+                flipped = tunable[rng.integers(len(tunable))]
+                if rng.random() < INITIAL_FLIP:
+                    values[flipped] = -values[flipped]
+            out[f"{name}-{k}"] = with_constants(source, values) if values else source
+    return out
 
 
 def population_rows(results, record: dict | None, sources: dict[str, str], higher_is_better: bool,
@@ -61,3 +75,19 @@ def population_rows(results, record: dict | None, sources: dict[str, str], highe
                      "status": "diverged" if r.name in diverged else "ok",
                      "source": with_constants(source, values) if values else source, "iteration": iteration})
     return rows
+
+
+def population_summary(out: Path, iterations: int) -> dict:
+    """What `summary.json` says of an auto run's population runs (`out`: its directory): the copies trained, the
+    exploit steps and every takeover (`lineage`, each row with its `generation`: the iteration)."""
+    lineage, copies, steps, interval = [], 0, 0, None
+    for i in range(iterations):
+        record = json.loads((out / f"iter_{i:02d}" / "iteration.json").read_text())
+        copies += sum(1 for row in record["table"] if row["status"] != "start")
+        steps += record.get("population", {}).get("exploit_steps", 0)
+        interval = interval if interval is not None else record.get("population", {}).get("interval")
+        file = out / f"iter_{i:02d}" / "eval" / "population.json"
+        lineage += [{"generation": i, **row} for row in (json.loads(file.read_text())["lineage"] if file.exists()
+                                                          else [])]
+    return {"copies": copies, "interval": interval, "exploit_steps": steps, "takeovers": len(lineage),
+            "lineage": lineage}

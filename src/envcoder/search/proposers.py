@@ -299,14 +299,19 @@ class OfflineProposer:
         return Sample(header + "".join(lines))
 
 
+STRUCTURAL = {"population": 1.0, "offline": 0.5, "jitter": 0.0, "random": 0.0}
+"""The offline proposer's share of structural moves under each `--proposer` (population: its children change
+structure only, as the population tunes their constants)."""
+
+
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
-                  max_tokens: int = 4096, seed: int = 0, fitness=None) -> Proposer:
+                  max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline") -> Proposer:
     """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
-    add); otherwise the model's provider's SDK."""
+    add; `search`: the run's `--proposer`); otherwise the model's provider's SDK."""
     if model is None:
         term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
-        return OfflineProposer(seed=seed, fitness=term)
+        return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search])
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)

@@ -10,6 +10,10 @@ from envcoder.runs.schedule import FINAL_ENVS
 from envcoder.runs.settings import EvalSettings
 
 
+PROPOSERS = ("population", "offline", "jitter", "random")
+"""`AutoSettings.proposer`'s choices."""
+
+
 @dataclasses.dataclass(frozen=True)
 class AutoSettings:
     """What `envcoder auto` runs (saved as `auto.json`)."""
@@ -26,9 +30,16 @@ class AutoSettings:
     """Model that proposes candidates; None: the offline proposer, which mutates the best candidates and needs no
     network."""
     proposer: str = "population"
-    """Without `llm`: "population" trains copies of the starting files together and evolves their constants by
-    population-based training in one run (`envcoder.search.population`); "offline" proposes children by
-    structural moves and constant jitter, generation by generation (`envcoder.search.proposers.OfflineProposer`)."""
+    """How candidates are searched. "population": each iteration's candidates (the LLM's, or without `llm` the
+    offline proposer's structural children, next to the starting files or the best finds so far) train as `copies`
+    groups each, whose constants population-based training tunes in the run (`envcoder.search.population`).
+    "offline": each candidate trains once as written (without `llm`, the offline proposer's children by structural
+    moves and constant jitter, `envcoder.search.proposers.OfflineProposer`). Two baselines of the search benchmark
+    (docs/benchmarks/search.md), without `llm`: "jitter", the offline proposer by constant jitter alone (the search
+    before structural moves), and "random", the starting files' copies with random constants and no exploit step
+    (a random search over the same constants)."""
+    copies: int = 4
+    """With "population" or "random": the groups that each candidate of an iteration trains as."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
@@ -138,6 +149,17 @@ class AutoSettings:
             "iterations": self.train_iterations, "seeds": tuple(range(self.seed, self.seed + seeds)),
             "schedule": schedule, "rungs": 2 if schedule == "halving" else None,  # more decide too early (fidelity.md)
             "overrides": dict(self.overrides), **changes})
+
+    def check(self) -> None:
+        """Settings that cannot go together, refused before anything is written."""
+        if self.proposer not in PROPOSERS:
+            raise ValueError(f"--proposer {self.proposer!r}: choose one of {', '.join(PROPOSERS)}")
+        if self.llm is not None and self.proposer in ("jitter", "random"):
+            raise ValueError(f"--proposer {self.proposer} is a search without a model: leave out --llm, or choose "
+                             "--proposer population (the LLM writes code, the population tunes its constants) or "
+                             "offline (the LLM's candidates train as written)")
+        if self.copies < 1:
+            raise ValueError(f"--copies {self.copies}: pass 1 or more")
 
     def resolved(self) -> "AutoSettings":
         """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps

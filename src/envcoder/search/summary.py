@@ -37,11 +37,10 @@ def summary_text(summary: dict) -> str:
                          f"| {r['seeds']} | {auc} |")
     population = summary.get("population")
     if population:
-        compiled = population["compile"]
-        lines += ["", f"Population-based training: {population['copies']} copies of the starting files trained "
-                      f"together; {population['takeovers']} takeovers in {population['exploit_steps']} exploit steps "
-                      f"(every {population['interval']} iterations); {compiled.get('compiles', '?')} programs "
-                      f"compiled ({compiled.get('seconds', 0):.1f} s)."]
+        lines += ["", f"Population-based training: {population['copies']} copies trained; {population['takeovers']} "
+                      f"takeovers in {population['exploit_steps']} exploit steps (every {population['interval']} "
+                      "iterations)." if population["interval"] else
+                      f"Random search: {population['copies']} copies with random constants trained; no exploit step."]
     if summary["iterations"]:
         lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
                   "|---|---|---|---|---|"]
@@ -56,6 +55,28 @@ def summary_text(summary: dict) -> str:
     lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
                   f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
     return "\n".join(lines) + "\n"
+
+
+def evaluation_table(iteration: int, variants: dict[str, str], results) -> tuple[list, list]:
+    """An iteration's table (a row per candidate of `variants`, `{name: source}`, with its results in `results`, a
+    `RunResults` or None) and the candidates that its evaluation left out."""
+    ranking = {r.name: r for r in results.ranking} if results else {}
+    diverged = {g.candidate for g in results.groups if g.diverged_at_iteration is not None} if results else set()
+    eval_failures = {f.name: f.error for f in results.failures} if results else {}
+    table, failures = [], []
+    for name, source in variants.items():
+        r = ranking.get(name)
+        status = ("diverged" if name in diverged else "ok") if r else "left out"
+        if r and r.eliminated_at is not None and status == "ok":  # its fitness: training episodes'
+            status = f"dropped by halving after iteration {r.eliminated_at}"
+        if r is None:
+            failures.append({"name": name, "error": eval_failures.get(name, "not evaluated")})
+        table.append({"name": name, "fitness": r.fitness_mean if r else None,
+                      "auc": r.auc if r and math.isfinite(r.auc) else None,
+                      "shaped_return": r.shaped_return if r else None,
+                      "episode_length": r.episode_length if r else None, "status": status,
+                      "source": source, "iteration": iteration})
+    return table, failures
 
 
 def against_default(results, best, higher_is_better: bool) -> dict | None:
