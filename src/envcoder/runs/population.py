@@ -7,9 +7,8 @@ take over the full training state of a group drawn among the best `fraction` (po
 policy; each keeps its own environments and randomness), and their constants become the winner's, each multiplied
 by `exp(N(0, scale))` and one of them also by up to `10 ** jump_decades` either way, its sign flipped with probability
 `flip` (a term of the wrong sign is fixed by the constants alone; zeros stay zero). The copy is one small program
-compiled once: the
-training programs see new values of their inputs, never new code. Each step is recorded (`lineage`): which group
-took over which, and the constants it then trains with.
+compiled once: the training programs see new values of their inputs, never new code. Each step is recorded
+(`lineage`): which group took over which, and the constants it then trains with.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class PopulationSettings:
     jump_decades: float = 1.0
     """One constant of each perturbation is also multiplied by `10 ** U(-jump_decades, jump_decades)`."""
     flip: float = 0.1
-    """The probability that this constant's sign also flips."""
+    """The probability that the constant multiplied by the jump also has its sign flipped."""
     seed: int = 0
 
 
