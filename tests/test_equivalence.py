@@ -26,7 +26,7 @@ def runs():
     specs = {n: validate_candidate(task, sim, c, state) for n, c in candidates.items()}
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
-    def train(selected, seeds=(0,)):
+    def train(selected, seeds=(0,), config=config):
         trainer = GroupedPPO(task, [candidates[n] for n in selected], specs, config, 8, seeds, sim)
         ts = trainer.init()
         history = []
@@ -35,7 +35,9 @@ def runs():
             history.append(jax.device_get(metrics))
         return trainer, jax.device_get(ts), history
 
-    return {"alone": train(["alive_bonus"]), "grouped": train(names), "seeds": train(["alive_bonus"], seeds=(0, 1))}
+    return {"alone": train(["alive_bonus"]), "grouped": train(names), "seeds": train(["alive_bonus"], seeds=(0, 1)),
+            # two groups' updates at a time: a block of 2 groups, then one of 1
+            "blocks": train(names, config=config.replace(update_block_envs=16))}
 
 
 def group_slice(run, label):
@@ -59,6 +61,16 @@ def test_grouped_run_equals_single_run(runs):
     trainer = runs["alone"][0]
     initial = jax.tree.map(lambda x: x[0], trainer.init().params)
     assert not np.allclose(initial["actor"][0][0], params_alone["actor"][0][0])
+
+
+def test_updates_in_blocks_of_groups_train_as_all_groups_at_once(runs):
+    """`update_block_envs` bounds the memory of the update: the groups update a block at a time, each as before."""
+    (trainer, ts, history), (_, blocks_ts, blocks_history) = runs["grouped"], runs["blocks"]
+    assert trainer.rows == 3 and trainer.config.update_block_envs // trainer.num_envs >= 3
+    for a, b in zip(jax.tree.leaves((ts, history)), jax.tree.leaves((blocks_ts, blocks_history))):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # training moved the parameters: the comparison is not of two initial states
+    assert not np.allclose(ts.params["actor"][0][0], trainer.init().params["actor"][0][0])
 
 
 def test_keys_come_from_name_and_seed_not_position(runs):

@@ -135,7 +135,7 @@ class GroupedEnv:
     def state(self, env: EnvState) -> dict:
         """The task state that shaping functions read (`envcoder tasks --task T` lists it), `[G, E, ...]`."""
         build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
-        state = build(env.data, env.contact_forces, env.commands, env.actions, env.torques, env.progress)
+        state = build(self.sim.expand(env.data), env.contact_forces, env.commands, env.actions, env.torques, env.progress)
         if env.curriculum:  # each group's values, repeated for its environments
             state["curriculum"] = jax.tree.map(
                 lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.num_envs) + x.shape[1:]), env.curriculum)
@@ -199,8 +199,9 @@ class GroupedEnv:
         environment's first state has no contact forces (zeros) until its first physics step."""
         G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
         forces = jnp.zeros((G, E, len(self.task.contact_geoms), 3))
-        base_env = EnvState(self.sim.place(jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq)),
-                                           jnp.zeros((G, E, self.sim.mj_model.nv))),
+        base_env = EnvState(self.sim.compact(self.sim.place(
+                                jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq)),
+                                jnp.zeros((G, E, self.sim.mj_model.nv)))),
                             jnp.zeros((G, E, self.task.num_commands)),
                             jnp.zeros((G, E, nu)), jnp.zeros((G, E, nu)), jnp.zeros((G, E), jnp.int32), None, None,
                             forces, {}, None, curriculum)
@@ -213,7 +214,7 @@ class GroupedEnv:
             return self.plan.concat([{**jax.tree.map(c.take, base), **o} for o, c in zip(outputs, classes)], classes)
         reset_state = self.plan.dispatch("sample_initial_state", (k_init, base), fill)
         qpos, qvel = jax.vmap(self.task.physics_from_state)(reset_state)
-        data = self.sim.place(qpos.astype(jnp.float32), qvel.astype(jnp.float32))
+        data = self.sim.compact(self.sim.place(qpos.astype(jnp.float32), qvel.astype(jnp.float32)))
         commands = self.plan.dispatch("sample_goal", (k_goal, base)).astype(jnp.float32)
         return ResetPool(data, commands, forces, physics)
 
@@ -293,7 +294,7 @@ class GroupedEnv:
         sane = sane & (jnp.max(jnp.abs(data.qvel), axis=-1) <= self.task.max_qvel)
         physics_ok = sane | ~all_finite_per_env(ctrl)
         forces = jnp.where(physics_ok[..., None, None], stepped_forces, env.contact_forces)
-        data = self.sim.select(physics_ok, data, env.data)
+        data = self.sim.select(physics_ok, self.sim.compact(data), env.data)
         ctrl = jnp.where(physics_ok[..., None], ctrl, env.torques)
         progress = env.progress + 1
         stepped = env._replace(data=data, actions=clipped_actions, torques=ctrl, progress=progress,
@@ -354,7 +355,7 @@ class GroupedEnv:
                 lambda x: x.reshape((worlds,) + x.shape[2:]), (data, ctrl, model_fields)))
             return jax.tree.map(lambda x, like: x.reshape(like.shape), stepped, data), ctrl
 
-        return jax.lax.fori_loop(0, self.sim.substeps, physics_step, (env.data, env.torques))
+        return jax.lax.fori_loop(0, self.sim.substeps, physics_step, (self.sim.expand(env.data), env.torques))
 
     def _push(self, env: EnvState, data, key):
         """`data` with the randomized pushes of this step applied: a push changes the base's velocity at once."""

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 class EnvState(NamedTuple):
     """Per-environment simulation state, `[G, E, ...]`."""
 
-    data: object  # mjx.Data
+    data: object  # what the physics keeps between control steps (`Simulator.compact`: a `PhysicsState` on MJX)
     commands: jnp.ndarray  # [G, E, C]
     actions: jnp.ndarray  # [G, E, A_max] last clipped action
     torques: jnp.ndarray  # [G, E, nu]
@@ -26,7 +26,7 @@ class EnvState(NamedTuple):
 class ResetPool(NamedTuple):
     """Fresh reset states `[G, E, ...]`: an environment whose episode ends restarts from its own entry."""
 
-    data: object  # mjx.Data, placed (no physics pass yet)
+    data: object  # placed (no physics pass yet), as `EnvState.data`
     commands: jnp.ndarray  # [G, E, C]
     contact_forces: jnp.ndarray  # [G, E, len(task.contact_geoms), 3]: zeros
     physics: dict  # randomized fields of the next episode

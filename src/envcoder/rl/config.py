@@ -113,6 +113,10 @@ class PPOConfig(Settings):
     """rl_games' central value: the critic trains as a network of its own, with its own optimizer, step size,
     epochs and minibatches, on the value loss alone (the actor's loss then has no critic term). None: actor and
     critic train together on one loss (`critic_coef`)."""
+    update_block_envs: int = 262_144
+    """Environments whose groups' PPO epochs run at once. A run with more updates its groups in blocks of this
+    many environments, one block after another: the update's working memory (Ant: ~73 KiB per environment) is
+    that of one block, not of the whole run (docs/benchmarks/scaling.md § 10). The update is the same."""
 
 
 @dataclasses.dataclass(frozen=True)

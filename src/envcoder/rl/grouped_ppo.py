@@ -9,6 +9,7 @@ policies, metrics and evaluation are `envcoder.rl.learner.GroupedLearner`'s.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -190,17 +191,25 @@ class GroupedPPO(GroupedLearner):
             learning_rate = jnp.full_like(learning_rate, linear_learning_rate(cfg.learning_rate, ts.iteration,
                                                                               cfg.max_epochs))
         if self.central_value is None:
-            params, opt_state, learning_rate, losses = jax.vmap(self._update_group)(
-                ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch, update_key, self.action_mask)
+            update = self._update_group
         else:
-            params, opt_state, learning_rate, losses = jax.vmap(self._update_group_central_value, in_axes=(
-                0, 0, 0, 0, 0, 0, 0, 0, None))(ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch,
-                                               update_key, self.action_mask, ts.iteration)
+            update = functools.partial(self._update_group_central_value, iteration=ts.iteration)
+        params, opt_state, learning_rate, losses = self._per_group_blocks(
+            update, ts.params, ts.opt_state, learning_rate, obs_rms, critic_rms, batch, update_key, self.action_mask)
         updates = {"actor_loss": losses.actor, "critic_loss": losses.critic, "entropy": losses.entropy,
                    "bounds_loss": losses.bounds, "kl": losses.kl}
         return self._conclude(ts, env, traj, next_key, dict(params=params, opt_state=opt_state,
                                                             learning_rate=learning_rate, obs_rms=obs_rms,
                                                             own=PPOState(value_rms, critic_rms)), updates)
+
+    def _per_group_blocks(self, update, *args):
+        """`jax.vmap(update)(*args)` over the group axis, in blocks of `config.update_block_envs` environments' groups
+        one after another where the run has more (`jax.lax.map`): each group's update is its own, whatever runs
+        beside it."""
+        block = max(self.config.update_block_envs // self.num_envs, 1)
+        if self.rows <= block:
+            return jax.vmap(update)(*args)
+        return jax.lax.map(lambda group: update(*group), args, batch_size=block)
 
     def _update_group(self, params, opt_state, learning_rate, obs_rms, critic_rms, batch: Minibatch, key,
                       action_mask):

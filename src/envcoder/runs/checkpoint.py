@@ -62,11 +62,11 @@ def load_train_state(directory: Path, template):
     treedef = jax.tree.structure(template)
     if treedef.num_leaves != len(leaves):
         raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state {treedef.num_leaves}; "
-                         "the candidates or settings changed since it was written")
+                         "the candidates, the settings or envcoder changed since it was written")
     for saved, fresh in zip(leaves, jax.tree.leaves(template)):
         if saved.shape != fresh.shape:
             raise ValueError(f"{directory}: a checkpoint array has shape {saved.shape}, this run's {fresh.shape}; "
-                             "the candidates or settings changed since it was written")
+                             "the candidates, the settings or envcoder changed since it was written")
     return jax.tree.unflatten(treedef, leaves), progress
 
 

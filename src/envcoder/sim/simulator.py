@@ -17,7 +17,7 @@ import functools
 import io
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -34,11 +34,36 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 PHYSICS_ENGINES = ("jax", "warp")
 
-STEP_INPUTS = ("time", "qpos", "qvel", "act", "history", "qacc_warmstart", "plugin_state", "ctrl", "qfrc_applied",
-               "xfrc_applied", "eq_active", "mocap_pos", "mocap_quat", "userdata")
-"""The fields of MJX's data that a physics step reads (MuJoCo's integration state and inputs): `mjx.step` computes
-every other field from these before it reads it, so data holding only these (`Simulator.place`) steps as data
-with everything computed (`Simulator.reset`) does (`tests/test_physics.py` checks it, to the bit)."""
+
+class PhysicsState(NamedTuple):
+    """What an environment keeps of MJX's data between control steps (JAX engine): the fields a physics step reads,
+    MuJoCo's integration state and inputs. `mjx.step` computes every other field from these before it reads it, so
+    data holding only these (`Simulator.place`) steps as data with everything computed (`Simulator.reset`) does
+    (`tests/test_physics.py` checks it, to the bit). Ant: 0.6 of its data's 14 KiB per environment
+    (`Simulator.compact`, `Simulator.expand`)."""
+
+    time: jax.Array
+    qpos: jax.Array
+    qvel: jax.Array
+    act: jax.Array
+    history: jax.Array
+    qacc_warmstart: jax.Array
+    plugin_state: jax.Array
+    ctrl: jax.Array
+    qfrc_applied: jax.Array
+    xfrc_applied: jax.Array
+    eq_active: jax.Array
+    mocap_pos: jax.Array
+    mocap_quat: jax.Array
+    userdata: jax.Array
+
+    def replace(self, **fields) -> "PhysicsState":
+        """As `mjx.Data.replace`."""
+        return self._replace(**fields)
+
+
+STEP_INPUTS = PhysicsState._fields
+"""The fields of MJX's data that a physics step reads (`PhysicsState`)."""
 
 CONTACTS_PER_PAIR = 4
 """Contacts one geom pair may produce (a box on a plane makes 4; a sphere 1): sizes Warp's contact list."""
@@ -162,9 +187,24 @@ class Simulator:
         sign = (geoms[:, 1:2] == ids).astype(world_force.dtype) - (geoms[:, 0:1] == ids).astype(world_force.dtype)
         return sign[:, :, None] * world_force[:, None, :]
 
+    def compact(self, data: mjx.Data) -> PhysicsState | mjx.Data:
+        """What an environment keeps between control steps of its data after a step (any leading axes): its
+        `PhysicsState` (JAX engine), or the data itself (Warp, whose contact list holds all worlds together)."""
+        if self.physics != "jax":
+            return data
+        return PhysicsState(*(getattr(data, name) for name in STEP_INPUTS))
+
+    def expand(self, state: PhysicsState | mjx.Data) -> mjx.Data:
+        """MJX data of a `compact` state (any leading axes; data as it is): the state's fields, and the model's
+        initial values for the derived ones, which the next physics step computes before it reads them. Inside a
+        compiled program the initial values are broadcasts that XLA drops, not arrays of every environment."""
+        if not isinstance(state, PhysicsState):
+            return state
+        return self.broadcast(self._data0, state.qpos.shape[:-1]).replace(**state._asdict())
+
     def select(self, mask: jnp.ndarray, a: mjx.Data, b: mjx.Data) -> mjx.Data:
-        """Per environment, the state of `a` where `mask` (the data's leading axes) else `b`'s: the fields a
-        physics step starts from (`STEP_INPUTS`). The other fields are `b`'s: derived quantities, which every
+        """Per environment, the state of `a` where `mask` (the data's leading axes) else `b`'s (both data, or both
+        `PhysicsState`s): the fields a physics step starts from (`STEP_INPUTS`). The other fields are `b`'s: derived quantities, which every
         physics step computes anew before it reads them, and Warp's arrays that hold all worlds together (its
         contact list). Selecting only the state keeps a rollout from copying every derived array of every
         environment at every step."""
@@ -227,8 +267,9 @@ class Simulator:
         return jax.tree.map(lambda *x: np.stack(x), *(mjx.put_data(self.mj_model, d) for d in datas))
 
     def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
-        """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges)."""
-        return mjx.step(self.model_for(physics), data.replace(ctrl=self.clip_ctrl(ctrl)))
+        """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges); `data`: MJX data or a
+        `PhysicsState`."""
+        return mjx.step(self.model_for(physics), self.expand(data).replace(ctrl=self.clip_ctrl(ctrl)))
 
     def model_for(self, physics: dict | None):
         """The model of one environment whose randomized fields are `physics` (None or {}: the task's model)."""
