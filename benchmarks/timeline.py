@@ -6,6 +6,13 @@ in seconds from the process's start, with the thread that did each.
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py eval --task Anymal --seeds 6 --iterations 5 --out /tmp/run2
     ENVCODER_CACHE_DIR=/tmp/other python benchmarks/timeline.py worker --task Anymal --seeds 6
 
+    ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py outside --task Anymal --seeds 6 --iterations 5 --out /tmp/run3
+
+`outside` runs the command as a process of its own and times it from outside, as a user does: from its launch to the
+first row of `metrics.csv` on disk, and to its end. The timelines above import envcoder's modules to mark their
+phases, before the command starts; `outside` measures what starting work ahead of the imports saves
+(`envcoder.candidates.sandbox.start_workers`).
+
 The first `eval` is cold, the second finds the first's caches. The line "first iteration's metrics recorded" is what
 a user waits for: the first trained iteration. docs/benchmarks/throughput.md § 5 reads these timelines.
 
@@ -40,7 +47,28 @@ def _wrap(owner, name: str, label: str | None = None) -> None:
     setattr(owner, name, wrapped)
 
 
+def outside(*argv: str) -> None:
+    """`envcoder eval ARGV` in a process of its own: seconds from its launch to its first metrics row on disk, and
+    to its end."""
+    import subprocess
+    from pathlib import Path
+
+    out = Path(argv[argv.index("--out") + 1])
+    launched = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "envcoder.cli", "eval", *argv])
+    first = None
+    while proc.poll() is None:
+        if first is None and (out / "metrics.csv").exists() and len((out / "metrics.csv").read_text().splitlines()) > 1:
+            first = time.perf_counter() - launched
+            print(f"[{first:7.2f} s] first iteration's metrics on disk (from the command's launch)", flush=True)
+        time.sleep(0.02)
+    print(f"[{time.perf_counter() - launched:7.2f} s] end (exit {proc.returncode})", flush=True)
+    sys.exit(proc.returncode)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["outside"]:
+        return outside(*sys.argv[2:])
     import jax
 
     mark("import jax")
@@ -88,6 +116,7 @@ def sandbox(*argv: str) -> None:
     import argparse
     import os
     import subprocess
+    import tempfile
     from pathlib import Path
 
     from envcoder.compile_cache import enable_compilation_cache
@@ -99,7 +128,8 @@ def sandbox(*argv: str) -> None:
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args(argv)
     enable_compilation_cache()
-    _wrap(box._Worker, "__init__", "a worker starts")
+    _wrap(box._Worker, "__init__", "a worker is launched")
+    _wrap(box._Worker, "ready", "a worker's start (imports, sample rollout)")
     check = box._Worker.check
 
     def timed_check(self, name, *rest, **kwargs):
@@ -128,7 +158,7 @@ mark("import envcoder")
 task = get_task({args.task!r}); simulator = Simulator(task.model_file, task.substeps); mark("Simulator")
 rollout_states(task, simulator); mark("sample rollout")
 """
-    subprocess.run([sys.executable, "-c", steps], env=box._worker_env(), check=True)
+    subprocess.run([sys.executable, "-c", steps], env=box._worker_env(tempfile.mkdtemp()), check=True)
 
 
 if __name__ == "__main__":

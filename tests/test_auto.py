@@ -313,6 +313,29 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         assert second._stored("good", GOOD_A, "good.py") is None
 
 
+def test_workers_started_ahead_serve_a_validator_of_their_task_only(tmp_path, monkeypatch):
+    """`envcoder eval` starts the sandbox's workers before its own imports (`start_workers`); a validator takes
+    those of its task, shaper types and memory limit, and ends the others when it closes."""
+    import os
+
+    from envcoder import compile_cache
+    from envcoder.candidates.sandbox import SandboxValidator, start_workers
+
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
+    [other] = start_workers("CartpoleDiscrete", ("compute_reward",), 4.0, 1)  # another task's
+    [ours] = start_workers("cartpole", ("compute_reward",), 4.0, 1)  # the task's name in any case
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
+        good, bad = validator.validate([("good", GOOD_A), ("bad", NAN)])
+        assert good.ok and "NaN or inf" in bad.error
+        assert good.specs["good"].action_dim == 1  # Cartpole's (CartpoleDiscrete's policy picks one of 2)
+        worker = validator._idle.get()
+        assert worker.proc.pid == ours  # taken, not started anew
+        validator._idle.put(worker)
+    for pid in (ours, other):  # both ended (and reaped) when the validator closed
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_sandbox_checks_candidates_on_rollout_states_not_only_the_reference_pose(monkeypatch):
     """A reward that is finite at the reference pose (step 0) but divides by zero one step later passes the
     reference-pose check and is caught on the short rollout's states. MuJoCo C computes those states: no MJX

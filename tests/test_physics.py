@@ -157,9 +157,9 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
 
 
 def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
-    """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `put_data`; no MJX program to
-    compile): the task's state built from them equals the one built from MJX's own forward pass of the same
-    poses, contact forces included (float64 C against float32 MJX), on Anymal standing and moving."""
+    """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `mujoco_state`; no MJX program to
+    compile, no MJX data made): the task's state built from them equals the one built from MJX's own forward pass
+    of the same poses, contact forces included (float64 C against float32 MJX), on Anymal standing and moving."""
     from envcoder.candidates.validate import _builder
 
     task = get_task("Anymal")
@@ -173,9 +173,9 @@ def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
     build = jax.jit(_builder(task, sim))
     buffers = (jnp.zeros((envs, task.num_commands)), jnp.zeros((envs, model.nu)), jnp.zeros((envs, model.nu)),
                jnp.zeros((envs,), jnp.int32))
-    from_c = build(sim.put_data(sim.mujoco_data(qpos, qvel)), *buffers)
-    from_mjx = build(jax.jit(jax.vmap(sim.reset))(jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32)),
-                     *buffers)
+    from_c = build(*sim.mujoco_state(sim.mujoco_data(qpos, qvel), sim.geom_ids(task.contact_geoms)), *buffers)
+    mjx_data = jax.jit(jax.vmap(sim.reset))(jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32))
+    from_mjx = build(mjx_data, sim.task_contact_forces(task, mjx_data), *buffers)
     assert float(jnp.abs(from_c["contact_forces"]).max()) > 10.0  # the floor pushes
     for name in from_c:
         np.testing.assert_allclose(from_c[name], from_mjx[name], rtol=1e-3, atol=1e-3, err_msg=name)

@@ -4,18 +4,34 @@ validated on a sample state (`validate`) and handed over as programs (`programs`
 (`variants`: sweeps and crossing) before a trainer sees it.
 
     from envcoder.candidates import Candidate, CandidateError, load_candidate, expand_sweeps
+
+The names below are imported when first used: importing one submodule (the sandbox, to start its workers before the
+command's own imports) does not import MuJoCo and the rest.
 """
 
-from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
-from envcoder.candidates.load import (TASK_DEFAULT, Candidate, api_callable, call_with_params, check_statically,
-                                      defines, function_key, load_candidate, load_candidates, resolve_functions,
-                                      source_api, task_default_candidate)
-from envcoder.candidates.policy import ALLOWED_IMPORTS, LOAD_TIME_LIMIT_S, candidate_namespace, time_limit
-from envcoder.candidates.variants import cross_candidates, expand_sweeps
-from envcoder.shaping.api import SHAPER_TYPES, CandidateError
+import importlib
 
-__all__ = ["ALLOWED_IMPORTS", "LOAD_TIME_LIMIT_S", "SHAPER_TYPES", "TASK_DEFAULT", "Candidate", "CandidateError",
-           "LoadFailure",
-           "api_callable", "call_with_params", "candidate_files", "candidate_namespace", "check_name",
-           "check_statically", "cross_candidates", "defines", "expand_sweeps", "function_key", "load_candidate",
-           "load_candidates", "read_source", "resolve_functions", "source_api", "task_default_candidate", "time_limit"]
+_HOMES = {
+    "files": ("LoadFailure", "candidate_files", "check_name", "read_source"),
+    "load": ("TASK_DEFAULT", "Candidate", "api_callable", "call_with_params", "check_statically", "defines",
+             "function_key", "load_candidate", "load_candidates", "resolve_functions", "source_api",
+             "task_default_candidate"),
+    "policy": ("ALLOWED_IMPORTS", "LOAD_TIME_LIMIT_S", "candidate_namespace", "time_limit"),
+    "variants": ("cross_candidates", "expand_sweeps"),
+}
+_WHERE = {name: f"envcoder.candidates.{module}" for module, names in _HOMES.items() for name in names}
+_WHERE.update(SHAPER_TYPES="envcoder.shaping.api", CandidateError="envcoder.shaping.api")
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'envcoder.candidates' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -7,14 +7,13 @@ the sandbox's jailed workers, handed over as programs (no file's code runs here)
 
 from __future__ import annotations
 
-import os
 
 from rich.console import Console
 
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
 from envcoder.candidates.jail import Jail
-from envcoder.candidates.sandbox import SandboxValidator
+from envcoder.candidates.sandbox import SandboxValidator, default_workers
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
@@ -82,9 +81,8 @@ def _verdicts(drafts, settings, task, validator: SandboxValidator | None, consol
         if weaker:
             console.print(f"[yellow]the candidates' jail is weaker on this machine:[/yellow] {weaker}", highlight=False)
     own = validator is None
-    workers = min(len(drafts), max(2, min(8, (os.cpu_count() or 2) // 4)))  # each uses several cores
     validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
-                                              settings.validation_memory_gib, workers=workers)
+                                              settings.validation_memory_gib, workers=default_workers(len(drafts)))
     try:
         return validator.validate(drafts)
     finally:

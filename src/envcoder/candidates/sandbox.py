@@ -18,6 +18,7 @@ verdict names the function and the step (tracing, compiling, running, exporting)
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import hashlib
@@ -33,23 +34,25 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from envcoder.candidates.jail import unshare_command
-from envcoder.candidates.load import Candidate
-from envcoder.candidates.validate import CandidateSpec
 from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
+
+if TYPE_CHECKING:
+    from envcoder.candidates.load import Candidate
+    from envcoder.candidates.validate import CandidateSpec
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """What the sandbox found for one candidate file (and each of its sweep variants)."""
 
     name: str
-    specs: Mapping[str, CandidateSpec] = dataclasses.field(default_factory=dict)
+    specs: Mapping[str, "CandidateSpec"] = dataclasses.field(default_factory=dict)
     """What validation learned, per variant that passed (the file's name when it sweeps nothing)."""
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Why, per variant that failed (or for the file, when it could not be loaded)."""
-    candidate: Candidate | None = None
+    candidate: "Candidate | None" = None
     """The file as the training process uses it: its functions as the worker's programs
     (`envcoder.candidates.programs.Program`), before its sweep is expanded; None for the task's own shaping and
     for a file that failed."""
@@ -86,20 +89,20 @@ def _worker_env(folder: str) -> dict:
 
 
 class _Worker:
-    """One worker process (the zygote of the module docstring), talked to line by line with timeouts."""
+    """One worker process (the zygote of the module docstring), talked to line by line with timeouts. It starts
+    at once; `ready` waits for its start to end."""
 
-    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int, startup_timeout_s: float,
-                 platform: str):
+    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
+        self.key = (task.lower(), tuple(shaper_types), memory_bytes)
         self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
         self.stderr = tempfile.TemporaryFile()
         cache = verdict_cache_dir()
-        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task)).encode()).hexdigest()[:32]}.npz"
-                  if cache is not None else Path(self.folder) / "states.npz")
+        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
+                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
         import jax
 
-        header = {"task": task, "shaper_types": list(shaper_types), "platform": platform, "folder": self.folder,
-                  "states_file": str(states), "cache_dir": jax.config.jax_compilation_cache_dir or "",
-                  "memory_bytes": memory_bytes}
+        header = {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
+                  "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
         self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
@@ -113,6 +116,12 @@ class _Worker:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._send(header)
+        self._ready = False
+
+    def ready(self, startup_timeout_s: float) -> None:
+        """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
+        if self._ready:
+            return
         reply = self._receive(startup_timeout_s)
         while reply is not None and "exit" in reply:  # the warm-up child's end; "ready" follows
             reply = self._receive(startup_timeout_s)
@@ -120,6 +129,7 @@ class _Worker:
             detail = (reply or {}).get("error") or self.stderr_tail()
             self.kill()
             raise SandboxError(f"the validation worker did not start: {detail}")
+        self._ready = True
 
     def _send(self, message: dict) -> None:
         self.proc.stdin.write((json.dumps(message) + "\n").encode())
@@ -151,14 +161,17 @@ class _Worker:
             else:
                 return message
 
-    def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int) -> dict | None:
-        """The child's verdict on one file, or None when it hung (`timed_out`) or died (`exit`)."""
+    def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int,
+              platform: str) -> dict | None:
+        """The child's verdict on one file (its programs exported for `platform`), or None when it hung
+        (`timed_out`) or died (`exit`)."""
         self.phase = self.child = self.exit = None
         self.timed_out = False
         self.stderr.seek(0, os.SEEK_END)
         self._stderr_from = self.stderr.tell()
         try:
-            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds})
+            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
+                        "platform": platform})
         except (BrokenPipeError, OSError):
             return None
         reply = self._receive(timeout_s)
@@ -226,12 +239,52 @@ class _Worker:
         return f"took longer than {timeout_s:g} s ({cause})"
 
 
+_STARTED: list[_Worker] = []
+"""Workers started ahead of their validator (`start_workers`) that no validator has taken yet."""
+_STARTED_LOCK = threading.Lock()
+
+
+def default_workers(files: int) -> int:
+    """How many workers validate `files` files: each uses several cores."""
+    return min(files, max(2, min(8, (os.cpu_count() or 2) // 4)))
+
+
+def start_workers(task: str, shaper_types: Sequence[str], memory_gib: float, count: int) -> list[int]:
+    """Start `count` workers for `task` now, ahead of the validator that will use them: a worker's start (its
+    imports and the sample rollout, 6–8 s on a GPU machine) then runs beside the command's own imports and setup
+    instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
+    types and memory limit takes them; `close_started` ends the others (it runs at exit). Returns their process ids."""
+    if not _STARTED:
+        atexit.register(close_started)
+    workers = [_Worker(task, shaper_types, int(memory_gib * 2**30)) for _ in range(count)]
+    with _STARTED_LOCK:
+        _STARTED.extend(workers)
+    return [w.proc.pid for w in workers]
+
+
+def close_started() -> None:
+    """End the workers that `start_workers` started and no validator took."""
+    with _STARTED_LOCK:
+        started = _STARTED[:]
+        _STARTED.clear()
+    for worker in started:
+        worker.kill()
+
+
+def _take_started(key: tuple) -> _Worker | None:
+    with _STARTED_LOCK:
+        for i, worker in enumerate(_STARTED):
+            if worker.key == key:
+                return _STARTED.pop(i)
+    return None
+
+
 class SandboxValidator:
     """Validate candidate sources in jailed worker processes; the verdicts keep the candidates' order and hand the
     files over as programs (`Verdict.candidate`).
 
-    Workers start when a source needs checking and stay up between calls (their start, importing JAX and
-    rolling out the task, is the slow part) until `close()`; every file is checked in a fresh child of one. Use as
+    Workers start when a source needs checking (or earlier: `start_workers`) and stay up between calls (their start,
+    importing JAX and rolling out the task, is the slow part) until `close()`; every file is checked in a fresh child of one. Use as
     a context manager. A verdict that passed is kept, in memory and, while envcoder's caches are on
     (`envcoder.compile_cache`), on disk with its programs: the same source under the same name, task, limits,
     platform and envcoder is not checked again, by this validator or a later run's.
@@ -258,7 +311,11 @@ class SandboxValidator:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
-            return _Worker(self.task, self.shaper_types, self.memory_bytes, self.startup_timeout_s, self.platform)
+            pass
+        worker = (_take_started((self.task.lower(), self.shaper_types, self.memory_bytes))
+                  or _Worker(self.task, self.shaper_types, self.memory_bytes))
+        worker.ready(self.startup_timeout_s)
+        return worker
 
     def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
         """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`; None:
@@ -283,7 +340,7 @@ class SandboxValidator:
                     except queue.Empty:
                         return
                     worker = worker or self._worker()
-                    reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds)
+                    reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds, self.platform)
                     if reply is None:  # hung or died: this candidate's fault
                         reason = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
                         variant = worker.phase[0] if worker.phase else name
@@ -311,6 +368,7 @@ class SandboxValidator:
     def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
         """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
         from envcoder.candidates.programs import check_against, handed_over
+        from envcoder.candidates.validate import CandidateSpec
 
         specs = {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
                                   s.get("constants_as_data", True)) for v, s in reply["specs"].items()}
@@ -354,6 +412,8 @@ class SandboxValidator:
             store_entry(file, json.dumps(reply).encode())
 
     def close(self) -> None:
+        """End this validator's workers, and those started ahead (`start_workers`) that it did not take."""
+        close_started()
         while True:
             try:
                 self._idle.get_nowait().kill()

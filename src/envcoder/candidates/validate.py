@@ -43,13 +43,18 @@ def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
     """The task's state at the model's reference pose with a default goal, for `num_envs` environments."""
     nu, nv = simulator.mj_model.nu, simulator.mj_model.nv
     qpos = np.tile(np.asarray(simulator.qpos0), (num_envs, 1))
-    data = simulator.put_data(simulator.mujoco_data(qpos, np.zeros((num_envs, nv))))
+    data, forces = _physics(task, simulator, simulator.mujoco_data(qpos, np.zeros((num_envs, nv))))
     build = jax.jit(_builder(task, simulator))
     actions, zeros = jnp.zeros((num_envs, _action_size(task, nu))), jnp.zeros((num_envs, nu))
     progress = jnp.zeros((num_envs,), jnp.int32)
-    state = build(data, jnp.zeros((num_envs, task.num_commands)), actions, zeros, progress)
+    state = build(data, forces, jnp.zeros((num_envs, task.num_commands)), actions, zeros, progress)
     commands = task.defaults["sample_goal"](jax.random.PRNGKey(0), state)  # a goal as training will see
-    return {**state, **build(data, commands, actions, zeros, progress)}
+    return {**state, **build(data, forces, commands, actions, zeros, progress)}
+
+
+def _physics(task, simulator, datas):
+    """`(PhysicsState, contact forces)` of MuJoCo C's data of environments (`Simulator.mujoco_state`)."""
+    return simulator.mujoco_state(datas, simulator.geom_ids(task.contact_geoms))
 
 
 def _action_size(task, nu: int) -> int:
@@ -58,9 +63,9 @@ def _action_size(task, nu: int) -> int:
 
 
 def _builder(task, simulator):
-    """`(data, commands, actions, torques, progress_buf) -> state` over a leading environment axis."""
-    def build(data, *buffers):
-        forces = simulator.task_contact_forces(task, data)
+    """`(physics state, contact forces, commands, actions, torques, progress_buf) -> state` over a leading
+    environment axis."""
+    def build(data, forces, *buffers):
         return jax.vmap(lambda *args: task.build_state(simulator, *args))(data, forces, *buffers)
     return build
 
@@ -95,25 +100,25 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
         return actions, actions
 
     @jax.jit
-    def control(data, commands, actions, last, torques, progress):
-        return simulator.clip_ctrl(torque(actions, build(data, commands, last, torques, progress)))
+    def control(data, forces, commands, actions, last, torques, progress):
+        return simulator.clip_ctrl(torque(actions, build(data, forces, commands, last, torques, progress)))
     record = jax.jit(build)
 
     qpos, qvel, commands = begin()
     datas = simulator.mujoco_data(qpos, qvel)
-    data = simulator.put_data(datas)
+    data, forces = _physics(task, simulator, datas)
     torques, progress = np.zeros((num_envs, nu), np.float32), np.zeros((num_envs,), np.int32)
-    states = [record(data, commands, jnp.zeros((num_envs, _action_size(task, nu))), torques, progress)]
+    states = [record(data, forces, commands, jnp.zeros((num_envs, _action_size(task, nu))), torques, progress)]
     for key in np.asarray(jax.random.split(k_act, steps)):  # rows of a host array: no program per row
         actions, last = act(key)
         for substep in range(simulator.substeps):
             if substep:
-                data = simulator.put_data(datas)
-            torques = np.asarray(control(data, commands, actions, last, torques, progress))
+                data, forces = _physics(task, simulator, datas)
+            torques = np.asarray(control(data, forces, commands, actions, last, torques, progress))
             simulator.mujoco_step(datas, torques)
         progress = progress + 1
-        data = simulator.put_data(datas)
-        states.append(record(data, commands, last, torques, progress))
+        data, forces = _physics(task, simulator, datas)
+        states.append(record(data, forces, commands, last, torques, progress))
     # Stacked and checked on the host: jnp would compile a program per field shape (0.6-1 s of a worker's start).
     states = jax.tree.map(lambda *x: np.concatenate([np.asarray(v) for v in x]), *states)
     if not all(np.isfinite(v).all() for v in jax.tree.leaves(states) if np.issubdtype(v.dtype, np.floating)):

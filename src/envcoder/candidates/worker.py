@@ -2,8 +2,8 @@
 what validation needs, runs no candidate code itself, and checks each file in a fresh child forked from it, locked in
 by `envcoder.candidates.jail.lock`, which validates the file and exports its functions as programs.
 
-Protocol: the parent writes one JSON header line (task, shaper types, platform, folders, limits); the worker
-answers `{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds"}` line
+Protocol: the parent writes one JSON header line (task, shaper types, folders, limits); the worker answers
+`{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds", "platform"}` line
 then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
 `{"name", "specs": {variant: spec}, "errors": {variant: reason}, "candidate": hand-over}` line and
 `{"exit": status}` when the child ended. A candidate's own `print` goes to stderr, never into the protocol.
@@ -37,15 +37,18 @@ def _serve() -> None:
     def reply(message: dict) -> None:
         protocol.write(json.dumps(message) + "\n")
 
-    header = json.loads(sys.stdin.readline())
-    try:
+    try:  # before the header: a worker started ahead of its validator (`sandbox.start_workers`) imports meanwhile
         import mujoco
         import numpy  # noqa: F401 - imported before the children fork, as everything they use
 
         from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
         from envcoder.candidates import programs, validate  # noqa: F401
         from envcoder.tasks import get_task
-
+    except Exception as err:  # noqa: BLE001 - reported to the parent
+        reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
+        return
+    header = json.loads(sys.stdin.readline())
+    try:
         task = get_task(header["task"])
         mj_model = mujoco.MjModel.from_xml_path(str(task.model_file))
     except Exception as err:  # noqa: BLE001 - reported to the parent
@@ -212,7 +215,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
             _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
         if specs and path is not None:
             try:
-                handed = _export(task, states, base, variants, specs, header["platform"], reply)
+                handed = _export(task, states, base, variants, specs, request["platform"], reply)
             except CandidateError as err:
                 errors.update({v: str(err) for v in specs})
                 specs = {}

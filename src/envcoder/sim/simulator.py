@@ -259,12 +259,34 @@ class Simulator:
             data.ctrl[:] = row
             mujoco.mj_step(self.mj_model, data)
 
-    def put_data(self, datas: Sequence[mujoco.MjData]) -> mjx.Data:
-        """MuJoCo C's data of environments as MJX data stacked `[E, ...]` on the host (`mjx.put_data`: contacts and
-        constraint forces in MJX's layout, where `contact_forces` reads them); JAX engine only."""
-        if self.physics != "jax":
-            raise ValueError("put_data makes MJX data of the JAX engine")
-        return jax.tree.map(lambda *x: np.stack(x), *(mjx.put_data(self.mj_model, d) for d in datas))
+    def mujoco_state(self, datas: Sequence[mujoco.MjData], geom_ids: Sequence[int]) -> tuple[PhysicsState, np.ndarray]:
+        """MuJoCo C's data of environments as what training keeps of MJX's, stacked `[E, ...]` on the host: their
+        `PhysicsState` (float32, as MJX's) and the contact forces on `geom_ids` (`contact_forces`' formula on the
+        constraint forces of C's last solve, `[E, len(geom_ids), 3]`). No MJX data is made: `mjx.put_data` of each
+        environment at each physics step was most of the sandbox's sample rollout (a worker's start)."""
+        if self.mj_model.opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL or np.any(self.mj_model.pair_dim != 3):
+            raise NotImplementedError(f"{self.model_file.name}: contact forces need cone='pyramidal' and condim 3")
+
+        def field(name):
+            values = np.stack([np.asarray(getattr(d, name)) for d in datas])
+            return values.astype(np.float32) if values.dtype == np.float64 else values
+        state = PhysicsState(*(field(name) for name in STEP_INPUTS))
+        ids = np.asarray(geom_ids, dtype=np.int64)
+        forces = np.zeros((len(datas), len(ids), 3))
+        for env, d in enumerate(datas):
+            contact = d.contact
+            if not d.ncon or not len(ids):
+                continue
+            rows = contact.efc_address[:, None] + np.arange(4)
+            pyramid = np.where(contact.efc_address[:, None] >= 0, d.efc_force[np.maximum(rows, 0)], 0.0)
+            normal = pyramid.sum(axis=1)
+            tangent1 = contact.friction[:, 0] * (pyramid[:, 0] - pyramid[:, 1])
+            tangent2 = contact.friction[:, 1] * (pyramid[:, 2] - pyramid[:, 3])
+            world = np.einsum("ci,cij->cj", np.stack([normal, tangent1, tangent2], axis=1),
+                              contact.frame.reshape(-1, 3, 3))
+            sign = (contact.geom[:, 1:2] == ids).astype(float) - (contact.geom[:, 0:1] == ids).astype(float)
+            forces[env] = (sign[:, :, None] * world[:, None, :]).sum(axis=0)
+        return state, forces.astype(np.float32)
 
     def physics_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
         """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges); `data`: MJX data or a
