@@ -284,9 +284,9 @@ class SandboxValidator:
     files over as programs (`Verdict.candidate`).
 
     Workers start when a source needs checking (or earlier: `start_workers`) and stay up between calls (their start,
-    importing JAX and rolling out the task, is the slow part) until `close()`; every file is checked in a fresh child of one. Use as
-    a context manager. A verdict that passed is kept, in memory and, while envcoder's caches are on
-    (`envcoder.compile_cache`), on disk with its programs: the same source under the same name, task, limits,
+    importing JAX and rolling out the task, is the slow part) until `close()`; every file is checked in a fresh
+    child of one. Use as a context manager. A verdict that passed is kept, in memory and, while envcoder's caches
+    are on (`envcoder.compile_cache`), on disk with its programs: the same source under the same name, task, limits,
     platform and envcoder is not checked again, by this validator or a later run's.
     """
 

@@ -203,11 +203,11 @@ class Simulator:
         return self.broadcast(self._data0, state.qpos.shape[:-1]).replace(**state._asdict())
 
     def select(self, mask: jnp.ndarray, a: mjx.Data, b: mjx.Data) -> mjx.Data:
-        """Per environment, the state of `a` where `mask` (the data's leading axes) else `b`'s (both data, or both
-        `PhysicsState`s): the fields a physics step starts from (`STEP_INPUTS`). The other fields are `b`'s: derived quantities, which every
-        physics step computes anew before it reads them, and Warp's arrays that hold all worlds together (its
-        contact list). Selecting only the state keeps a rollout from copying every derived array of every
-        environment at every step."""
+        """Per environment, the state of `a` where `mask` (the data's leading axes) else `b`'s (both MJX data, or
+        both `PhysicsState`s): the fields a physics step starts from (`STEP_INPUTS`). The other fields are `b`'s:
+        derived quantities, which every physics step computes anew before it reads them, and Warp's arrays that
+        hold all worlds together (its contact list). Selecting only the state keeps a rollout from copying every
+        derived array of every environment at every step."""
         def where(path, x, y):
             if path[0].name not in STEP_INPUTS:
                 return y
