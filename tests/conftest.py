@@ -22,18 +22,6 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 BUNDLED = Path(__file__).resolve().parents[1] / "user_functions"
 
-LONGEST_FIRST = ("test_randomization", "test_shaping", "test_tasks", "test_constants", "test_checkpoint",
-                 "test_equivalence", "test_isolation", "test_schedule", "test_cli", "test_physics")
-"""The quick suite's longest files (2-5 minutes each on the 2-core machine, 2026-11-26), run first: pytest-xdist hands
-out files in collection order, and a long file handed out last keeps one worker busy after the other is done."""
-
-
-def pytest_collection_modifyitems(items):
-    def order(item):
-        stem = Path(str(item.fspath)).stem
-        return LONGEST_FIRST.index(stem) if stem in LONGEST_FIRST else len(LONGEST_FIRST)
-    items.sort(key=order)  # stable: a file's tests keep their order
-
 
 class FakeEvaluations:
     """Stands in for `envcoder.runs.evaluation.evaluate_once` where training is not the point: each (candidate,

@@ -140,6 +140,7 @@ def test_best_checkpoint_holds_each_candidates_best_training_fitness(runs):
             assert int(data["iteration"]) == ITERATIONS and int(data["obs_dim"]) == 4
 
 
+@pytest.mark.slow  # 30-35 s: the evaluation episode's compile and the video
 @pytest.mark.skipif(os.environ.get("MUJOCO_GL") != "osmesa",
                     reason="rendering on a machine without a display needs OSMesa: apt-get install libosmesa6 "
                            "(.ci/run installs it, so CI always runs this test)")

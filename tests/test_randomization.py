@@ -85,6 +85,7 @@ def group(run, label):
     return trainer.labels.index(label)
 
 
+@pytest.mark.slow  # 60-70 s of its own compiles on the 2-core machine
 def test_a_heavier_body_accelerates_less_and_stronger_gravity_topples_faster():
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
