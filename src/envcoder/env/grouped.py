@@ -135,7 +135,8 @@ class GroupedEnv:
     def state(self, env: EnvState) -> dict:
         """The task state that shaping functions read (`envcoder tasks --task T` lists it), `[G, E, ...]`."""
         build = jax.vmap(jax.vmap(functools.partial(self.task.build_state, self.sim)))
-        state = build(self.sim.expand(env.data), env.contact_forces, env.commands, env.actions, env.torques, env.progress)
+        state = build(self.sim.expand(env.data), env.contact_forces, env.commands, env.actions, env.torques,
+                      env.progress)
         if env.curriculum:  # each group's values, repeated for its environments
             state["curriculum"] = jax.tree.map(
                 lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.num_envs) + x.shape[1:]), env.curriculum)
