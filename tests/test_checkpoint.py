@@ -254,6 +254,8 @@ def test_policy_and_train_state_round_trip(tmp_path):
     ckpt.save_train_state(tmp_path, params, {"iteration": 3})
     state, progress = ckpt.load_train_state(tmp_path, params)
     assert progress == {"iteration": 3} and jax.tree.all(jax.tree.map(np.array_equal, state, params))
+    (tmp_path / "progress.json").write_text('{"iteration": 1}')  # a kill between the two writes leaves it behind
+    assert ckpt.read_progress(tmp_path) == {"iteration": 3}  # the state's own copy counts
     with pytest.raises(ValueError, match="changed since it was written"):
         ckpt.load_train_state(tmp_path, {**params, "log_std": np.zeros(5)})
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary file left behind
@@ -383,10 +385,10 @@ def test_kill_9_at_each_point_then_resume_equals_the_uninterrupted_run(runs, tmp
 
     run_killed("first-metrics", eval_args(runs / "functions", out))  # before the first checkpoint
     assert (out / "config.json").exists() and not ckpt.has_train_state(checkpoints)
-    run_killed("half-checkpoint", resume)  # the second checkpoint half written
-    assert progress() == 2 and (checkpoints / "train_state.tmp").exists()
-    run_killed("state-before-progress", resume)  # the state of iteration 4 written, progress.json still at 2
-    assert progress() == 4 and json.loads((checkpoints / "progress.json").read_text())["iteration"] == 2
+    run_killed("state-before-progress", resume)  # the first state (iteration 2) written, no progress.json yet
+    assert progress() == 2 and not (checkpoints / "progress.json").exists()
+    run_killed("half-checkpoint", resume)  # the state of iteration 4 written, that of 6 half written
+    assert progress() == 4 and (checkpoints / "train_state.tmp").exists()
     run_killed("evaluation", resume)  # training done, the evaluation's results not written
     assert progress() == ITERATIONS and not (out / "results.json").exists()
     assert main(resume) == 0

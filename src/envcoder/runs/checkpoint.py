@@ -37,13 +37,30 @@ def save_train_state(directory: Path, train_state, progress: dict) -> None:
     write_atomically(directory / "progress.json", json.dumps(progress))
 
 
+_READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def _damaged(path: Path, err: Exception) -> ValueError:
+    return ValueError(f"{path} is damaged and cannot be resumed from ({type(err).__name__}: {err}); start the run "
+                      "again, or restore the file from a backup")
+
+
 def has_train_state(directory: Path) -> bool:
     return (directory / "train_state.npz").exists()
 
 
 def read_progress(directory: Path) -> dict:
-    """The progress of the last checkpoint (`progress.json`), without reading its train state."""
-    return json.loads((directory / "progress.json").read_text())
+    """The progress of the last checkpoint, without reading its train state: the copy inside `train_state.npz`
+    (`progress.json` may lag it by one checkpoint, or be missing, when a process was killed between the two
+    writes). A damaged file is a `ValueError` that says so."""
+    path = directory / "train_state.npz"
+    try:
+        with np.load(path) as data:
+            if "progress" in data.files:
+                return json.loads(str(data["progress"]))
+    except _READ_ERRORS as err:
+        raise _damaged(path, err) from None
+    return json.loads((directory / "progress.json").read_text())  # older runs: beside it
 
 
 def load_train_state(directory: Path, template):
@@ -56,9 +73,8 @@ def load_train_state(directory: Path, template):
             progress = json.loads(str(data["progress"]) if "progress" in data.files  # older runs: beside it
                                   else (directory / "progress.json").read_text())
             leaves = [data[f"leaf_{i:05d}"] for i in range(sum(f.startswith("leaf_") for f in data.files))]
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{path} is damaged and cannot be resumed from ({type(err).__name__}: {err}); start the run "
-                         "again, or restore the file from a backup") from None
+    except _READ_ERRORS as err:
+        raise _damaged(path, err) from None
     treedef = jax.tree.structure(template)
     if treedef.num_leaves != len(leaves):
         raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state {treedef.num_leaves}; "
@@ -88,7 +104,7 @@ def load_policy(path: Path, params_template, obs_rms_template) -> tuple:
     end of each axis); a smaller template takes the leading part, i.e. the candidate's own network."""
     try:
         return _load_policy(path, params_template, obs_rms_template)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+    except _READ_ERRORS as err:
         raise ValueError(f"{path} is damaged and cannot be read ({type(err).__name__}: {err})") from None
 
 
@@ -133,6 +149,9 @@ def resume_hint(command: str, run: Path) -> str:
         return (f"; `envcoder auto --resume {run}` continues it (recorded proposer calls and finished evaluations "
                 "are kept)")
     where = "from iteration 0: it has no checkpoint yet"
-    if (run / "checkpoints" / "progress.json").exists():
-        where = f"after iteration {read_progress(run / 'checkpoints')['iteration']}, its last checkpoint"
+    if has_train_state(run / "checkpoints"):
+        try:
+            where = f"after iteration {read_progress(run / 'checkpoints')['iteration']}, its last checkpoint"
+        except (ValueError, OSError):
+            where = "from its last checkpoint"
     return f"; `envcoder eval --resume {run}` continues it {where}"
