@@ -61,7 +61,7 @@ def main() -> None:
               "compile": [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),
               "task_default_verdict": (summary.get("task_default") or {}).get("text")}
     (args.out / "search.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("gap_closed", "wall_s_from_process_start")} | {
+    print(json.dumps({k: result.get(k) for k in ("gap_closed", "error", "wall_s_from_process_start")} | {
         k: result[k]["name"] + f" {result[k]['fitness_mean']:.3f}" for k in ("best_start", "best_find", "task_default")
         if isinstance(result.get(k), dict)}, indent=1))
     sys.exit(status)

@@ -16,6 +16,7 @@ import tempfile
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from envcoder.cli import main
@@ -23,6 +24,7 @@ from envcoder.search import loop
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.results import RunResults
 from envcoder.search.loop import AutoRun, AutoSettings, load_settings
+from envcoder.search.population import halving_slots
 from fake_llm import USAGE, FakeLLMServer
 
 HERE = Path(__file__).parent
@@ -294,6 +296,10 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as first:
         good, bad = first.validate([("good", GOOD_A), ("bad", NAN)])
+        monkeypatch.setattr(first, "_worker", lambda: pytest.fail("a source that passed went to the sandbox again"))
+        [renamed] = first.validate([("good_r1", GOOD_A)])  # a search's new seeds of one file: new names
+        assert renamed.ok and renamed.name == renamed.candidate.name == "good_r1"
+        assert renamed.specs == {"good_r1": good.specs["good"]}  # what the evaluation looks its candidates up by
     assert good.ok and "NaN or inf" in bad.error
     stored = list((tmp_path / "envcoder-verdicts").glob("*.json"))
     assert len(stored) == 1  # the passed verdict only: a failure is checked again next time
@@ -430,7 +436,7 @@ def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys)
                  "--final-max-seeds", "1",
                  "--final-top", "1", "dqn.batch_size=16", "dqn.replay_buffer_size=256", "--out", str(out)]) == 0
     evaluations = sorted(out.glob("**/config.json"))
-    assert len(evaluations) == 2  # the search's and the final one
+    assert len(evaluations) == 4  # the search's, its two halving rungs' and the final one
     for config in evaluations:
         recorded = json.loads(config.read_text())
         assert recorded["algo"] == "dqn" and recorded["dqn"]["batch_size"] == 16 and "ppo" not in recorded
@@ -472,6 +478,15 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())
 
 
+def test_halving_gives_each_kept_set_of_constants_neighbouring_groups_of_its_file():
+    copies = [f"f-{k}" for k in range(8)]
+    assert halving_slots(copies, list("abcdefgh"), 1) == list("aabbccdd")
+    assert halving_slots(copies, list("abcd"), 2) == list("aaaabbbb")
+    assert halving_slots(copies, list("ab"), 3) == halving_slots(copies, list("ab"), 9) == list("aaaaaaaa")
+    assert halving_slots(copies[:5], list("abcde"), 1) == list("aaabb")  # 5 groups, 2 kept: the best has 3
+    assert halving_slots(["g-0"], ["x"], 1) == ["x"]  # a file without constants: one group, its one set
+
+
 @pytest.mark.slow
 def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
     """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) and of a
@@ -479,17 +494,36 @@ def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
     constants and trained again from scratch, holds the pole for the whole episode; every takeover stays within one
     file's copies (the same code, one compiled program)."""
     out = tmp_path / "population"
-    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                 "--candidates-per-iteration", "1", "--iterations", "1", "--copies", "8", "--envs-per-candidate", "32",
-                 "--train-iterations", "30", "--final-max-seeds", "4", "--final-top", "2", "--out", str(out)]) == 0
+    threshold = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program cached, as by the CLI
+    try:
+        assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                     "--candidates-per-iteration", "1", "--iterations", "1", "--copies", "8",
+                     "--envs-per-candidate", "32", "--train-iterations", "30", "--final-max-seeds", "4",
+                     "--final-top", "2", "--out", str(out)]) == 0
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
     summary = json.loads((out / "summary.json").read_text())
     final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
     assert summary["proposer"] == "population" and summary["best"]["name"].split("-")[0] in ("init_poor_weights",
                                                                                               "it00_c00")
     assert final[summary["best"]["name"]] == 1.0 and final["init_poor_weights"] < 0.1, final
     record = json.loads((out / "iter_00" / "iteration.json").read_text())
-    copies = sorted(row["name"] for row in record["table"] if row["status"] != "start")
-    assert copies == sorted([f"init_poor_weights-{k}" for k in range(8)] + [f"it00_c00-{k}" for k in range(8)])
+    copies = [row for row in record["table"] if row["status"] != "start" and not row.get("rung")]
+    assert sorted(row["name"] for row in copies) == sorted(
+        [f"init_poor_weights-{k}" for k in range(8)] + [f"it00_c00-{k}" for k in range(8)])
+    # Successive halving, 3 rungs (8 copies halved to one): each file's best 4, then 2, then 1 sets of constants
+    # trained again from scratch, 2, 4, then 8 seeds each, in the same 16 groups: nothing compiled.
+    assert [(rung["sets"], rung["groups"], rung["compile"]["compiles"], rung["compile"]["traced"])
+            for rung in record["halving"]] == [(8, 16, 0, 0), (4, 16, 0, 0), (2, 16, 0, 0)]
+    for file in ("init_poor_weights", "it00_c00"):
+        rung_1 = {(out / "iter_00" / "rung_1" / "candidates" / f"{file}-{k}r1.py").read_text() for k in range(8)}
+        kept = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] in rung_1]
+        dropped = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] not in rung_1]
+        assert len(kept) == len(dropped) == 4 and min(kept) >= max(dropped)  # the population run's best four go on
+        sets = [row for row in record["table"] if row.get("rung") and row["name"].startswith(file + "-")]
+        assert sorted((row["rung"], row["seeds"], row["status"]) for row in sets) == [
+            (1, 2, "dropped"), (1, 2, "dropped"), (2, 6, "dropped"), (3, 14, "ok")]
     population = summary["population"]
     assert population["copies"] == 16 and population["takeovers"] > 0 and population["interval"] == 3
     lineage = json.loads((out / "iter_00" / "eval" / "population.json").read_text())["lineage"]
@@ -510,12 +544,18 @@ def test_with_an_llm_the_population_tunes_the_constants_of_its_candidates(tmp_pa
         summary = AutoRun(settings(tmp_path / "run", server.url, proposer="population", copies=2, iterations=1,
                                    candidates_per_iteration=2)).run()
     record = json.loads((tmp_path / "run" / "iter_00" / "iteration.json").read_text())
-    assert sorted(row["name"] for row in record["table"]) == ["it00_c00-0", "it00_c00-1", "it00_c01-0", "it00_c01-1"]
-    sources = {row["name"]: row["source"] for row in record["table"]}
+    copies = [row for row in record["table"] if not row.get("rung")]
+    assert sorted(row["name"] for row in copies) == ["it00_c00-0", "it00_c00-1", "it00_c01-0", "it00_c01-1"]
+    sources = {row["name"]: row["source"] for row in copies}
     assert sources["it00_c00-0"].split("exp(")[0] == GOOD_A.split("exp(")[0]  # the model's code, its numbers tuned
     assert sources["it00_c00-1"] != GOOD_A and "def compute_reward(state):" in sources["it00_c00-1"]
     assert record["population"]["groups"] == 4 and summary["proposer"] == "gpt-4o (population)"
     assert summary["proposer_calls"] == 2
+    # One halving rung (2 copies halved to one): each file's better set of constants, 2 new seeds from scratch.
+    kept = [row for row in record["table"] if row.get("rung")]
+    assert sorted((row["name"].split("-")[0], row["seeds"], row["status"]) for row in kept) == [
+        ("it00_c00", 2, "ok"), ("it00_c01", 2, "ok")]
+    assert {row["source"] for row in kept} <= {row["source"] for row in copies}
 
 
 def test_a_search_without_a_model_refuses_an_llm(tmp_path, capsys):

@@ -153,6 +153,7 @@ def _auto_parser(add_parser) -> None:
     option("llm", "--llm", metavar="MODEL", note="e.g. gpt-4o or claude-sonnet-4-5")
     option("proposer", "--proposer", choices=PROPOSERS)
     option("copies", "--copies", type=_positive_int)
+    option("halving_rungs", "--halving-rungs", type=int, metavar="N")
     option("provider", "--provider", choices=("openai", "anthropic"), note="(OPENAI_API_KEY or ANTHROPIC_API_KEY)")
     option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
     option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)

@@ -301,6 +301,7 @@ class SandboxValidator:
         self.platform = platform or export.default_export_platform()
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._passed: dict[tuple[str, str], Verdict] = {}
+        self._passed_sources: dict[str, tuple[str, dict]] = {}  # a source that passed: its name and reply
 
     @property
     def cpu_seconds(self) -> int:
@@ -326,7 +327,8 @@ class SandboxValidator:
         verdicts: list[Verdict | None] = []
         for i, (name, source, *path) in enumerate(drafts):
             path = path[0] if path else f"{name}.py"
-            verdicts.append(self._passed.get((name, source)) or self._stored(name, source, path))
+            verdicts.append(self._passed.get((name, source)) or self._renamed(name, source, path)
+                            or self._stored(name, source, path))
             if verdicts[i] is None:
                 todo.put((i, name, source, path))
         errors: list[BaseException] = []
@@ -385,9 +387,22 @@ class SandboxValidator:
         verdict = Verdict(reply["name"], specs, errors, candidate)
         if verdict.ok:
             self._passed[(name, source)] = verdict
+            self._passed_sources[source] = (name, reply)
             if not stored:
                 self._store(name, source, reply)
         return verdict
+
+    def _renamed(self, name: str, source: str, path: str | None) -> Verdict | None:
+        """The verdict of a source that passed under another name (a search trains one file again under new names:
+        new seeds), or None. Its checks did not depend on the name, and nothing of it runs here."""
+        if source not in self._passed_sources:
+            return None
+        old, reply = self._passed_sources[source]
+
+        def renamed(variants: dict) -> dict:  # `old` and its sweep's `old[...]`
+            return {name + variant[len(old):]: value for variant, value in variants.items()}
+        return self._verdict(name, source, path, {**reply, "name": name, "specs": renamed(reply["specs"]),
+                                                  "errors": renamed(reply["errors"])}, stored=True)
 
     def _verdict_file(self, name: str, source: str) -> Path | None:
         folder = verdict_cache_dir()

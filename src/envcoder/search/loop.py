@@ -31,6 +31,7 @@ evaluations are kept, and an evaluation that was cut off starts again.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -52,7 +53,7 @@ from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.runs.population import PopulationSettings
-from envcoder.search.population import CARRIED, population_rows, population_summary, seed_population
+from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.summary import against_default, evaluation_table, summary_text
@@ -248,7 +249,7 @@ class AutoRun:
         compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
         record = {"iteration": iteration, "table": table, "failures": failures,
                   "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid),
-                  "compile": compiled}
+                  "compile": compiled, "halving": [_read_json(p) for p in sorted(iter_dir.glob("rung_*/rung.json"))]}
         if results is not None and (iter_dir / "eval" / "population.json").exists():
             population = _read_json(iter_dir / "eval" / "population.json")
             record["population"] = {"groups": len(results.groups), "interval": population["settings"]["interval"],
@@ -303,7 +304,33 @@ class AutoRun:
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
                     for name in sources if name not in ranked]
+        if rows and self.s.rungs:
+            rows += self._halving(iteration, rows)
         return table + rows, failures, results
+
+    def _halving(self, iteration: int, rows: list[dict]) -> list[dict]:
+        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`): the table
+        rows of every set of constants trained in them; the population run's own rows become `copy` (not ranked)."""
+        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by)
+        for row in rows:
+            row["status"] = "copy" if row["status"] == "ok" else row["status"]
+        for rung in range(1, self.s.rungs + 1):
+            rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
+            (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
+            slots = halving.slots(rung)
+            for name, source in slots.items():
+                (rung_dir / "candidates" / f"{name}.py").write_text(source)
+            seeds = collections.Counter(slots.values())
+            self.console.rule(f"halving rung {rung}/{self.s.rungs}: {len(seeds)} set(s) of constants × "
+                              f"{'-'.join(map(str, sorted(set(seeds.values()))))} seed(s), from scratch")
+            results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
+                seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
+            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
+            write_json(rung_dir / "rung.json", {"rung": rung, "sets": len(seeds), "groups": len(slots),
+                                                "compile": compiled})
+            self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
+            halving.record(rung, slots, results.ranking if results else [])
+        return halving.rows(self.s.rungs, iteration)
 
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""
@@ -375,8 +402,9 @@ class AutoRun:
             "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
             "iterations": [
                 {k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
-                    "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]), None),
-                    "compile": r.get("compile", {})}
+                    "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]
+                                          and h["status"] == "ok"), None),
+                    "compile": r.get("compile", {}), "halving": r.get("halving", [])}
                 for r in (_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations))],
             "population": population_summary(self.out, self.s.iterations) if self.population_mode else None,
             "evaluated": len(self.history),

@@ -8,12 +8,22 @@ flipped now and then (`INITIAL_FLIP`; zeros stay zero). A file whose constants c
 Python number) joins with one copy. At the end every copy's constants are those its group trained with last; a
 winner is written out with them, and the final evaluation trains it from scratch next to the starting files and the
 task's default, because a researcher takes away a fixed file.
+
+Which constants win is decided by successive halving without recompiling (`halving_slots`, `AutoSettings.halving_rungs`):
+after the population run, each file keeps its groups (the same code in the same places: the compiled programs are
+reused) while its constants compete in rungs. In rung `r` a file of `n` copies trains its best `n >> r` sets of
+constants so far from scratch, each in `n / (n >> r)` of its groups with new seeds, so the survivors take over the
+groups of those dropped; a set's score is its mean over every seed it trained with from scratch. The last rung's
+sets, one per file, are ranked by seeds enough to tell them apart: the population's last constants are
+judged as a researcher will use them, trained from the start.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +66,74 @@ def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, 
     return out
 
 
+def halving_slots(copies: list[str], best_first: list, rung: int) -> list:
+    """The set of constants (from `best_first`, a file's sets best first) that each of the file's groups (`copies`,
+    its copy names in the order of their groups) trains in `rung` (1, 2, ...): its best `len(copies) >> rung` (at
+    least one), each in as many neighbouring groups, the first ones one more where they do not divide."""
+    kept = best_first[:max(1, len(copies) >> rung)]
+    return [kept[j * len(kept) // len(copies)] for j in range(len(copies))]
+
+
+class Halving:
+    """The sets of constants of a population run's files in its halving rungs (see the module docstring)."""
+
+    NAN_RUN = {"task_fitness": math.nan, "shaped_return": math.nan, "episode_length": math.nan}
+    """A set of constants none of whose groups finished training in a rung (left out, or diverged)."""
+
+    def __init__(self, rows: list[dict], ranked: Callable[[list[dict]], list[dict]], higher_is_better: bool,
+                 rank_by: str):
+        """`rows`: the population run's (`population_rows`); `ranked`: rows best first, as the search ranks them."""
+        self.higher_is_better, self.rank_by = higher_is_better, rank_by
+        self.files: dict[str, list[str]] = {}  # each file's copies, in their groups' order
+        for row in sorted(rows, key=lambda row: row["name"]):
+            self.files.setdefault(row["name"].rsplit("-", 1)[0], []).append(row["name"])
+        self.sets: dict[str, dict] = {}  # a set of constants (its source): the first copy that trained it, its runs
+        for row in rows:
+            self.sets.setdefault(row["source"], {"name": row["name"], "runs": []})
+        self.best_first = {file: list(dict.fromkeys(  # the population run's ranking, the copies without a fitness last
+            [row["source"] for row in ranked([r for r in rows if r["name"] in copies])] +
+            [row["source"] for row in rows if row["name"] in copies])) for file, copies in self.files.items()}
+        self.last: dict[str, int] = {}  # each set's last rung
+
+    def slots(self, rung: int) -> dict[str, str]:
+        """`{group name: source}` of `rung`: each file's copies in their order (the same groups, the same programs),
+        named anew (new seeds) as `<copy>r<rung>`."""
+        slots = {}
+        for file, copies in self.files.items():
+            for copy, source in zip(copies, halving_slots(copies, self.best_first[file], rung)):
+                slots[f"{copy}r{rung}"] = source
+                self.last[source] = rung
+        return slots
+
+    def record(self, rung: int, slots: dict[str, str], ranking) -> None:
+        """The results of `rung` (`ranking`: its evaluation's, one seed per group); each file's sets best first by
+        the mean over every seed they trained with from scratch."""
+        for r in ranking:
+            self.sets[slots[r.name]]["runs"].append({"task_fitness": r.fitness_mean, "shaped_return": r.shaped_return,
+                                                     "episode_length": r.episode_length, "training_auc": r.auc})
+        for file in self.files:
+            tried = [source for source in self.best_first[file] if self.last.get(source) == rung]
+            self.best_first[file] = [r.name for r in self._rank({source: source for source in tried})]
+
+    def _rank(self, sources: dict[str, str]):
+        from envcoder.runs.ranking import rank
+
+        return rank({key: self.sets[source]["runs"] or [self.NAN_RUN] for key, source in sources.items()},
+                    self.higher_is_better, self.rank_by)
+
+    def rows(self, rungs: int, iteration: int) -> list[dict]:
+        """The search's table rows of every set trained in a rung: `rung` its last, `seeds` its runs from scratch;
+        those of the last rung `ok` (ranked), the others `dropped`."""
+        out = []
+        for source, rung in self.last.items():
+            (r,) = self._rank({source: source})
+            out.append({"name": self.sets[source]["name"], "fitness": r.fitness_mean,
+                        "auc": r.auc if math.isfinite(r.auc) else None, "shaped_return": r.shaped_return,
+                        "episode_length": r.episode_length, "seeds": r.seeds, "rung": rung,
+                        "status": "ok" if rung == rungs else "dropped", "source": source, "iteration": iteration})
+        return out
+
+
 def population_rows(results, record: dict | None, sources: dict[str, str], higher_is_better: bool,
                     iteration: int = 0) -> list[dict]:
     """The search's table rows of a population run: each copy with its fitness in the run's final evaluation and
@@ -83,7 +161,7 @@ def population_summary(out: Path, iterations: int) -> dict:
     lineage, copies, steps, interval = [], 0, 0, None
     for i in range(iterations):
         record = json.loads((out / f"iter_{i:02d}" / "iteration.json").read_text())
-        copies += sum(1 for row in record["table"] if row["status"] != "start")
+        copies += sum(1 for row in record["table"] if row["status"] != "start" and not row.get("rung"))
         steps += record.get("population", {}).get("exploit_steps", 0)
         interval = interval if interval is not None else record.get("population", {}).get("interval")
         file = out / f"iter_{i:02d}" / "eval" / "population.json"

@@ -40,6 +40,11 @@ class AutoSettings:
     (a random search over the same constants)."""
     copies: int = 4
     """With "population" or "random": the groups that each candidate of an iteration trains as."""
+    halving_rungs: int | None = None
+    """With "population" or "random": rungs of successive halving after the population run, in which each file's
+    best constants so far train again from scratch with new seeds in the groups of those dropped, nothing recompiled
+    (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4 copies); 0: the
+    population run's own ranking decides."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
@@ -135,6 +140,7 @@ class AutoSettings:
             data["overrides"] = data.pop("ppo")
         data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
         data.setdefault("proposer", "offline")  # runs started before the population search
+        data.setdefault("halving_rungs", 0)  # runs started before its halving rungs
         return cls(**data)
 
     def evaluation(self, functions: Path, out: Path, seeds: int, schedule: str = "flat", envs: int | None = None,
@@ -160,6 +166,8 @@ class AutoSettings:
                              "offline (the LLM's candidates train as written)")
         if self.copies < 1:
             raise ValueError(f"--copies {self.copies}: pass 1 or more")
+        if self.halving_rungs is not None and self.halving_rungs < 0:
+            raise ValueError(f"--halving-rungs {self.halving_rungs}: pass 0 or more")
 
     def resolved(self) -> "AutoSettings":
         """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps
@@ -170,6 +178,13 @@ class AutoSettings:
 
         final = FINAL_ENVS if jax.default_backend() != "cpu" else self.envs_per_candidate
         return dataclasses.replace(self, final_envs_per_candidate=final)
+
+    @property
+    def rungs(self) -> int:
+        """The halving rungs of a population or random search (`halving_rungs`, its default resolved)."""
+        if self.proposer not in ("population", "random"):
+            return 0
+        return self.copies.bit_length() - 1 if self.halving_rungs is None else self.halving_rungs
 
 
 class AutoRunExistsError(FileExistsError):

@@ -41,6 +41,10 @@ def summary_text(summary: dict) -> str:
                       f"takeovers in {population['exploit_steps']} exploit steps (every {population['interval']} "
                       "iterations)." if population["interval"] else
                       f"Random search: {population['copies']} copies with random constants trained; no exploit step."]
+        rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
+        if rungs:
+            lines[-1] += (f" Then {rungs} rung(s) of successive halving: each file's best constants trained again "
+                          "from scratch in the groups of those dropped, ranked by the mean over their seeds.")
     if summary["iterations"]:
         lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
                   "|---|---|---|---|---|"]
@@ -48,6 +52,9 @@ def summary_text(summary: dict) -> str:
         fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"
         compiled = it.get("compile") or {}
         compiles = f"{compiled['compiles']} ({compiled['seconds']:.1f})" if "compiles" in compiled else "-"
+        rungs = [rung["compile"] for rung in it.get("halving", []) if "compiles" in rung["compile"]]
+        if rungs:  # successive halving after a population run: programs reused, not compiled
+            compiles += "; halving rungs " + ", ".join(f"{c['compiles']} ({c['seconds']:.1f})" for c in rungs)
         lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} "
                      f"| {compiles} |")
     cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
