@@ -9,13 +9,13 @@ Python number) joins with one copy. At the end every copy's constants are those 
 winner is written out with them, and the final evaluation trains it from scratch next to the starting files and the
 task's default, because a researcher takes away a fixed file.
 
-Which constants win is decided by successive halving without recompiling (`halving_slots`, `AutoSettings.halving_rungs`):
+Which constants win is decided by successive halving without recompiling (`Halving`, `AutoSettings.halving_rungs`):
 after the population run, each file keeps its groups (the same code in the same places: the compiled programs are
 reused) while its constants compete in rungs. In rung `r` a file of `n` copies trains its best `n >> r` sets of
 constants so far from scratch, each in `n / (n >> r)` of its groups with new seeds, so the survivors take over the
 groups of those dropped; a set's score is its mean over every seed it trained with from scratch. The last rung's
-sets, one per file, are ranked by seeds enough to tell them apart: the population's last constants are
-judged as a researcher will use them, trained from the start.
+sets, one per file, are ranked by that mean (2 + 4 seeds for 4 copies): the population's last constants are
+judged as a researcher will use them, trained from the start, and over more than one seed.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Halving:
             (r,) = self._rank({source: source})
             out.append({"name": self.sets[source]["name"], "fitness": r.fitness_mean,
                         "auc": r.auc if math.isfinite(r.auc) else None, "shaped_return": r.shaped_return,
-                        "episode_length": r.episode_length, "seeds": r.seeds, "rung": rung,
+                        "episode_length": r.episode_length, "seeds": len(self.sets[source]["runs"]), "rung": rung,
                         "status": "ok" if rung == rungs else "dropped", "source": source, "iteration": iteration})
         return out
 
