@@ -8,11 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import BUNDLED
 import envcoder
 from envcoder.cli import main
+from envcoder.runs import checkpoint
 from envcoder.rl.config import PPOConfig, load_config_file
 
 ITERATIONS = 60  # the README's run: `envcoder eval --task Cartpole` (256 envs per candidate, Cartpole's 60)
@@ -378,7 +380,7 @@ def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path,
     err = capsys.readouterr().err
     assert f"interrupted; `envcoder eval --resume {out}` continues it from iteration 0: it has no checkpoint yet" in err
     (out / "checkpoints").mkdir()
-    (out / "checkpoints" / "progress.json").write_text('{"iteration": 4}')
+    checkpoint.save_train_state(out / "checkpoints", {"w": np.zeros(2)}, {"iteration": 4})
     assert main(["eval", "--resume", str(out)]) == 130
     assert f"`envcoder eval --resume {out}` continues it after iteration 4, its last checkpoint" in (
         capsys.readouterr().err)
