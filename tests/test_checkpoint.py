@@ -294,6 +294,7 @@ def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, cap
     assert "is not an `envcoder eval` run directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 45 s
 def test_score_to_win_freezes_each_solved_candidate_and_stops_when_all_are(runs, capsys):
     """The threshold is picked from the uninterrupted run's fitness so that every group reaches it, at
     different iterations, before the last: each group solves at the first iteration its fitness reaches it,
@@ -374,6 +375,7 @@ def assert_same_run(whole: Path, other: Path, context: str = "") -> None:
         assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files), context
 
 
+@pytest.mark.slow  # 55 s: five processes
 def test_kill_9_at_each_point_then_resume_equals_the_uninterrupted_run(runs, tmp_path):
     out = tmp_path / "faults"
     resume = ["eval", "--resume", str(out)]

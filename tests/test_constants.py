@@ -136,6 +136,7 @@ def _keep_the_suites_cache_threshold():
     jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
 
 
+@pytest.mark.slow  # 45 s
 def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the_losers(tmp_path):
     """Four copies of one file (one class): after an iteration, the worst (by the fitness given) takes over the
     best's training state and perturbs its constants; every other group, and every group's environments and

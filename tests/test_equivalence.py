@@ -88,6 +88,7 @@ def test_seeds_train_independently(runs):
     np.testing.assert_allclose(p0["actor"][0][0], p_alone["actor"][0][0], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # 45 s
 def test_the_iterations_two_stages_compute_the_whole_iteration(runs):
     """On one device the iteration runs as two programs ("collect", then "learn": `StagedIteration`); they
     compute what the iteration as one program ("iteration", the sharded runs' form) computes."""

@@ -176,6 +176,7 @@ def test_a_curriculum_reaches_the_state_of_other_functions(setup):
     np.testing.assert_allclose(jax.device_get(pool.commands)[target], 0.7)
 
 
+@pytest.mark.slow  # 80 s
 def test_randomizing_nothing_equals_the_default_bit_for_bit(setup):
     # Returning no field steps the task's model itself: bit for bit. Returning the neutral values batches a model
     # per environment; XLA may then order a few float operations differently (seen: 1.5e-8 in a weight).
@@ -209,6 +210,7 @@ def test_the_curriculum_resumes_exactly_from_the_host(setup):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # 30 s
 def test_a_held_out_fitness_evaluates_every_candidate_under_its_physics(setup):
     task = setup["task"]
 

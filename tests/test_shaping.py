@@ -300,6 +300,7 @@ class RunawaySimulator(Simulator):
         return data.replace(qvel=jnp.full_like(data.qvel, 150.0))
 
 
+@pytest.mark.slow  # 30 s
 @pytest.mark.parametrize("max_qvel, failures", [(100.0, 1.0), (1000.0, 0.0)])
 def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_sane_state(cartpole, max_qvel, failures):
     import dataclasses

@@ -72,7 +72,12 @@ def _cached_rollout(name):
     return _CACHE[name]
 
 
-@pytest.fixture(scope="module", params=sorted(TASKS))
+HEAVY = ("Ant", "Humanoid")
+"""Tasks whose rollout compiles for a minute or more on the 2-core CPU: their checks run in the slow suite."""
+
+
+@pytest.fixture(scope="module", params=[pytest.param(name, marks=pytest.mark.slow) if name in HEAVY else name
+                                        for name in sorted(TASKS)])
 def rollout(request):
     return _cached_rollout(request.param)
 
