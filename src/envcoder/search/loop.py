@@ -304,7 +304,7 @@ class AutoRun:
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
                     for name in sources if name not in ranked]
-        if rows and self.s.rungs:
+        if rows and self.s.halving_rung_count:
             rows += self._halving(iteration, rows)
         return table + rows, failures, results
 
@@ -314,14 +314,15 @@ class AutoRun:
         halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by)
         for row in rows:
             row["status"] = "copy" if row["status"] == "ok" else row["status"]
-        for rung in range(1, self.s.rungs + 1):
+        rungs = self.s.halving_rung_count
+        for rung in range(1, rungs + 1):
             rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
             (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
             slots = halving.slots(rung)
             for name, source in slots.items():
                 (rung_dir / "candidates" / f"{name}.py").write_text(source)
             seeds = collections.Counter(slots.values())
-            self.console.rule(f"halving rung {rung}/{self.s.rungs}: {len(seeds)} set(s) of constants × "
+            self.console.rule(f"halving rung {rung}/{rungs}: {len(seeds)} set(s) of constants × "
                               f"{'-'.join(map(str, sorted(set(seeds.values()))))} seed(s), from scratch")
             results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
                 seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
@@ -330,7 +331,7 @@ class AutoRun:
                                                 "compile": compiled})
             self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
             halving.record(rung, slots, results.ranking if results else [])
-        return halving.rows(self.s.rungs, iteration)
+        return halving.rows(rungs, iteration)
 
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""

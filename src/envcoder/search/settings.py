@@ -180,8 +180,9 @@ class AutoSettings:
         return dataclasses.replace(self, final_envs_per_candidate=final)
 
     @property
-    def rungs(self) -> int:
-        """The halving rungs of a population or random search (`halving_rungs`, its default resolved)."""
+    def halving_rung_count(self) -> int:
+        """The halving rungs of a population or random search (`halving_rungs`, its default resolved; not
+        `EvalSettings.rungs`, the rungs of one evaluation's `--schedule halving`)."""
         if self.proposer not in ("population", "random"):
             return 0
         return self.copies.bit_length() - 1 if self.halving_rungs is None else self.halving_rungs
