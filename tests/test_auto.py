@@ -300,6 +300,19 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         [renamed] = first.validate([("good_r1", GOOD_A)])  # a search's new seeds of one file: new names
         assert renamed.ok and renamed.name == renamed.candidate.name == "good_r1"
         assert renamed.specs == {"good_r1": good.specs["good"]}  # what the evaluation looks its candidates up by
+        # A verdict whose sizes are under another name (the bug the renaming had) leaves its file out, saying so.
+        from envcoder.candidates.prepare import sandboxed_candidates
+        from envcoder.runs.evaluation import EvalSettings
+        from envcoder.tasks import get_task
+
+        (tmp_path / "files").mkdir()
+        (tmp_path / "files" / "good.py").write_text(GOOD_A)
+        misnamed = dataclasses.replace(good, specs={"other": good.specs["good"]})
+        candidates, _, failures = sandboxed_candidates(
+            EvalSettings(task="Cartpole", functions=tmp_path / "files", out=tmp_path / "run"), get_task("Cartpole"),
+            validator=type("Validator", (), {"validate": lambda self, drafts: [misnamed]})())
+        assert candidates == [] and [f.name for f in failures] == ["good"]
+        assert "holds no sizes for good" in failures[0].error and "please report it" in failures[0].error
     assert good.ok and "NaN or inf" in bad.error
     stored = list((tmp_path / "envcoder-verdicts").glob("*.json"))
     assert len(stored) == 1  # the passed verdict only: a failure is checked again next time

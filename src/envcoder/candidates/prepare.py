@@ -64,7 +64,15 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             specs.update(verdict.specs)
             if verdict.candidate is not None:
                 handed.append(verdict.candidate)
-    candidates = [c for c in expand_sweeps(handed) if c.name in specs]
+    reported = {f.name for f in failures}
+    candidates = []
+    for candidate in expand_sweeps(handed):
+        if candidate.name in specs:
+            candidates.append(candidate)
+        elif candidate.name not in reported:  # a verdict that names neither sizes nor a reason: never dropped unsaid
+            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=(
+                f"{candidate.path}: the sandbox's verdict holds no sizes for {candidate.name}, nor why; it is left "
+                "out (an envcoder bug: please report it with this file)")))
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
         specs = {**specs, **{c.name: _crossed_spec(c, specs) for c in candidates}}
