@@ -96,6 +96,11 @@ class _Worker:
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
         self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
         self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
+        # The header after the launch: the worker reads it after its imports, and what it names takes this process
+        # a while the first time (the code's fingerprint initializes JAX's backend: a GPU's, in a training process).
         cache = verdict_cache_dir()
         states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
                   ".npz" if cache is not None else Path(self.folder) / "states.npz")
@@ -103,9 +108,6 @@ class _Worker:
 
         header = {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
                   "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
-        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
         self._buffer = b""
         self.phase: list | None = None
         """The last `[variant, function, step]` the child reported for the candidate it is checking."""
