@@ -8,6 +8,10 @@ in seconds from the process's start, with the thread that did each.
 
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py outside --task Anymal --seeds 6 --iterations 5 --out /tmp/run3
 
+    ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py launch --task Anymal --seeds 6 --iterations 5 --out /tmp/run4
+
+`launch` reports when the command launches its first validation worker (on machines of 8 cores or more it does so
+before its own imports and setup; validation is a cold run's critical path) and stops there.
 `outside` runs the command as a process of its own and times it from outside, as a user does: from its launch to the
 first row of `metrics.csv` on disk, and to its end. The timelines above import envcoder's modules to mark their
 phases, before the command starts; `outside` measures what starting work ahead of the imports saves
@@ -66,9 +70,33 @@ def outside(*argv: str) -> None:
     sys.exit(proc.returncode)
 
 
+def launch(*argv: str) -> None:
+    """When `envcoder eval ARGV` launches its first validation worker, from this process's start (the command runs in
+    this process, with `subprocess.Popen` made to report the worker's launch and end the process there)."""
+    import os
+    import subprocess
+
+    popen = subprocess.Popen
+
+    class Reporting(popen):
+        def __init__(self, args, *rest, **kwargs):
+            if "envcoder.candidates.worker" in map(str, args):
+                mark("the first validation worker is launched")
+                os._exit(0)
+            super().__init__(args, *rest, **kwargs)
+    subprocess.Popen = Reporting
+    from envcoder.cli import main as run
+
+    mark("envcoder.cli imported")
+    run(["eval", *argv])
+    mark("no validation worker was launched")
+
+
 def main() -> None:
     if sys.argv[1:2] == ["outside"]:
         return outside(*sys.argv[2:])
+    if sys.argv[1:2] == ["launch"]:
+        return launch(*sys.argv[2:])
     import jax
 
     mark("import jax")
