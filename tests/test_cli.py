@@ -470,6 +470,10 @@ def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():
     before that (`envcoder.runs.gl.choose_gl_backend`), so importing the command line may not import MuJoCo."""
     code = "import sys, envcoder.cli; print('mujoco' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    # Building its parser imports the shaping API, but not MJX: `eval` launches the sandbox's workers right after
+    # parsing, and MJX's imports (1-2 s) would come before them (docs/benchmarks/throughput.md § 8).
+    code = "import sys, envcoder.cli; envcoder.cli.build_parser(); print('mujoco.mjx' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
 @pytest.mark.slow
