@@ -101,13 +101,11 @@ class _Worker:
                                      env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
         # The header after the launch: the worker reads it after its imports, and what it names takes this process
         # a while the first time (the code's fingerprint initializes JAX's backend: a GPU's, in a training process).
-        cache = verdict_cache_dir()
-        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
-                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
-        import jax
-
-        header = {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
-                  "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
+        try:
+            header = self._header(task, shaper_types, memory_bytes)
+        except BaseException:
+            self.proc.kill()
+            raise
         self._buffer = b""
         self.phase: list | None = None
         """The last `[variant, function, step]` the child reported for the candidate it is checking."""
@@ -119,6 +117,16 @@ class _Worker:
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
         self._send(header)
         self._ready = False
+
+    def _header(self, task: str, shaper_types: Sequence[str], memory_bytes: int) -> dict:
+        """The protocol's first line (`envcoder.candidates.worker`): the task, the limits and where the caches are."""
+        cache = verdict_cache_dir()
+        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
+                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
+        import jax
+
+        return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
+                "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
 
     def ready(self, startup_timeout_s: float) -> None:
         """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
