@@ -488,9 +488,14 @@ def test_ctrl_c_while_compiling_ends_at_once_with_130_and_says_how_to_resume(tmp
     tries = []
     for attempt in range(2):
         out = tmp_path / f"o{attempt}"
-        proc = subprocess.Popen([sys.executable, "-m", "envcoder.cli", "eval", "--task", "Cartpole",
-                                 "--envs-per-candidate", "8", "--out", str(out)], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
+        # Ctrl-C as in a terminal, also where the test runs in the background (a non-interactive shell starts a
+        # background job with SIGINT ignored, and a child would inherit that; Python then never raises
+        # KeyboardInterrupt).
+        start = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                 "runpy.run_module('envcoder.cli', run_name='__main__')")
+        proc = subprocess.Popen([sys.executable, "-c", start, "eval", "--task", "Cartpole", "--envs-per-candidate",
+                                 "8", "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
         for line in proc.stdout:
             if "environments in one process" in line:  # the compile starts now
                 break
