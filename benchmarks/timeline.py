@@ -15,7 +15,7 @@ before its own imports and setup; validation is a cold run's critical path) and 
 `outside` runs the command as a process of its own and times it from outside, as a user does: from its launch to the
 first row of `metrics.csv` on disk, and to its end. The timelines above import envcoder's modules to mark their
 phases, before the command starts; `outside` measures what starting work ahead of the imports saves
-(`envcoder.candidates.sandbox.start_workers`).
+(`envcoder.candidates.pool.start_workers`).
 
 The first `eval` is cold, the second finds the first's caches. The line "first iteration's metrics recorded" is what
 a user waits for: the first trained iteration. docs/benchmarks/throughput.md § 5 reads these timelines.
@@ -148,7 +148,7 @@ def sandbox(*argv: str) -> None:
     from pathlib import Path
 
     from envcoder.compile_cache import enable_compilation_cache
-    from envcoder.candidates import sandbox as box
+    from envcoder.candidates import pool, sandbox as box
     from envcoder.candidates import SHAPER_TYPES
 
     parser = argparse.ArgumentParser(prog="timeline.py sandbox")
@@ -156,9 +156,9 @@ def sandbox(*argv: str) -> None:
     parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args(argv)
     enable_compilation_cache()
-    _wrap(box._Worker, "__init__", "a worker is launched")
-    _wrap(box._Worker, "ready", "a worker's start (imports, sample rollout)")
-    check = box._Worker.check
+    _wrap(pool.Worker, "__init__", "a worker is launched")
+    _wrap(pool.Worker, "ready", "a worker's start (imports, sample rollout)")
+    check = pool.Worker.check
 
     def timed_check(self, name, *rest, **kwargs):
         mark(f">> check {name}")
@@ -166,7 +166,7 @@ def sandbox(*argv: str) -> None:
             return check(self, name, *rest, **kwargs)
         finally:
             mark(f"<< check {name}")
-    box._Worker.check = timed_check
+    pool.Worker.check = timed_check
     folder = Path(__file__).resolve().parents[1] / "user_functions" / args.task.lower()
     drafts = [(path.stem, path.read_text(), str(path)) for path in sorted(folder.glob("*.py"))]
     with box.SandboxValidator(args.task, SHAPER_TYPES, workers=args.workers) as validator:
@@ -186,7 +186,7 @@ mark("import envcoder")
 task = get_task({args.task!r}); simulator = Simulator(task.model_file, task.substeps); mark("Simulator")
 rollout_states(task, simulator); mark("sample rollout")
 """
-    subprocess.run([sys.executable, "-c", steps], env=box._worker_env(tempfile.mkdtemp()), check=True)
+    subprocess.run([sys.executable, "-c", steps], env=pool.worker_env(tempfile.mkdtemp()), check=True)
 
 
 if __name__ == "__main__":

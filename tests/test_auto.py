@@ -53,6 +53,8 @@ ENDLESS = """def compute_reward(state):
     return state["dof_pos"][:, 1] + forever
 """
 NAN = "def compute_reward(state):\n    return jnp.log(state['dof_pos'][:, 1])\n"
+LOG = "W = -5.0\n\ndef compute_reward(state):\n    return jnp.log(W + 3.0 + state['dof_pos'][:, 1] ** 2)\n"
+"""NaN with its W (log of a negative number); finite with W = -2.0: its constants decide."""
 WRONG_SHAPE = "def compute_reward(state):\n    return state['dof_pos']\n"
 MEMORY_BOMB = "TABLE = [0.0] * 10**10\n\ndef compute_reward(state):\n    return state['dof_pos'][:, 1]\n"
 
@@ -235,22 +237,22 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
 
 
 def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
-    from envcoder.candidates.sandbox import _worker_env
+    from envcoder.candidates.pool import worker_env
 
     for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_SERVICE_CREDS", "JAX_PROXY_KEY"):  # whatever their names
         monkeypatch.setenv(name, "secret")
-    env = _worker_env(str(tmp_path))
+    env = worker_env(str(tmp_path))
     assert "secret" not in env.values() and env["JAX_PLATFORMS"] == "cpu" and env["HOME"] == str(tmp_path)
 
 
 def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):
     """`import mujoco` raises where MUJOCO_GL names a backend it cannot load (`envcoder play` sets MUJOCO_GL for its
     process, OSMesa on a machine without a display); the workers never render, so they do not load one."""
-    from envcoder.candidates.sandbox import _worker_env
+    from envcoder.candidates.pool import worker_env
 
     monkeypatch.setenv("MUJOCO_GL", "no-such-backend")
     assert subprocess.run([sys.executable, "-c", "import mujoco"], capture_output=True).returncode != 0
-    result = subprocess.run([sys.executable, "-c", "import mujoco"], env=_worker_env(tempfile.gettempdir()),
+    result = subprocess.run([sys.executable, "-c", "import mujoco"], env=worker_env(tempfile.gettempdir()),
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
@@ -290,13 +292,34 @@ def test_sweep_files_become_one_candidate_file_per_variant():
 
 
 def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
+    """Also: with `same_code_once` (a population search's validator) a file that differs from one that passed only
+    in its float constants takes its verdict and programs with its own constants, unchecked; one whose code failed
+    with other constants is checked on its own."""
     from envcoder import compile_cache
+    from envcoder.candidates import pool
+    from envcoder.candidates.constants import with_constants
     from envcoder.candidates.sandbox import SandboxValidator
 
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
-    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as first:
-        good, bad = first.validate([("good", GOOD_A), ("bad", NAN)])
+    checked = []
+    check = pool.Worker.check
+    monkeypatch.setattr(pool.Worker, "check", lambda self, name, *rest: checked.append(name) or check(self, name, *rest))
+    copy = with_constants(GOOD_A, {"_K_0": -3.0})  # `-10.0` in its function is the constant _K_0
+    fixed = with_constants(LOG, {"W": -2.0})
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0, same_code_once=True) as first:
+        good, bad, good_copy, log_bad, log_fixed = first.validate(
+            [("good", GOOD_A), ("bad", NAN), ("good_copy", copy), ("log_bad", LOG), ("log_fixed", fixed)])
+        assert sorted(checked) == ["bad", "good", "log_bad", "log_fixed"]  # not good_copy: GOOD_A's code passed
+        assert good_copy.ok and good_copy.specs == {"good_copy": good.specs["good"]}
+        assert good.candidate.function_params == {"compute_reward": {"_K_0": -10.0}}
+        assert good_copy.candidate.function_params == {"compute_reward": {"_K_0": -3.0}}  # its own, as data
+        assert good_copy.candidate.source == copy and good_copy.candidate.code_key == good.candidate.code_key
+        assert good_copy.candidate.functions["compute_reward"].text == good.candidate.functions["compute_reward"].text
+        assert "NaN or inf" in log_bad.error and log_fixed.ok  # its code failed with W = -5: checked with W = -2
+        assert log_fixed.candidate.function_params == {"compute_reward": {"W": -2.0, "_K_0": 3.0}}
         monkeypatch.setattr(first, "_worker", lambda: pytest.fail("a source that passed went to the sandbox again"))
+        [later] = first.validate([("good_later", with_constants(GOOD_A, {"_K_0": -1.0}))])  # a later call's too
+        assert later.candidate.function_params == {"compute_reward": {"_K_0": -1.0}}
         [renamed] = first.validate([("good_r1", GOOD_A)])  # a search's new seeds of one file: new names
         assert renamed.ok and renamed.name == renamed.candidate.name == "good_r1"
         assert renamed.specs == {"good_r1": good.specs["good"]}  # what the evaluation looks its candidates up by
@@ -314,8 +337,8 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         assert candidates == [] and [f.name for f in failures] == ["good"]
         assert "holds no sizes for good" in failures[0].error and "please report it" in failures[0].error
     assert good.ok and "NaN or inf" in bad.error
-    stored = list((tmp_path / "envcoder-verdicts").glob("*.json"))
-    assert len(stored) == 1  # the passed verdict only: a failure is checked again next time
+    stored = sorted((tmp_path / "envcoder-verdicts").glob("*.json"), key=lambda f: "good" not in f.read_text())
+    assert len(stored) == 2  # the passed verdicts that were checked only: a failure is checked again next time
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as second:
         [again] = second.validate([("good", GOOD_A, "somewhere/good.py")])
         assert second._idle.qsize() == 0, "a worker was started for a source that passed before"
@@ -338,7 +361,8 @@ def test_workers_started_ahead_serve_a_validator_of_their_task_only(tmp_path, mo
     import os
 
     from envcoder import compile_cache
-    from envcoder.candidates.sandbox import SandboxValidator, start_workers
+    from envcoder.candidates.pool import start_workers
+    from envcoder.candidates.sandbox import SandboxValidator
 
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     [other] = start_workers("CartpoleDiscrete", ("compute_reward",), 4.0, 1)  # another task's

@@ -279,7 +279,7 @@ def _start_validation(args) -> None:
     needs none."""
     import os
 
-    from envcoder.candidates.sandbox import default_workers, start_workers
+    from envcoder.candidates.pool import default_workers, start_workers
 
     if (os.cpu_count() or 1) < 8:
         return

@@ -13,7 +13,8 @@ from rich.console import Console
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
 from envcoder.candidates.jail import Jail
-from envcoder.candidates.sandbox import SandboxValidator, default_workers
+from envcoder.candidates.pool import default_workers
+from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError

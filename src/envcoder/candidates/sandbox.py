@@ -13,35 +13,32 @@ the sample states, checking shapes, dtypes and finiteness (`validate_candidate`)
 program with its sizes symbolic and its constants as inputs (`envcoder.candidates.programs`). A child that hangs
 (a Python loop that never ends or unrolls too far, or a `lax.while_loop` that never ends inside XLA, which no
 signal reaches) is killed at the timeout; one that allocates past the memory limit dies alone. Either way the
-verdict names the function and the step (tracing, compiling, running, exporting).
+verdict names the function and the step (tracing, compiling, running, exporting). The workers' handles, and
+`start_workers`, are in `envcoder.candidates.pool`.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
+import ast
 import dataclasses
 import hashlib
 import json
 import os
 import queue
-import selectors
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from envcoder.candidates.jail import unshare_command
+from envcoder.candidates.constants import lift_constants
+from envcoder.candidates.pool import SandboxError, Worker, close_started, default_workers, start_workers, take_started
 from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
 
 if TYPE_CHECKING:
     from envcoder.candidates.load import Candidate
     from envcoder.candidates.validate import CandidateSpec
+
+__all__ = ["SandboxValidator", "Verdict", "SandboxError", "default_workers", "start_workers"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
@@ -66,229 +63,6 @@ class Verdict:
         return next(iter(self.errors.values()), None)
 
 
-class SandboxError(RuntimeError):
-    """The sandbox itself could not start (not a candidate's fault)."""
-
-
-_PASSED_ON = ("PYTHONPATH", "LANG", "LC_ALL", "TZ")
-"""The parent's variables a worker gets (besides JAX's own settings): where Python finds its packages."""
-
-
-def _worker_env(folder: str) -> dict:
-    """The worker's environment: nothing of the parent's but where Python's packages are and JAX's settings (no
-    credentials, whatever their names), CPU-only JAX, and its own folder as home."""
-    env = {k: v for k, v in os.environ.items() if k in _PASSED_ON or (k.startswith("JAX_") and "KEY" not in k)}
-    # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
-    # library that is not installed (`envcoder play` sets it for its process).
-    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
-               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1")
-    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
-    return env
-
-
-class _Worker:
-    """One worker process (the zygote of the module docstring), talked to line by line with timeouts. It starts
-    at once; `ready` waits for its start to end."""
-
-    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
-        self.key = (task.lower(), tuple(shaper_types), memory_bytes)
-        self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
-        self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=_worker_env(self.folder), cwd=self.folder, start_new_session=True)
-        # The header after the launch: the worker reads it after its imports, and what it names takes this process
-        # a while the first time (the code's fingerprint initializes JAX's backend: a GPU's, in a training process).
-        try:
-            header = self._header(task, shaper_types, memory_bytes)
-        except BaseException:
-            self.proc.kill()
-            raise
-        self._buffer = b""
-        self.phase: list | None = None
-        """The last `[variant, function, step]` the child reported for the candidate it is checking."""
-        self.child: int | None = None
-        self.exit: int | None = None
-        self.timed_out = False
-        self._stderr_from = 0
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
-        self._send(header)
-        self._ready = False
-
-    def _header(self, task: str, shaper_types: Sequence[str], memory_bytes: int) -> dict:
-        """The protocol's first line (`envcoder.candidates.worker`): the task, the limits and where the caches are."""
-        cache = verdict_cache_dir()
-        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
-                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
-        import jax
-
-        return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
-                "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
-
-    def ready(self, startup_timeout_s: float) -> None:
-        """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
-        if self._ready:
-            return
-        reply = self._receive(startup_timeout_s)
-        while reply is not None and "exit" in reply:  # the warm-up child's end; "ready" follows
-            reply = self._receive(startup_timeout_s)
-        if reply is None or not reply.get("ready"):
-            detail = (reply or {}).get("error") or self.stderr_tail()
-            self.kill()
-            raise SandboxError(f"the validation worker did not start: {detail}")
-        self._ready = True
-
-    def _send(self, message: dict) -> None:
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
-
-    def _receive(self, timeout_s: float) -> dict | None:
-        """The next protocol line other than a phase or child report, or None when the worker died or `timeout_s`
-        passed without one (the clock restarts with each step the child reports)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            while b"\n" not in self._buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._selector.select(remaining):
-                    return None
-                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
-                if not chunk:
-                    return None  # the worker exited
-                self._buffer += chunk
-            line, self._buffer = self._buffer.split(b"\n", 1)
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # not a protocol line (a child that wrote to the protocol pipe itself): ignored
-            if "child" in message:
-                self.child = message["child"]
-            elif "phase" in message:
-                deadline = time.monotonic() + timeout_s
-                self.phase = message["phase"]
-            else:
-                return message
-
-    def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int,
-              platform: str) -> dict | None:
-        """The child's verdict on one file (its programs exported for `platform`), or None when it hung
-        (`timed_out`) or died (`exit`)."""
-        self.phase = self.child = self.exit = None
-        self.timed_out = False
-        self.stderr.seek(0, os.SEEK_END)
-        self._stderr_from = self.stderr.tell()
-        try:
-            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
-                        "platform": platform})
-        except (BrokenPipeError, OSError):
-            return None
-        reply = self._receive(timeout_s)
-        if reply is not None and "exit" in reply:  # the child died before it answered
-            self.exit = reply["exit"]
-            return None
-        if reply is None:
-            self.timed_out = self.alive()
-        if reply is None or not self._ended(30.0):
-            if self.child is not None and self.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.child, signal.SIGKILL)
-                self._ended(30.0)
-        return reply if reply is not None and reply.get("name") == name else None
-
-    def _ended(self, timeout_s: float) -> bool:
-        """Wait for the worker's report that the child exited."""
-        end = self._receive(timeout_s)
-        if end is not None and "exit" in end:
-            self.exit = self.exit if self.exit is not None else end["exit"]
-            return True
-        return False
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def where(self) -> str:
-        """Where the candidate being checked was when it hung or died, e.g. ' in compute_reward() while running it'."""
-        if self.phase is None:
-            return " while its module-level code ran"
-        variant, function, step = self.phase
-        return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
-
-    def stderr_tail(self, lines: int = 3) -> str:
-        self.stderr.seek(self._stderr_from)
-        text = self.stderr.read().decode(errors="replace").strip().splitlines()
-        text = [t for t in text if "warp" not in t]  # MJX's notice that the optional warp backend is absent
-        return " | ".join(text[-lines:]) or "no output"
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, 9)
-        self.proc.wait()
-        self._selector.close()
-        self.stderr.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-    def died_because(self) -> str:
-        """Why the child died while checking a candidate, from its exit status and last messages."""
-        code = self.exit if self.exit is not None else self.proc.wait()
-        if code == -signal.SIGXCPU:
-            return "it used more than its CPU-time limit"
-        if code == -signal.SIGXFSZ:
-            return "it wrote more than its file-size limit"
-        reason = f"the validation process died (exit {code}): {self.stderr_tail()}"
-        if "MemoryError" in reason or "RESOURCE_EXHAUSTED" in reason or code == -signal.SIGKILL:
-            reason += " (over the memory limit?)"
-        return reason
-
-    def hung_because(self, timeout_s: float) -> str:
-        step = self.phase[2] if self.phase else None
-        cause = {"tracing": "a Python loop that never ends, or one unrolled too far?",
-                 "running": "a lax.while_loop that never ends?"}.get(step, "an endless loop?")
-        return f"took longer than {timeout_s:g} s ({cause})"
-
-
-_STARTED: list[_Worker] = []
-"""Workers started ahead of their validator (`start_workers`) that no validator has taken yet."""
-_STARTED_LOCK = threading.Lock()
-
-
-def default_workers(files: int) -> int:
-    """How many workers validate `files` files: each uses several cores."""
-    return min(files, max(2, min(8, (os.cpu_count() or 2) // 4)))
-
-
-def start_workers(task: str, shaper_types: Sequence[str], memory_gib: float, count: int) -> list[int]:
-    """Start `count` workers for `task` now, ahead of the validator that will use them: a worker's start (its
-    imports and the sample rollout, 6–8 s on a GPU machine) then runs beside the command's own imports and setup
-    instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
-    types and memory limit takes them; `close_started` ends the others (it runs at exit). Returns their process ids."""
-    if not _STARTED:
-        atexit.register(close_started)
-    workers = [_Worker(task, shaper_types, int(memory_gib * 2**30)) for _ in range(count)]
-    with _STARTED_LOCK:
-        _STARTED.extend(workers)
-    return [w.proc.pid for w in workers]
-
-
-def close_started() -> None:
-    """End the workers that `start_workers` started and no validator took."""
-    with _STARTED_LOCK:
-        started = _STARTED[:]
-        _STARTED.clear()
-    for worker in started:
-        worker.kill()
-
-
-def _take_started(key: tuple) -> _Worker | None:
-    with _STARTED_LOCK:
-        for i, worker in enumerate(_STARTED):
-            if worker.key == key:
-                return _STARTED.pop(i)
-    return None
-
-
 class SandboxValidator:
     """Validate candidate sources in jailed worker processes; the verdicts keep the candidates' order and hand the
     files over as programs (`Verdict.candidate`).
@@ -297,12 +71,21 @@ class SandboxValidator:
     importing JAX and rolling out the task, is the slow part) until `close()`; every file is checked in a fresh
     child of one. Use as a context manager. A verdict that passed is kept, in memory and, while envcoder's caches
     are on (`envcoder.compile_cache`), on disk with its programs: the same source under the same name, task, limits,
-    platform and envcoder is not checked again, by this validator or a later run's.
+    platform and envcoder is not checked again, by this validator or a later run's. With `same_code_once`, neither
+    is a file whose code differs from one that passed only in its float constants (see `__init__`).
     """
 
     def __init__(self, task: str, shaper_types: Sequence[str], timeout_s: float = 120.0, memory_gib: float = 4.0,
-                 workers: int = 1, startup_timeout_s: float = 600.0, platform: str | None = None):
-        """`platform`: what the programs are compiled for (default: this process's JAX platform)."""
+                 workers: int = 1, startup_timeout_s: float = 600.0, platform: str | None = None,
+                 same_code_once: bool = False):
+        """`platform`: what the programs are compiled for (default: this process's JAX platform).
+
+        `same_code_once`: a file whose code differs from one that passed only in its float constants
+        (`envcoder.candidates.constants`: the same lifted code, no sweep, no curriculum table) takes that file's
+        verdict and programs, with its own constants as their data, and is not run in the sandbox. Its constants are
+        then not checked on the sample states: what a population search wants, whose copies and halving rungs are
+        one file's code with many constants, and whose exploit steps change constants unchecked anyway. Off (the
+        default), every other source is checked."""
         from jax import export
 
         self.task, self.shaper_types = task, tuple(shaper_types)
@@ -312,19 +95,21 @@ class SandboxValidator:
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
         self._passed: dict[tuple[str, str], Verdict] = {}
         self._passed_sources: dict[str, tuple[str, dict]] = {}  # a source that passed: its name and reply
+        self.same_code_once = same_code_once
+        self._passed_code: dict[str, tuple[str, dict]] = {}  # the same for a code (`_code_key`) that passed
 
     @property
     def cpu_seconds(self) -> int:
         """CPU time one candidate may use: its wall-clock timeout on every core XLA may keep busy."""
         return int(self.timeout_s * (os.cpu_count() or 1)) + 1
 
-    def _worker(self) -> _Worker:
+    def _worker(self) -> Worker:
         try:
             return self._idle.get_nowait()
         except queue.Empty:
             pass
-        worker = (_take_started((self.task.lower(), self.shaper_types, self.memory_bytes))
-                  or _Worker(self.task, self.shaper_types, self.memory_bytes))
+        worker = (take_started((self.task.lower(), self.shaper_types, self.memory_bytes))
+                  or Worker(self.task, self.shaper_types, self.memory_bytes))
         worker.ready(self.startup_timeout_s)
         return worker
 
@@ -333,11 +118,23 @@ class SandboxValidator:
         the task's own shaping, `envcoder.candidates.task_default_candidate`, whatever the source).
         Raises `SandboxError` only when no worker can start. A verdict that passed is remembered (see the
         class): `envcoder auto` evaluates the drafts it validated, and a rerun of a job skips the sandbox."""
+        drafts = [(name, source, path[0] if path else f"{name}.py") for name, source, *path in drafts]
+        known: dict[tuple[str, str], Verdict] = {}
+        if self.same_code_once:  # one file of each code first; the others then take its verdict if it passed
+            firsts = {}
+            for draft in drafts:
+                firsts.setdefault(_code_key(draft[1]) or object(), draft)
+            known = {(name, source): v for (name, source, _), v in zip(firsts.values(), self._check(firsts.values()))}
+        return self._check(drafts, known)
+
+    def _check(self, drafts, known: Mapping[tuple[str, str], Verdict] | None = None) -> list[Verdict]:
+        """The verdicts of `(name, source, path)` drafts: those `known`, remembered or stored, the others checked in
+        the workers."""
         todo: queue.Queue = queue.Queue()
         verdicts: list[Verdict | None] = []
-        for i, (name, source, *path) in enumerate(drafts):
-            path = path[0] if path else f"{name}.py"
-            verdicts.append(self._passed.get((name, source)) or self._renamed(name, source, path)
+        for i, (name, source, path) in enumerate(drafts):
+            verdicts.append((known or {}).get((name, source)) or self._passed.get((name, source))
+                            or self._renamed(name, source, path) or self._same_code(name, source, path)
                             or self._stored(name, source, path))
             if verdicts[i] is None:
                 todo.put((i, name, source, path))
@@ -398,6 +195,10 @@ class SandboxValidator:
         if verdict.ok:
             self._passed[(name, source)] = verdict
             self._passed_sources[source] = (name, reply)
+            data, key = reply["candidate"], _code_key(source) if self.same_code_once and candidate else None
+            if (key is not None and data["constants_as_data"] and not data["sweep"]
+                    and not any(k.endswith(":CURRICULUM") for k in data["function_keys"].values())):
+                self._passed_code.setdefault(key, (name, reply))
             if not stored:
                 self._store(name, source, reply)
         return verdict
@@ -407,8 +208,23 @@ class SandboxValidator:
         new seeds), or None. Its checks did not depend on the name, and nothing of it runs here."""
         if source not in self._passed_sources:
             return None
-        old, reply = self._passed_sources[source]
+        return self._as(name, source, path, *self._passed_sources[source])
 
+    def _same_code(self, name: str, source: str, path: str | None) -> Verdict | None:
+        """With `same_code_once`, the verdict of a source whose code passed with other constants (see `__init__`),
+        its programs' data its own constants; or None."""
+        key = _code_key(source) if self.same_code_once and path is not None else None
+        if key is None or key not in self._passed_code:
+            return None
+        old, reply = self._passed_code[key]
+        constants = lift_constants(ast.parse(source))[1]
+        data = reply["candidate"]
+        params = {api: {k: constants[k] for k in p} for api, p in data["function_params"].items()}
+        return self._as(name, source, path, old, {**reply, "candidate": {**data, "function_params": params}})
+
+    def _as(self, name: str, source: str, path: str | None, old: str, reply: dict) -> Verdict:
+        """The verdict of `reply` (a file's that passed under the name `old`) for `name`, nothing of it run here: the
+        checks did not depend on the name (nor, with `same_code_once`, on what `reply` says of the constants)."""
         def renamed(variants: dict) -> dict:  # `old` and its sweep's `old[...]`
             return {name + variant[len(old):]: value for variant, value in variants.items()}
         return self._verdict(name, source, path, {**reply, "name": name, "specs": renamed(reply["specs"]),
@@ -450,3 +266,12 @@ class SandboxValidator:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _code_key(source: str) -> str | None:
+    """What identifies `source`'s code whatever its float constants (`lift_constants`), or None where it does not
+    parse. Parsing runs none of it."""
+    try:
+        return lift_constants(ast.parse(source))[2]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None

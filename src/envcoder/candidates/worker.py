@@ -37,7 +37,7 @@ def _serve() -> None:
     def reply(message: dict) -> None:
         protocol.write(json.dumps(message) + "\n")
 
-    try:  # before the header: a worker started ahead of its validator (`sandbox.start_workers`) imports meanwhile
+    try:  # before the header: a worker started ahead of its validator (`pool.start_workers`) imports meanwhile
         import mujoco
         import numpy  # noqa: F401 - imported before the children fork, as everything they use
 

@@ -102,7 +102,8 @@ class AutoRun:
         self.system = prompts.system_prompt(self.task, settings.shaper_types, self.fitness_name)
         (self.out / "system_prompt.md").write_text(self.system)
         self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
-                                          settings.validation_memory_gib, settings.validation_workers)
+                                          settings.validation_memory_gib, settings.validation_workers,
+                                          same_code_once=self.population_mode)
         self.history: list[dict] = []
         """Every evaluated candidate: name, iteration, source, fitness, shaped_return, episode_length, status."""
 

@@ -1,0 +1,249 @@
+"""The sandbox's worker processes as the training process sees them (`envcoder.candidates.sandbox` says what they
+do): a `Worker` is one jailed worker (`python -m envcoder.candidates.worker`) talked to line by line with timeouts;
+`start_workers` starts some ahead of the validator that will take them, so that their start (imports, the sample
+rollout) runs beside the command's own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+from envcoder.candidates.jail import unshare_command
+from envcoder.compile_cache import code_fingerprint, verdict_cache_dir
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not start (not a candidate's fault)."""
+
+
+_PASSED_ON = ("PYTHONPATH", "LANG", "LC_ALL", "TZ")
+"""The parent's variables a worker gets (besides JAX's own settings): where Python finds its packages."""
+
+
+def worker_env(folder: str) -> dict:
+    """The worker's environment: nothing of the parent's but where Python's packages are and JAX's settings (no
+    credentials, whatever their names), CPU-only JAX, and its own folder as home."""
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ON or (k.startswith("JAX_") and "KEY" not in k)}
+    # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
+    # library that is not installed (`envcoder play` sets it for its process).
+    env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
+               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1")
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
+    return env
+
+
+class Worker:
+    """One worker process (the zygote of the module docstring), talked to line by line with timeouts. It starts
+    at once; `ready` waits for its start to end."""
+
+    def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
+        self.key = (task.lower(), tuple(shaper_types), memory_bytes)
+        self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
+        self.stderr = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     env=worker_env(self.folder), cwd=self.folder, start_new_session=True)
+        # The header after the launch: the worker reads it after its imports, and what it names takes this process
+        # a while the first time (the code's fingerprint initializes JAX's backend: a GPU's, in a training process).
+        try:
+            header = self._header(task, shaper_types, memory_bytes)
+        except BaseException:
+            self.proc.kill()
+            raise
+        self._buffer = b""
+        self.phase: list | None = None
+        """The last `[variant, function, step]` the child reported for the candidate it is checking."""
+        self.child: int | None = None
+        self.exit: int | None = None
+        self.timed_out = False
+        self._stderr_from = 0
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._send(header)
+        self._ready = False
+
+    def _header(self, task: str, shaper_types: Sequence[str], memory_bytes: int) -> dict:
+        """The protocol's first line (`envcoder.candidates.worker`): the task, the limits and where the caches are."""
+        cache = verdict_cache_dir()
+        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
+                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
+        import jax
+
+        return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
+                "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
+
+    def ready(self, startup_timeout_s: float) -> None:
+        """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
+        if self._ready:
+            return
+        reply = self._receive(startup_timeout_s)
+        while reply is not None and "exit" in reply:  # the warm-up child's end; "ready" follows
+            reply = self._receive(startup_timeout_s)
+        if reply is None or not reply.get("ready"):
+            detail = (reply or {}).get("error") or self.stderr_tail()
+            self.kill()
+            raise SandboxError(f"the validation worker did not start: {detail}")
+        self._ready = True
+
+    def _send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def _receive(self, timeout_s: float) -> dict | None:
+        """The next protocol line other than a phase or child report, or None when the worker died or `timeout_s`
+        passed without one (the clock restarts with each step the child reports)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._selector.select(remaining):
+                    return None
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return None  # the worker exited
+                self._buffer += chunk
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not a protocol line (a child that wrote to the protocol pipe itself): ignored
+            if "child" in message:
+                self.child = message["child"]
+            elif "phase" in message:
+                deadline = time.monotonic() + timeout_s
+                self.phase = message["phase"]
+            else:
+                return message
+
+    def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int,
+              platform: str) -> dict | None:
+        """The child's verdict on one file (its programs exported for `platform`), or None when it hung
+        (`timed_out`) or died (`exit`)."""
+        self.phase = self.child = self.exit = None
+        self.timed_out = False
+        self.stderr.seek(0, os.SEEK_END)
+        self._stderr_from = self.stderr.tell()
+        try:
+            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
+                        "platform": platform})
+        except (BrokenPipeError, OSError):
+            return None
+        reply = self._receive(timeout_s)
+        if reply is not None and "exit" in reply:  # the child died before it answered
+            self.exit = reply["exit"]
+            return None
+        if reply is None:
+            self.timed_out = self.alive()
+        if reply is None or not self._ended(30.0):
+            if self.child is not None and self.alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.child, signal.SIGKILL)
+                self._ended(30.0)
+        return reply if reply is not None and reply.get("name") == name else None
+
+    def _ended(self, timeout_s: float) -> bool:
+        """Wait for the worker's report that the child exited."""
+        end = self._receive(timeout_s)
+        if end is not None and "exit" in end:
+            self.exit = self.exit if self.exit is not None else end["exit"]
+            return True
+        return False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def where(self) -> str:
+        """Where the candidate being checked was when it hung or died, e.g. ' in compute_reward() while running it'."""
+        if self.phase is None:
+            return " while its module-level code ran"
+        variant, function, step = self.phase
+        return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        self.stderr.seek(self._stderr_from)
+        text = self.stderr.read().decode(errors="replace").strip().splitlines()
+        text = [t for t in text if "warp" not in t]  # MJX's notice that the optional warp backend is absent
+        return " | ".join(text[-lines:]) or "no output"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+        self._selector.close()
+        self.stderr.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def died_because(self) -> str:
+        """Why the child died while checking a candidate, from its exit status and last messages."""
+        code = self.exit if self.exit is not None else self.proc.wait()
+        if code == -signal.SIGXCPU:
+            return "it used more than its CPU-time limit"
+        if code == -signal.SIGXFSZ:
+            return "it wrote more than its file-size limit"
+        reason = f"the validation process died (exit {code}): {self.stderr_tail()}"
+        if "MemoryError" in reason or "RESOURCE_EXHAUSTED" in reason or code == -signal.SIGKILL:
+            reason += " (over the memory limit?)"
+        return reason
+
+    def hung_because(self, timeout_s: float) -> str:
+        step = self.phase[2] if self.phase else None
+        cause = {"tracing": "a Python loop that never ends, or one unrolled too far?",
+                 "running": "a lax.while_loop that never ends?"}.get(step, "an endless loop?")
+        return f"took longer than {timeout_s:g} s ({cause})"
+
+
+_STARTED: list[Worker] = []
+"""Workers started ahead of their validator (`start_workers`) that no validator has taken yet."""
+_STARTED_LOCK = threading.Lock()
+
+
+def default_workers(files: int) -> int:
+    """How many workers validate `files` files: each uses several cores."""
+    return min(files, max(2, min(8, (os.cpu_count() or 2) // 4)))
+
+
+def start_workers(task: str, shaper_types: Sequence[str], memory_gib: float, count: int) -> list[int]:
+    """Start `count` workers for `task` now, ahead of the validator that will use them: a worker's start (its
+    imports and the sample rollout, 6–8 s on a GPU machine) then runs beside the command's own imports and setup
+    instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
+    types and memory limit takes them; `close_started` ends the others (it runs at exit). Returns their process ids."""
+    if not _STARTED:
+        atexit.register(close_started)
+    workers = [Worker(task, shaper_types, int(memory_gib * 2**30)) for _ in range(count)]
+    with _STARTED_LOCK:
+        _STARTED.extend(workers)
+    return [w.proc.pid for w in workers]
+
+
+def close_started() -> None:
+    """End the workers that `start_workers` started and no validator took."""
+    with _STARTED_LOCK:
+        started = _STARTED[:]
+        _STARTED.clear()
+    for worker in started:
+        worker.kill()
+
+
+def take_started(key: tuple) -> Worker | None:
+    with _STARTED_LOCK:
+        for i, worker in enumerate(_STARTED):
+            if worker.key == key:
+                return _STARTED.pop(i)
+    return None
