@@ -49,8 +49,8 @@ def worker_env(folder: str) -> dict:
 
 
 class Worker:
-    """One worker process (the zygote of the module docstring), talked to line by line with timeouts. It starts
-    at once; `ready` waits for its start to end."""
+    """One worker process (the zygote of `envcoder.candidates.sandbox`'s docstring), talked to line by line with
+    timeouts. It starts at once; `ready` waits for its start to end."""
 
     def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
