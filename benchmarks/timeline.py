@@ -18,7 +18,8 @@ phases, before the command starts; `outside` measures what starting work ahead o
 (`envcoder.candidates.pool.start_workers`).
 
 The first `eval` is cold, the second finds the first's caches. The line "first iteration's metrics recorded" is what
-a user waits for: the first trained iteration. docs/benchmarks/throughput.md § 5 reads these timelines.
+a user waits for: the first trained iteration. Each validation worker's start and each file's check are marked too.
+docs/benchmarks/throughput.md § 5 and § 9 read these timelines.
 
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py sandbox --task Anymal --workers 4
 
@@ -106,9 +107,21 @@ def main() -> None:
             mark(f"{event.rsplit('/', 1)[-1]:36} {duration:6.2f} s  {kwargs.get('fun_name', '')}")
     jax.monitoring.register_event_duration_secs_listener(listener)
 
+    from envcoder.candidates import pool
     from envcoder.rl import grouped_ppo, learner
     from envcoder.runs import directory, evaluation
     from envcoder.sim import simulator
+
+    _wrap(pool.Worker, "ready", "a worker's start (imports, sample rollout)")
+    check = pool.Worker.check
+
+    def timed_check(self, name, *rest, **kwargs):
+        mark(f">> check {name}")
+        try:
+            return check(self, name, *rest, **kwargs)
+        finally:
+            mark(f"<< check {name}")
+    pool.Worker.check = timed_check
 
     _wrap(evaluation, "sandboxed_candidates")
     _wrap(simulator.Simulator, "__init__", "Simulator()")
@@ -157,16 +170,6 @@ def sandbox(*argv: str) -> None:
     args = parser.parse_args(argv)
     enable_compilation_cache()
     _wrap(pool.Worker, "__init__", "a worker is launched")
-    _wrap(pool.Worker, "ready", "a worker's start (imports, sample rollout)")
-    check = pool.Worker.check
-
-    def timed_check(self, name, *rest, **kwargs):
-        mark(f">> check {name}")
-        try:
-            return check(self, name, *rest, **kwargs)
-        finally:
-            mark(f"<< check {name}")
-    pool.Worker.check = timed_check
     folder = Path(__file__).resolve().parents[1] / "user_functions" / args.task.lower()
     drafts = [(path.stem, path.read_text(), str(path)) for path in sorted(folder.glob("*.py"))]
     with box.SandboxValidator(args.task, SHAPER_TYPES, workers=args.workers) as validator:

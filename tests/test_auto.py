@@ -237,12 +237,14 @@ def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
 
 
 def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
-    from envcoder.candidates.pool import worker_env
+    from envcoder.candidates.pool import WORKER_XLA_FLAGS, worker_env
 
     for name in ("OPENAI_API_KEY", "HF_TOKEN", "MY_SERVICE_CREDS", "JAX_PROXY_KEY"):  # whatever their names
         monkeypatch.setenv(name, "secret")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=0")  # the training process's; a worker compiles its own way
     env = worker_env(str(tmp_path))
     assert "secret" not in env.values() and env["JAX_PLATFORMS"] == "cpu" and env["HOME"] == str(tmp_path)
+    assert env["XLA_FLAGS"] == WORKER_XLA_FLAGS == "--xla_backend_optimization_level=0"
 
 
 def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):

@@ -34,6 +34,13 @@ _PASSED_ON = ("PYTHONPATH", "LANG", "LC_ALL", "TZ")
 """The parent's variables a worker gets (besides JAX's own settings): where Python finds its packages."""
 
 
+WORKER_XLA_FLAGS = "--xla_backend_optimization_level=0"
+"""A worker compiles only to check: small programs on a few sample states, run once, never timed, and what it hands
+over is StableHLO that the training process compiles with its own settings. Without LLVM's optimizations its
+compiles take half as long (Anymal on the 2-core CPU machine: the sample rollout 2.6 → 1.7 s, the task's own
+functions 3.1 → 1.6 s; docs/benchmarks/throughput.md § 9)."""
+
+
 def worker_env(folder: str) -> dict:
     """The worker's environment: nothing of the parent's but where Python's packages are and JAX's settings (no
     credentials, whatever their names), CPU-only JAX, and its own folder as home."""
@@ -41,7 +48,8 @@ def worker_env(folder: str) -> dict:
     # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
     # library that is not installed (`envcoder play` sets it for its process).
     env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
-               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1")
+               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1",
+               XLA_FLAGS=WORKER_XLA_FLAGS)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
