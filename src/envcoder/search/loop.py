@@ -56,16 +56,12 @@ from envcoder.runs.population import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.summary import against_default, evaluation_table, summary_text
+from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text
 from envcoder.tasks import get_task
 
 
 def _read_json(path: Path):
     return json.loads(path.read_text())
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 class AutoRun:
@@ -356,9 +352,9 @@ class AutoRun:
     def _ranked(self, rows: Sequence[dict]) -> list[dict]:
         """Trained, non-diverged candidates with a finite fitness, best first, as an evaluation ranks them
         (`envcoder.runs.ranking.rank`: ties on fitness by learning speed, or learning speed first)."""
-        usable = {h["name"]: h for h in rows if h["status"] == "ok" and _finite(h["fitness"])}
+        usable = {h["name"]: h for h in rows if h["status"] == "ok" and finite_number(h["fitness"])}
         order = rank({name: [{"task_fitness": h["fitness"], "shaped_return": 0.0, "episode_length": 0.0,
-                              "training_auc": h.get("auc") if _finite(h.get("auc")) else math.nan}]
+                              "training_auc": h.get("auc") if finite_number(h.get("auc")) else math.nan}]
                       for name, h in usable.items()}, self.fitness.higher_is_better, self.s.rank_by)
         return [usable[r.name] for r in order]
 

@@ -8,7 +8,8 @@ from envcoder.candidates import TASK_DEFAULT
 from envcoder.runs.ranking import compare
 
 
-def _finite(value) -> bool:
+def finite_number(value) -> bool:
+    """Whether `value` is a finite int or float (a fitness or AUC read back from JSON may be None or NaN)."""
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
@@ -32,7 +33,7 @@ def summary_text(summary: dict) -> str:
             lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
         lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds | AUC |", "|---|---|---|---|---|---|"]
         for i, r in enumerate(summary["final_ranking"], 1):
-            auc = f"{r['auc']:.4g}" if _finite(r.get("auc")) else "-"
+            auc = f"{r['auc']:.4g}" if finite_number(r.get("auc")) else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
                          f"| {r['seeds']} | {auc} |")
     population = summary.get("population")
@@ -49,7 +50,7 @@ def summary_text(summary: dict) -> str:
         lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
                   "|---|---|---|---|---|"]
     for it in summary["iterations"]:
-        fit = f"{it['best_fitness']:.4g}" if _finite(it["best_fitness"]) else "-"
+        fit = f"{it['best_fitness']:.4g}" if finite_number(it["best_fitness"]) else "-"
         compiled = it.get("compile") or {}
         compiles = f"{compiled['compiles']} ({compiled['seconds']:.1f})" if "compiles" in compiled else "-"
         rungs = [rung["compile"] for rung in it.get("halving", []) if "compiles" in rung["compile"]]
