@@ -7,6 +7,7 @@ in seconds from the process's start, with the thread that did each.
     ENVCODER_CACHE_DIR=/tmp/other python benchmarks/timeline.py worker --task Anymal --seeds 6
 
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py outside --task Anymal --seeds 6 --iterations 5 --out /tmp/run3
+    ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py outside --first-only --task Anymal --seeds 6 --out /tmp/run5
 
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py launch --task Anymal --seeds 6 --iterations 5 --out /tmp/run4
 
@@ -54,10 +55,13 @@ def _wrap(owner, name: str, label: str | None = None) -> None:
 
 def outside(*argv: str) -> None:
     """`envcoder eval ARGV` in a process of its own: seconds from its launch to its first metrics row on disk, and
-    to its end."""
+    to its end; with `--first-only` (not passed on), the command is interrupted (Ctrl-C) once that row is there."""
+    import signal
     import subprocess
     from pathlib import Path
 
+    first_only = "--first-only" in argv
+    argv = tuple(a for a in argv if a != "--first-only")
     out = Path(argv[argv.index("--out") + 1])
     launched = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "envcoder.cli", "eval", *argv])
@@ -66,6 +70,8 @@ def outside(*argv: str) -> None:
         if first is None and (out / "metrics.csv").exists() and len((out / "metrics.csv").read_text().splitlines()) > 1:
             first = time.perf_counter() - launched
             print(f"[{first:7.2f} s] first iteration's metrics on disk (from the command's launch)", flush=True)
+            if first_only:
+                proc.send_signal(signal.SIGINT)
         time.sleep(0.02)
     print(f"[{time.perf_counter() - launched:7.2f} s] end (exit {proc.returncode})", flush=True)
     sys.exit(proc.returncode)

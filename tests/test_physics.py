@@ -8,6 +8,9 @@ check is exact (to float32) in free flight under small random torques (large one
 the limits, constraints again), and approximate when the robot lands and
 stands."""
 
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -181,3 +184,36 @@ def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
     assert float(jnp.abs(from_c["contact_forces"]).max()) > 10.0  # the floor pushes
     for name in from_c:
         np.testing.assert_allclose(from_c[name], from_mjx[name], rtol=1e-3, atol=1e-3, err_msg=name)
+
+
+MESH_MODEL = """<mujoco>
+  <asset><mesh name="tetrahedron" vertex="0 0 0  1 0 0  0 1 0  0 0 1"/></asset>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body pos="0 0 1"><freejoint/><geom type="mesh" mesh="tetrahedron"/></body>
+  </worldbody>
+</mujoco>"""
+
+
+def test_mjx_mesh_code_is_loaded_only_by_a_model_with_meshes(tmp_path):
+    """MJX's mesh module (trimesh, NetworkX, scipy.spatial: 1.3-1.5 s of every command's imports on the GPU machine)
+    is not loaded by the tasks' models, stepped and with their contact forces; a model with a mesh loads it and gets
+    MJX's convex hull of it."""
+    (tmp_path / "mesh.xml").write_text(MESH_MODEL)
+    script = f"""
+import sys
+import jax, jax.numpy as jnp
+from envcoder.sim import Simulator
+from envcoder.tasks import get_task
+for name in ("Anymal", "Ant", "Humanoid", "Cartpole"):
+    task = get_task(name)
+    simulator = Simulator(task.model_file, task.substeps)
+    step = lambda d: simulator.task_contact_forces(task, simulator.physics_step(d, jnp.zeros(simulator.mj_model.nu)))
+    jax.jit(step).lower(simulator.place(simulator.qpos0, jnp.zeros(simulator.mj_model.nv)))
+print("tasks", sorted(m for m in ("trimesh", "networkx", "scipy.spatial") if m in sys.modules))
+mesh = Simulator({str(tmp_path / "mesh.xml")!r}, 1)
+print("mesh", "trimesh" in sys.modules, len(mesh.model._impl.mesh_convex), mesh.model._impl.mesh_convex[0].vert.shape)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "tasks []" in out
+    assert "mesh True 1 (4, 3)" in out

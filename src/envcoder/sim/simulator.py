@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import io
 import math
+import sys
+import threading
+import types
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
@@ -26,11 +30,55 @@ import numpy as np
 
 from envcoder.sim.randomization import ModelRandomizer
 
+MJX_MESH_MODULE = "mujoco.mjx._src.mesh"
+"""MJX's mesh preprocessing: it imports trimesh (with NetworkX) and SciPy's spatial module, 1.3-1.5 s of the 2.2-2.5 s
+that importing MJX takes on the GPU machine (docs/benchmarks/throughput.md § 10), and it is used only by models with
+mesh or height-field collisions, none of envcoder's tasks. It is loaded when one of its names is first read."""
+
+
+class _LoadedOnUse(types.ModuleType):
+    """A module whose code runs when one of its names is first read (before, it holds only what the import system
+    sets: `__spec__`, `__file__`, ...). Unlike `importlib.util.LazyLoader`, the import statements that bind it
+    (`from package import module`) do not load it."""
+
+    _lock = threading.RLock()
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):  # the import system's and inspect's probes
+            raise AttributeError(name)
+        with self._lock:  # another thread reading it meanwhile waits until its code has run
+            if type(self) is _LoadedOnUse and not vars(self).get("__loading__"):  # not its own code, running
+                vars(self)["__loading__"] = True
+                try:
+                    self.__spec__.loader.exec_module(self)
+                finally:
+                    del vars(self)["__loading__"]
+                self.__class__ = types.ModuleType
+        return types.ModuleType.__getattribute__(self, name)
+
+
+def _defer_mesh_module() -> None:
+    """Put MJX's mesh module in `sys.modules` as a `_LoadedOnUse` before MJX is imported; nothing where MJX is
+    imported already or is laid out otherwise (then it loads as usual)."""
+    if MJX_MESH_MODULE in sys.modules or "mujoco.mjx" in sys.modules:
+        return
+    path = Path(mujoco.__file__).parent / "mjx" / "_src" / "mesh.py"
+    spec = importlib.util.spec_from_file_location(MJX_MESH_MODULE, path)
+    if spec is None or not path.is_file():
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _LoadedOnUse
+    sys.modules[MJX_MESH_MODULE] = module
+
+
+_defer_mesh_module()
 # MJX tries to import its optional Warp backend and prints an error when it is absent; that message is
 # noise for users of the JAX engine (the Warp engine checks for it with a clear error).
 with contextlib.redirect_stdout(io.StringIO()):
     from mujoco import mjx
     from mujoco.mjx import warp as mjx_warp
+if isinstance(sys.modules.get(MJX_MESH_MODULE), _LoadedOnUse):  # where `from mujoco.mjx._src import mesh` finds it
+    setattr(sys.modules["mujoco.mjx._src"], "mesh", sys.modules[MJX_MESH_MODULE])
 
 PHYSICS_ENGINES = ("jax", "warp")
 
