@@ -18,7 +18,8 @@ first row of `metrics.csv` on disk, and to its end. The timelines above import e
 phases, before the command starts; `outside` measures what starting work ahead of the imports saves
 (`envcoder.candidates.pool.start_workers`).
 
-The first `eval` is cold, the second finds the first's caches. The line "first iteration's metrics recorded" is what
+The first `eval` is cold, the second finds the first's caches (`--first-only`: each ends once its first iteration is
+recorded, as does `outside --first-only`). The line "first iteration's metrics recorded" is what
 a user waits for: the first trained iteration. Each validation worker's start and each file's check are marked too.
 docs/benchmarks/throughput.md § 5 and § 9 read these timelines.
 
@@ -100,6 +101,8 @@ def launch(*argv: str) -> None:
 
 
 def main() -> None:
+    import os
+
     if sys.argv[1:2] == ["outside"]:
         return outside(*sys.argv[2:])
     if sys.argv[1:2] == ["launch"]:
@@ -136,9 +139,14 @@ def main() -> None:
     _wrap(learner.GroupedLearner, "compile_evaluation")
     append_metrics = directory.RunDirectory.append_metrics
 
+    first_only = "--first-only" in sys.argv
+    sys.argv = [a for a in sys.argv if a != "--first-only"]
+
     def first_metrics(self, iteration, *args, **kwargs):
         if iteration == 0:
             mark("first iteration's metrics recorded")
+            if first_only:  # the workers end when their input closes
+                os._exit(0)
         return append_metrics(self, iteration, *args, **kwargs)
     directory.RunDirectory.append_metrics = first_metrics
 
