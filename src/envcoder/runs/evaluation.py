@@ -18,7 +18,8 @@ from envcoder.rl.staging import in_thread
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS, Settings, load_config_file, task_settings
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.driver import Job, TrainingDriver
+from envcoder.runs.driver import TrainingDriver
+from envcoder.runs.job import Job
 from envcoder.runs.results import RunResults
 from envcoder.runs.settings import EvalSettings
 from envcoder.runs.schedule import rungs

@@ -1,0 +1,206 @@
+"""The command line's options: `build_parser` (`envcoder.cli` runs the commands). Importing this module imports
+no MuJoCo (see `envcoder.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+from pathlib import Path
+
+import envcoder
+from envcoder.rl.config import ALGORITHMS
+from envcoder.runs.ranking import RANK_BY
+from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
+
+BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
+"""The example candidates shipped in the source tree (`user_functions/<task>/`)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `envcoder eval: error: ...` and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _shaper_type(text: str) -> str:
+    if "=" in text:
+        raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a shaper type; put overrides before "
+                                         "--shaper-types")
+    from envcoder.shaping.api import ALIASES, SHAPER_TYPES
+
+    name = ALIASES.get(text, text)
+    if name not in SHAPER_TYPES:
+        raise argparse.ArgumentTypeError(f"unknown shaper type {text!r}; choose from {', '.join(SHAPER_TYPES)}")
+    return name
+
+
+def _initial_path(text: str) -> Path:
+    if "=" in text and text.split(".")[0] in ALGORITHMS:
+        raise argparse.ArgumentTypeError(f"{text!r} is a setting override, not a file; put overrides before --initial")
+    return Path(text)
+
+
+def _hosts(parser) -> None:
+    """The processes of a multi-host run (`eval`). Not a setting of the run: --resume may continue it on others."""
+    parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                        help="a multi-host run: process 0's address, or 'auto' to read it from the cluster's "
+                             "environment (SLURM, Open MPI); every process runs the same command and process 0 writes "
+                             "the run directory (README: Many GPUs)")
+    parser.add_argument("--num-processes", dest="num_processes", type=_positive_int, default=None, metavar="N",
+                        help="processes of a multi-host run (with --coordinator HOST:PORT)")
+    parser.add_argument("--process-id", dest="process_id", type=int, default=None, metavar="I",
+                        help="this process's index, 0 to N-1 (with --coordinator HOST:PORT)")
+
+
+def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
+    """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
+    its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
+    from envcoder.runs.settings import field_docs
+
+    default = next(f.default for f in dataclasses.fields(settings_class) if f.name == field)
+    kwargs.setdefault("default", list(default) if isinstance(default, tuple) else
+                      None if default is dataclasses.MISSING else default)
+    shown = kwargs["default"]
+    if not note and shown is not None and not isinstance(shown, (bool, list, dict)):
+        note = f"(default {shown})"
+    if flags[0].startswith("-"):
+        kwargs["dest"] = field
+    text = " ".join(filter(None, (field_docs(settings_class)[field], note)))
+    parser.add_argument(*flags, help=text.replace("%", "%%"), **kwargs)  # argparse formats help with %
+
+
+def _run_options(parser, settings_class, command: str) -> None:
+    """The options `eval` and `auto` share: what is trained, how, and within which limits."""
+    option = functools.partial(_setting, parser, settings_class)
+    option("task", "--task", note="Required unless --resume.")
+    option("envs_per_candidate", "--envs-per-candidate", "--envs_per_candidate", type=_positive_int)
+    option("algo", "--algo", choices=tuple(ALGORITHMS), note="`envcoder tasks` lists each task's (default ppo).")
+    option("config_file", "--config", type=Path, metavar="FILE",
+           note="(rl_games names, or a section per algorithm; a run's ppo.yaml can be reused here)")
+    option("overrides", "overrides", nargs="*", metavar="ALGO.NAME=VALUE",
+           note="Applied last, e.g. ppo.learning_rate=1e-3 ppo.units=[512,256].")
+    option("fitness", "--fitness", note="See `envcoder tasks --task T`.")
+    option("physics", "--physics", choices=("jax", "warp"), note="warp: MuJoCo Warp, CUDA GPUs, needs warp-lang.")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    option("validation_timeout_s", "--validation-timeout", type=float, metavar="S")
+    option("validation_memory_gib", "--validation-memory", type=float, metavar="GIB", note="In GiB (default 4).")
+    option("compile_timeout_s", "--compile-timeout", type=float, metavar="S")
+    option("iteration_timeout_s", "--iteration-timeout", type=float, metavar="S")
+    option("devices", "--devices", type=_positive_int, metavar="N")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"run directory to create (default runs/{command}<task>-<time>)")
+
+
+def _eval_parser(add_parser) -> None:
+    from envcoder.runs.settings import EvalSettings
+    from envcoder.shaping.api import SHAPER_TYPES
+
+    ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
+    option = functools.partial(_setting, ev, EvalSettings)
+    _run_options(ev, EvalSettings, "")
+    option("functions", "--functions", type=Path, nargs="+", metavar="PATH",
+           note="E.g. your own folder next to the bundled one (default: the bundled user_functions/<task>).")
+    option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
+           default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
+    option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")
+    option("task_default", "--task-default", action="store_true")
+    option("rank_by", "--rank-by", choices=RANK_BY)
+    option("seeds_until_separable", "--seeds-until-separable", type=_positive_int, metavar="N")
+    option("iterations", "--iterations", type=_positive_int)
+    option("schedule", "--schedule", choices=SCHEDULES)
+    option("rungs", "--rungs", type=_positive_int)
+    ev.add_argument("--seeds", type=_positive_int, default=1,
+                    help="independent seeds per candidate: every candidate is trained once per seed (default 1)")
+    option("tensorboard", "--no-tensorboard", action="store_false", note="Off with --no-tensorboard.")
+    ev.add_argument("--wandb", action="store_true",
+                    help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
+                         "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
+    ev.add_argument("--wandb-project", default="envcoder", metavar="NAME", help="W&B project (default envcoder)")
+    _hosts(ev)
+    ev.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                    help="continue an interrupted run from its last checkpoint (every save_frequency iterations), "
+                         "with the settings it was started with; the result equals an uninterrupted run's")
+
+
+def _auto_parser(add_parser) -> None:
+    from envcoder.search.settings import PROPOSERS, AutoSettings
+    from envcoder.shaping.api import SHAPER_TYPES
+
+    auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "
+                                   "envcoder evaluates them all at once, feeds statistics back and iterates")
+    option = functools.partial(_setting, auto, AutoSettings)
+    _run_options(auto, AutoSettings, "auto-")
+    option("task_description", "--task-description", "--task_description")
+    option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
+           note=f"(default compute_reward; {', '.join(SHAPER_TYPES)})")
+    option("llm", "--llm", metavar="MODEL", note="e.g. gpt-4o or claude-sonnet-4-5")
+    option("proposer", "--proposer", choices=PROPOSERS)
+    option("copies", "--copies", type=_positive_int)
+    option("halving_rungs", "--halving-rungs", type=int, metavar="N")
+    option("provider", "--provider", choices=("openai", "anthropic"), note="(OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
+    option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)
+    option("iterations", "--iterations", type=_positive_int)
+    option("retries", "--retries", type=int)
+    option("initial", "--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
+           note="Files or directories (offline default: the bundled user_functions/<task>).")
+    option("train_iterations", "--train-iterations", type=_positive_int)
+    option("schedule", "--schedule", choices=SCHEDULES)
+    auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
+    option("final_seeds", "--final-seeds", type=_positive_int)
+    option("final_max_seeds", "--final-max-seeds", type=_positive_int)
+    option("rank_by", "--rank-by", choices=RANK_BY)
+    option("final_top", "--final-top", type=_positive_int)
+    option("final_envs_per_candidate", "--final-envs", type=_positive_int, metavar="N",
+           note=f"(FINAL_ENVS = {FINAL_ENVS}, the full-budget ranking of docs/benchmarks/fidelity.md)")
+    option("request_timeout_s", "--request-timeout", type=float, metavar="S")
+    option("api_retries", "--api-retries", type=int)
+    option("concurrency", "--concurrency", type=_positive_int)
+    option("temperature", "--temperature", type=float, note="(default: the model's)")
+    option("max_tokens", "--max-tokens", type=_positive_int)
+    option("price", "--price", nargs=2, type=float, metavar=("IN", "OUT"))
+    auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
+                      help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true",
+                        help="on an error, show Python's traceback instead of the one-line message")
+    parser = _Parser(prog="envcoder", description="Evaluate many RL environment-shaping candidates in one process.")
+    parser.add_argument("--version", action="version", version=f"envcoder {envcoder.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def add_parser(name, **kwargs):
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    _eval_parser(add_parser)
+    _auto_parser(add_parser)
+    pl = add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
+    pl.add_argument("--run", type=Path, required=True, help="an `envcoder eval` run directory")
+    pl.add_argument("--candidate", required=True, help="candidate name, as in the ranking")
+    pl.add_argument("--seed", type=int, default=None, help="which seed's policy (default: the run's first)")
+    pl.add_argument("--checkpoint", choices=("best", "last"), default="best",
+                    help="best by task fitness during training (default) or the last")
+    pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
+    pl.add_argument("--video", type=Path, default=None,
+                    help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
+    pl.add_argument("--width", type=_positive_int, default=480)
+    pl.add_argument("--height", type=_positive_int, default=360)
+    report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
+    report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
+    tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
+    tasks.add_argument("--task", default=None, help="task to describe")
+    return parser
