@@ -42,7 +42,7 @@ def _serve() -> None:
         import numpy  # noqa: F401 - imported before the children fork, as everything they use
 
         from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
-        from envcoder.candidates import programs, validate  # noqa: F401
+        from envcoder.candidates import programs, samples, validate  # noqa: F401
         from envcoder.tasks import get_task
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
@@ -155,27 +155,29 @@ def _use_cache(directory: str, write: bool) -> None:
 
 
 def _warm_up(header: dict, task, mj_model) -> None:
-    """The first child, before any candidate's code: the sample states (`rollout_states`, kept in `states_file` for
-    the children and later runs) and the task's own functions compiled once into the cache."""
-    import io
-
+    """The first child, before any candidate's code: the sample states (those shipped for the task where they are
+    this code's, `envcoder.candidates.samples`, else `rollout_states`; kept in `states_file` for the children and
+    later runs) and the task's own functions compiled once into the cache."""
     import jax
     import numpy as np
 
     from envcoder.candidates import task_default_candidate
-    from envcoder.candidates.validate import rollout_states, validate_candidate
+    from envcoder.candidates.samples import shipped_states, state_bytes
+    from envcoder.candidates.validate import validate_candidate
     from envcoder.compile_cache import store_entry
-    from envcoder.sim import Simulator
 
     _use_cache(header["cache_dir"], write=True)
     path = Path(header["states_file"])
     try:
         states = dict(np.load(path, allow_pickle=False))
     except (OSError, ValueError):
-        states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
-        buffer = io.BytesIO()
-        np.savez(buffer, **states)
-        if not store_entry(path, buffer.getvalue()):
+        states = shipped_states(task)
+        if states is None:  # not shipped, or made by other code: rolled out here (MJX imported, the model built)
+            from envcoder.candidates.validate import rollout_states
+            from envcoder.sim import Simulator
+
+            states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
+        if not store_entry(path, state_bytes(states)):
             raise RuntimeError(f"cannot write the sample states to {path}")
     if header["cache_dir"]:
         simulator = types.SimpleNamespace(mj_model=mj_model)
