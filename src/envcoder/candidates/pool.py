@@ -1,7 +1,7 @@
 """The sandbox's worker processes as the training process sees them (`envcoder.candidates.sandbox` says what they
 do): a `Worker` is one jailed worker (`python -m envcoder.candidates.worker`) talked to line by line with timeouts;
 `start_workers` starts some ahead of the validator that will take them, so that their start (imports, the sample
-rollout) runs beside the command's own.
+states, the task's own functions compiled) runs beside the command's own.
 """
 
 from __future__ import annotations
@@ -229,8 +229,8 @@ def default_workers(files: int) -> int:
 
 def start_workers(task: str, shaper_types: Sequence[str], memory_gib: float, count: int) -> list[int]:
     """Start `count` workers for `task` now, ahead of the validator that will use them: a worker's start (its
-    imports and the sample rollout, 6–8 s on a GPU machine) then runs beside the command's own imports and setup
-    instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
+    imports, the sample states and the task's own functions compiled: 2–4 s on a GPU machine) then runs beside the
+    command's own imports and setup instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
     types and memory limit takes them; `close_started` ends the others (it runs at exit). Returns their process ids."""
     if not _STARTED:
         atexit.register(close_started)

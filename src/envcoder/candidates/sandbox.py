@@ -4,8 +4,9 @@ and file-size limits, and what comes back to the training process is compiled pr
 Every path that trains candidates (`envcoder eval`, `auto`, `--resume`, `play`) takes them from here: the parent
 (`SandboxValidator`) starts worker processes (`python -m envcoder.candidates.worker`) in new user and network
 namespaces with an environment of their own (no credentials, CPU-only JAX; `envcoder.candidates.jail`). A worker
-imports what validation needs and forks a trusted first child that rolls the task out briefly under the default
-shaping (`rollout_states`, kept on disk for later runs). Then each file is checked in a fresh child forked from the
+imports what validation needs and forks a trusted first child that gets the sample states: those shipped for the
+task where they are this code's (`envcoder.candidates.samples`), else a brief rollout under the default shaping
+(`rollout_states`); kept on disk for later runs. Then each file is checked in a fresh child forked from the
 worker, so that no file can change what the next one sees: the child locks itself in (Landlock: it reads only
 Python, envcoder and the sample states, writes only its temporary folder, connects nowhere), sets its limits, reads
 the file in the restricted namespace, traces, compiles and runs every shaping function of every sweep variant on
