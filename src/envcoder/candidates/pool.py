@@ -230,8 +230,9 @@ def default_workers(files: int) -> int:
 def start_workers(task: str, shaper_types: Sequence[str], memory_gib: float, count: int) -> list[int]:
     """Start `count` workers for `task` now, ahead of the validator that will use them: a worker's start (its
     imports, the sample states and the task's own functions compiled: 2–4 s on a GPU machine) then runs beside the
-    command's own imports and setup instead of after them. What `envcoder eval` and `auto` do first. A `SandboxValidator` of the same task, shaper
-    types and memory limit takes them; `close_started` ends the others (it runs at exit). Returns their process ids."""
+    command's own imports and setup instead of after them. What `envcoder eval` and `auto` do first. A
+    `SandboxValidator` of the same task, shaper types and memory limit takes them; `close_started` ends the others
+    (it runs at exit). Returns their process ids."""
     if not _STARTED:
         atexit.register(close_started)
     workers = [Worker(task, shaper_types, int(memory_gib * 2**30)) for _ in range(count)]
