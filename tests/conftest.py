@@ -11,6 +11,9 @@ if ctypes.util.find_library("OSMesa"):
     os.environ.setdefault("MUJOCO_GL", "osmesa")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
+
+pytest.register_assert_rewrite("goldens")  # its asserts show the differences, as a test's do
 
 from envcoder.compile_cache import enable_compilation_cache  # noqa: E402
 

@@ -1,5 +1,7 @@
-"""A small Anymal run gives, bit for bit, the results recorded before the redesign of the trainer into environment,
-learners and driver (the README's Cartpole run is checked the same way in test_cli); the file was written again when
+"""A small Anymal run gives, bit for bit, the results recorded on this kind of CPU (tests/golden/anymal_small/, one
+file per kind; on a kind with no recording, every candidate's fitness within 1e-3 of a recording's: tests/goldens.py).
+The first was recorded before the redesign of the trainer into environment, learners and driver (the README's
+Cartpole run is checked the same way in test_cli); the file was written again when
 the ranking gained learning speed (AUC), its declared range and its separation, with every group's number unchanged;
 and again when the candidates' float constants became inputs of the traced programs: 4 of the 10 candidates' numbers
 then moved in their 6th or 7th digit (XLA folds a literal constant, e.g. a division by it, otherwise than an input),
@@ -11,16 +13,16 @@ export boundary otherwise than code traced inline), and the ranking stayed the s
 bit for bit. Written again when a literal's sign became part of its constant (`* -0.000025` one input, not a negated
 one): the two candidates with such a literal moved (reference's task fitness by 1e-7; strict_termination's by 3e-5,
 one of its evaluation episodes ending earlier, episode length 333.94 -> 333.75), the ranking stayed the same. The
-groups' order in the file follows the code's classes and is not compared. Slow: run with `-m slow`."""
+groups' order in the file follows the code's classes and is not compared. The second file was recorded on the CI
+machines with AVX-512 FP16 and AMX (2026-11-26), the same code: fitnesses moved by up to 7e-5, one evaluation
+episode length by 9 steps (reference), the ranking stayed the same. Slow: run with `-m slow`."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from envcoder.cli import main
-
-GOLDEN = Path(__file__).parent / "golden"
+from goldens import assert_a_recording_equals, same_fitness
 
 
 @pytest.mark.slow
@@ -29,8 +31,4 @@ def test_a_small_anymal_run_gives_the_recorded_results_bit_for_bit(tmp_path):
     assert main(["eval", "--task", "Anymal", "--iterations", "2", "--envs-per-candidate", "16", "--no-tensorboard",
                  "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
-    golden = json.loads((GOLDEN / "anymal_small_results.json").read_text())
-    results.pop("timings")
-    for record in (results, golden):
-        record["groups"].sort(key=lambda g: (g["candidate"], g["seed"]))
-    assert results == golden
+    assert_a_recording_equals(results, "anymal_small", same_fitness(1e-3))
