@@ -83,6 +83,9 @@ def main():
     parser.add_argument("--name", default=None)
     parser.add_argument("--xla-options", default=None,
                         help="XLA options (JSON) over the trainer's (envcoder.compile_cache.xla_options)")
+    parser.add_argument("--trace-ahead", action="store_true",
+                        help="trace MJX's physics step first (`Simulator.trace_ahead`, what a run does while the "
+                             "sandbox validates) and report its seconds apart from the program's trace")
     parser.add_argument("--prewarm", action="store_true",
                         help="first compile (unprofiled) the policy's forward pass on the rollout's observations, "
                              "alone: does XLA reuse its GEMM autotuning results in the profiled program?")
@@ -116,6 +119,13 @@ def main():
     else:
         trainer = build(args)
         times["setup_s"] = time.perf_counter() - tick
+        if args.trace_ahead:
+            tick = time.perf_counter()
+            trainer.env.sim.trace_ahead()
+            sim = trainer.env.sim
+            jax.eval_shape(sim.world_step, sim.place(sim.qpos0, jnp.zeros(sim.mj_model.nv)),
+                           jnp.zeros(sim.mj_model.nu), {})  # waits for the trace ahead, then reuses it
+            times["trace_ahead_s"] = time.perf_counter() - tick
         keys = jax.ShapeDtypeStruct((len(trainer.groups), 2), jnp.uint32)
         functions = trainer.functions()
         if args.what == "init":

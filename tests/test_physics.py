@@ -217,3 +217,32 @@ print("mesh", "trimesh" in sys.modules, len(mesh.model._impl.mesh_convex), mesh.
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert "tasks []" in out
     assert "mesh True 1 (4, 3)" in out
+
+
+def test_the_physics_step_traced_ahead_serves_any_number_of_worlds_and_steps_as_before(monkeypatch):
+    """`Simulator.trace_ahead` (what a run does while the sandbox validates) traces one world's physics step, in a
+    thread of its own; rollouts of any number of environments traced later reuse that trace (MJX's step runs in
+    Python only there), and `world_step`, jitted and inlined, steps exactly as `physics_step` does."""
+    import threading
+
+    from mujoco import mjx
+
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    traced, step = [], mjx.step
+
+    def counted(*args, **kwargs):
+        traced.append(threading.current_thread().name)
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(mjx, "step", counted)
+    sim.trace_ahead()
+    for worlds in (3, 5):
+        data = sim.place(jnp.broadcast_to(sim.qpos0, (worlds, sim.mj_model.nq)),
+                         jnp.full((worlds, sim.mj_model.nv), 0.3, jnp.float32))
+        ctrl = jnp.linspace(-1.0, 1.0, worlds * sim.mj_model.nu).reshape(worlds, sim.mj_model.nu)
+        inlined = jax.jit(jax.vmap(sim.world_step))(data, ctrl, {})
+        plain = jax.jit(jax.vmap(lambda d, c, p: sim.physics_step(d, c, p)))(data, ctrl, {})
+        for got, want in zip(jax.tree.leaves(inlined), jax.tree.leaves(plain)):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert traced == ["envcoder-trace-ahead"] + ["MainThread"] * 2  # ahead, then only the plain steps

@@ -352,7 +352,7 @@ class GroupedEnv:
             # MJX traced under one vmap over all G·E environments, not two nested ones: the same program, traced
             # in 30% less time (the rollout's tracing precedes its compile on the first iteration's critical path).
             worlds = ctrl.shape[0] * ctrl.shape[1]
-            stepped = jax.vmap(self.sim.physics_step)(*jax.tree.map(
+            stepped = jax.vmap(self.sim.world_step)(*jax.tree.map(
                 lambda x: x.reshape((worlds,) + x.shape[2:]), (data, ctrl, model_fields)))
             return jax.tree.map(lambda x, like: x.reshape(like.shape), stepped, data), ctrl
 

@@ -150,6 +150,11 @@ class Simulator:
             self._data0 = mjx.make_data(self.mj_model, impl="warp", naconmax=worlds * per_world,
                                         njmax=constraints)
         self.worlds = worlds
+        # One world's physics step, jitted and inlined where it is called (the program is the same as without the
+        # jit): JAX keeps its trace, so `trace_ahead` can trace MJX's Python, most of a rollout's tracing, before
+        # the rollout itself can be traced. Under `vmap` the per-world trace serves any number of environments.
+        self._world_step = jax.jit(self.physics_step, inline=True) if physics == "jax" else self.physics_step
+        self._tracing_ahead = threading.Lock()
         self.randomizer = ModelRandomizer(self.mj_model)
         ctrl_limited = self.mj_model.actuator_ctrllimited.astype(bool)
         ranges = self.mj_model.actuator_ctrlrange
@@ -340,6 +345,32 @@ class Simulator:
         """Advance one physics step with `ctrl [nu]` (clipped to the actuators' ranges); `data`: MJX data or a
         `PhysicsState`."""
         return mjx.step(self.model_for(physics), self.expand(data).replace(ctrl=self.clip_ctrl(ctrl)))
+
+    def world_step(self, data: mjx.Data, ctrl: jnp.ndarray, physics: dict | None = None) -> mjx.Data:
+        """`physics_step` of one world, as rollouts call it (under `vmap`). Waits for a trace ahead in progress,
+        whose trace it then reuses."""
+        with self._tracing_ahead:
+            pass
+        return self._world_step(data, ctrl, physics)
+
+    def trace_ahead(self) -> None:
+        """Trace `world_step` as a rollout calls it (one world's MJX data and controls, no randomized fields) in a
+        thread of its own, so that a rollout traced later finds it done: what a run does while the sandbox
+        validates. A failure here is left for the rollout's own trace to raise."""
+        if self.physics != "jax":
+            return
+        self._tracing_ahead.acquire()
+
+        def trace():
+            try:
+                data = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self._data0)
+                self._world_step.trace(data, jax.ShapeDtypeStruct((self.mj_model.nu,), jnp.float32), {})
+            except Exception:  # noqa: BLE001, S110 - the rollout traces it again and raises there
+                pass
+            finally:
+                self._tracing_ahead.release()
+
+        threading.Thread(target=trace, name="envcoder-trace-ahead", daemon=True).start()
 
     def model_for(self, physics: dict | None):
         """The model of one environment whose randomized fields are `physics` (None or {}: the task's model)."""
