@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -90,16 +91,9 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
-    # The device's setup (the GPU backend, the model on it: ~1 s on an H100) and the trace of MJX's physics step
-    # need no verdict: they run while the sandbox validates, in worker processes.
-    validated = threading.Event()
-    simulator = in_thread(lambda: _while_validating(Simulator(task.model_file, task.substeps), validated),
-                          "envcoder-simulator")
-    tick = time.perf_counter()
-    try:
+    with _simulator_while_validating(task) as simulator:
+        tick = time.perf_counter()
         valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
-    finally:
-        validated.set()
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
     valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
@@ -137,13 +131,26 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                          run_dir)) from err
 
 
-def _while_validating(simulator: Simulator, validated: threading.Event) -> Simulator:
-    """`simulator`, its physics step traced ahead (in a thread) if the sandbox is still validating. Where the
-    verdicts came from the cache at once (a warm run, whose programs the trace cache holds too), the trace would
-    only compete for the GIL with the run's start (0.7 s of a warm start on an H100): it is left out."""
-    if not validated.is_set():
-        simulator.trace_ahead()
-    return simulator
+@contextlib.contextmanager
+def _simulator_while_validating(task):
+    """The task's simulator (a future), built in a thread while the body runs the sandbox's validation: the
+    device's setup (the GPU backend, the model on it: ~1 s on an H100) needs no verdict. If the sandbox is still
+    validating then, the simulator traces its physics step ahead too (`Simulator.trace_ahead`). Where the verdicts
+    came from the cache at once (a warm run, whose programs the trace cache holds too), that trace would only compete
+    for the GIL with the run's start (0.7 s slower warm starts on an H100 with it): it is left out."""
+    validated = threading.Event()
+
+    def build() -> Simulator:
+        simulator = Simulator(task.model_file, task.substeps)
+        if not validated.is_set():
+            simulator.trace_ahead()
+        return simulator
+
+    future = in_thread(build, "envcoder-simulator")
+    try:
+        yield future
+    finally:
+        validated.set()
 
 
 def _leave_out(valid, failures, hung: list[dict]):
