@@ -10,15 +10,32 @@ the best one, and `task_default`
 side by side with the same seeds: the gap closed is `(best start - best find) / (best start - task default)` in the
 fitness's better direction (1.0: the find is as good as the task's default; above 1: better). Writes
 `<out>/search.json` with the numbers, the wall-clock seconds from process start and the compile seconds.
+
+The search's final picks its best find and its best start by the same seeds that then measure them, so its
+figure is biased (the best of several noisy means). `verify` measures again, on fresh seeds: each search's
+`best.py`, the start that was best in it and the task's default, retrained side by side, in several processes at
+once (one per GPU of `--gpus`, each with its own seeds), then the gap closed per search and over the searches,
+and each find against the default, with 95% bootstrap intervals:
+
+    python benchmarks/search.py verify --runs runs/search_anymal_* --starts benchmarks/search_starts/anymal \
+        --seeds 3 --gpus 0 1 2 3 --out runs/verify -- --envs-per-candidate 1024 --iterations 300
+
+writes `<out>/verify.json` and prints a table (`--report-only` recomputes it from the parts already run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from envcoder.search.settings import PROPOSERS
 
@@ -41,7 +58,159 @@ def gap_closed(summary: dict, starts: set[str]) -> dict:
     return {"best_start": best_start, "best_find": best_find, "task_default": default, "gap_closed": closed}
 
 
+def fresh_seeds(results: list[dict]) -> dict[str, list[float]]:
+    """Each candidate's final task fitness per seed over the `results.json` of several evaluations (diverged seeds
+    left out); a candidate trained with the same seed twice is an error, since the parts would not be independent."""
+    per_seed: dict[str, dict[int, float]] = {}
+    for result in results:
+        for group in result["groups"]:
+            seeds = per_seed.setdefault(group["candidate"], {})
+            if group["seed"] in seeds:
+                raise ValueError(f"{group['candidate']} was trained twice with seed {group['seed']}: give each part "
+                                 "its own seeds")
+            seeds[group["seed"]] = group["task_fitness"]
+    return {name: [v for _, v in sorted(seeds.items()) if v is not None and np.isfinite(v)]
+            for name, seeds in per_seed.items()}
+
+
+def gap_statistics(find: list[float], start: list[float], default: list[float], higher_is_better: bool,
+                   samples: int = 4000, rng: np.random.Generator | None = None) -> dict:
+    """The gap closed, `(start - find) / (start - default)` in the better direction, from the three candidates'
+    per-seed fitness, with a 95% bootstrap interval (each candidate's seeds resampled on their own)."""
+    rng = rng or np.random.default_rng(0)
+    f, s, d = (np.asarray(x, dtype=np.float64) for x in (find, start, default))
+    sign = 1.0 if higher_is_better else -1.0
+
+    def closed(f_mean, s_mean, d_mean):
+        gap = sign * (d_mean - s_mean)
+        return np.where(gap > 0, sign * (f_mean - s_mean) / np.where(gap > 0, gap, 1.0), np.nan)
+
+    means = [rng.choice(x, size=(samples, len(x))).mean(axis=1) for x in (f, s, d)]
+    boot = closed(*means)
+    low, high = np.nanpercentile(boot, [2.5, 97.5]) if np.isfinite(boot).any() else (np.nan, np.nan)
+    better = sign * (means[0] - means[2])  # the find's lead over the default, in the better direction
+    return {"gap_closed": float(closed(f.mean(), s.mean(), d.mean())), "ci_low": float(low), "ci_high": float(high),
+            "find": float(f.mean()), "start": float(s.mean()), "default": float(d.mean()),
+            "find_beats_default_by": float(sign * (f.mean() - d.mean())),
+            "find_beats_default_ci": [float(x) for x in np.percentile(better, [2.5, 97.5])],
+            "p_find_beats_default": float(np.mean(better > 0)),
+            "seeds": {"find": len(f), "start": len(s), "default": len(d)}}
+
+
+def mean_gap_statistics(finds: dict[str, list[float]], start: list[float], default: list[float],
+                        higher_is_better: bool, samples: int = 4000) -> dict:
+    """The mean gap closed over several searches' finds (one start, one default), with a 95% bootstrap interval
+    that resamples the searches as well as each candidate's seeds: what the next search can expect."""
+    rng = np.random.default_rng(0)
+    names = sorted(finds)
+    sign = 1.0 if higher_is_better else -1.0
+    s, d = (np.asarray(x, dtype=np.float64) for x in (start, default))
+    s_boot = rng.choice(s, size=(samples, len(s))).mean(axis=1)
+    d_boot = rng.choice(d, size=(samples, len(d))).mean(axis=1)
+    f_boot = np.stack([rng.choice(np.asarray(finds[n], dtype=np.float64), size=(samples, len(finds[n]))).mean(axis=1)
+                       for n in names], axis=1)  # [samples, searches]
+    which = rng.integers(0, len(names), size=(samples, len(names)))
+    gap = (sign * (d_boot - s_boot))[:, None]
+    closed = sign * (np.take_along_axis(f_boot, which, axis=1) - s_boot[:, None]) / np.where(gap > 0, gap, np.nan)
+    boot = closed.mean(axis=1)
+    if sign * (d.mean() - s.mean()) <= 0:
+        return {"error": "the start is no worse than the task's default on these seeds: no gap to close"}
+    point = [sign * (np.mean(finds[n]) - s.mean()) / (sign * (d.mean() - s.mean())) for n in names]
+    low, high = np.nanpercentile(boot, [2.5, 97.5])
+    return {"mean_gap_closed": float(np.mean(point)), "ci_low": float(low), "ci_high": float(high),
+            "searches": len(names), "at_least_80_percent": int(sum(p >= 0.8 for p in point))}
+
+
+def _candidate_name(text: str) -> str:
+    return re.sub(r"\W", "_", text).strip("_")
+
+
+def verify(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="search.py verify", description="the searches' finds retrained on fresh "
+                                     "seeds beside their best start and the task's default")
+    parser.add_argument("--runs", type=Path, nargs="+", required=True, help="`search.py` output folders")
+    parser.add_argument("--starts", type=Path, required=True, help="the folder of starting files the runs used")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, default=4, help="seeds per candidate in each part (default 4)")
+    parser.add_argument("--gpus", nargs="+", default=None, metavar="GPU",
+                        help="one evaluation at once on each of these GPUs, each with its own seeds (default: one "
+                             "evaluation, on whatever JAX finds)")
+    parser.add_argument("--seed", type=int, default=1000, help="first seed, away from the searches' (default 1000)")
+    parser.add_argument("--report-only", action="store_true", help="recompute the report from the parts' results")
+    args, rest = parser.parse_known_args(argv)
+    rest = [a for a in rest if a != "--"]
+    runs = {}
+    for run in args.runs:
+        if not (run / "search.json").is_file() or not (run / "best.py").is_file():
+            parser.error(f"{run} has no search.json and best.py: give the folders that `search.py --out` wrote")
+        runs[_candidate_name(f"find_{run.parent.name}_{run.name}")] = (run, json.loads((run / "search.json").read_text()))
+    tasks = {search["task"] for _, search in runs.values()}
+    if len(tasks) != 1:
+        parser.error(f"the runs are of several tasks ({', '.join(sorted(tasks))}): verify one task at a time")
+    task = tasks.pop()
+    functions = args.out / "functions"
+    if not args.report_only:
+        functions.mkdir(parents=True, exist_ok=True)
+        for name, (run, search) in runs.items():
+            shutil.copyfile(run / "best.py", functions / f"{name}.py")
+            start = search["best_start"]["name"].removeprefix("init_")
+            if not (args.starts / f"{start}.py").is_file():
+                parser.error(f"{run}'s best start {start}.py is not in {args.starts}")
+            shutil.copyfile(args.starts / f"{start}.py", functions / f"start_{start}.py")
+        parts = []
+        for p, gpu in enumerate(args.gpus or [None]):
+            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+            command = [sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task", task,
+                       "--functions", str(functions), "--task-default", "--seeds", str(args.seeds),
+                       "--seed", str(args.seed + p * args.seeds), "--out", str(args.out / f"part_{p}"),
+                       "--no-tensorboard", *rest]
+            log = open(args.out / f"part_{p}.log", "w")
+            parts.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), log))
+        if any(process.wait() != 0 for process, _ in parts):
+            print(f"a part failed: see {args.out}/part_*.log", file=sys.stderr)
+    results = [json.loads(path.read_text()) for path in sorted(args.out.glob("part_*/results.json"))]
+    if not results:
+        print(f"no part wrote results.json under {args.out}", file=sys.stderr)
+        return 1
+    higher = results[0]["higher_is_better"]
+    fitness = fresh_seeds(results)
+    report = {"task": task, "higher_is_better": higher, "arguments": rest, "parts": len(results),
+              "per_seed": fitness, "searches": {}}
+    by_start: dict[str, dict[str, list[float]]] = {}
+    for name, (run, search) in runs.items():
+        start = "start_" + search["best_start"]["name"].removeprefix("init_")
+        entry = {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
+                 "best_find_in_its_final": search["best_find"]["name"], "start": start}
+        if fitness.get(name) and fitness.get(start) and fitness.get("task_default"):
+            entry |= gap_statistics(fitness[name], fitness[start], fitness["task_default"], higher)
+            by_start.setdefault(start, {})[name] = fitness[name]
+        report["searches"][name] = entry
+    report["over_searches"] = {start: mean_gap_statistics(finds, fitness[start], fitness["task_default"], higher)
+                               for start, finds in by_start.items()}
+    (args.out / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
+    print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | find − default [95% CI], "
+          "P(beats) |\n|---|---:|---:|---:|---:|---|---|")
+    for name, e in report["searches"].items():
+        claimed = f"{e['gap_closed_in_its_final']:.0%}" if e["gap_closed_in_its_final"] is not None else "–"
+        if "gap_closed" in e:
+            print(f"| {name} | {claimed} | {e['find']:.3f} | {e['start']:.3f} | {e['default']:.3f} | "
+                  f"{e['gap_closed']:.0%} [{e['ci_low']:.0%}, {e['ci_high']:.0%}] | {e['find_beats_default_by']:+.3f} "
+                  f"[{e['find_beats_default_ci'][0]:+.3f}, {e['find_beats_default_ci'][1]:+.3f}], "
+                  f"{e['p_find_beats_default']:.2f} |")
+        else:
+            print(f"| {name} | {claimed} | not measured (diverged or missing) | | | | |")
+    for start, m in report["over_searches"].items():
+        if "error" in m:
+            print(f"over the searches from {start}: {m['error']}")
+            continue
+        print(f"over {m['searches']} searches from {start}: mean {m['mean_gap_closed']:.0%} "
+              f"[{m['ci_low']:.0%}, {m['ci_high']:.0%}], {m['at_least_80_percent']} at 80% or more")
+    return 0
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["verify"]:
+        sys.exit(verify(sys.argv[2:]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True)
     parser.add_argument("--starts", type=Path, required=True, help="folder of deliberately poor starting files")

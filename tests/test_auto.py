@@ -602,3 +602,31 @@ def test_a_search_without_a_model_refuses_an_llm(tmp_path, capsys):
                  "--out", str(tmp_path / "r")]) == 2
     assert "--proposer random is a search without a model: leave out --llm" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_the_search_benchmarks_fresh_seed_check_by_hand():
+    """`benchmarks/search.py verify`: the gap closed from fresh seeds, its bootstrap interval and the mean over
+    searches, against numbers worked by hand (tracking error: lower is better)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    # Start 1.0, default 0.2: a find at 0.6 closes half the gap; with no spread over seeds the interval is a point.
+    half = bench.gap_statistics([0.6, 0.6], [1.0, 1.0], [0.2, 0.2], higher_is_better=False)
+    assert (half["gap_closed"], half["ci_low"], half["ci_high"]) == pytest.approx((0.5, 0.5, 0.5))
+    # A find at 0.2 and 0.6: mean 0.4, 75%; its resampled means are 0.2, 0.4 or 0.6, so the interval is 50-100%.
+    spread = bench.gap_statistics([0.2, 0.6], [1.0, 1.0], [0.2, 0.2], higher_is_better=False)
+    assert (spread["gap_closed"], spread["ci_low"], spread["ci_high"]) == pytest.approx((0.75, 0.5, 1.0))
+    assert bench.gap_statistics([0.9], [0.0], [1.0], higher_is_better=True)["gap_closed"] == pytest.approx(0.9)
+    # Two searches' finds, 50% and 100%: mean 75%; resampling the searches gives 50, 75 or 100%.
+    over = bench.mean_gap_statistics({"a": [0.6], "b": [0.2]}, [1.0], [0.2], higher_is_better=False)
+    assert (over["mean_gap_closed"], over["ci_low"], over["ci_high"]) == pytest.approx((0.75, 0.5, 1.0))
+    assert over["at_least_80_percent"] == 1 and over["searches"] == 2
+    assert "no gap" in bench.mean_gap_statistics({"a": [0.6]}, [0.2], [1.0], higher_is_better=False)["error"]
+    # Parts pool their seeds; a diverged seed is left out; one seed in two parts is an error.
+    part = lambda seed, value: {"groups": [{"candidate": "x", "seed": seed, "task_fitness": value}]}  # noqa: E731
+    assert bench.fresh_seeds([part(0, 1.0), part(1, None), part(2, 3.0)]) == {"x": [1.0, 3.0]}
+    with pytest.raises(ValueError, match="seed 0"):
+        bench.fresh_seeds([part(0, 1.0), part(0, 2.0)])

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -184,10 +185,14 @@ class Worker:
         return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
 
     def stderr_tail(self, lines: int = 3) -> str:
+        """The child's last lines of standard error; after a crash in native code (XLA's checks, the C++ runtime),
+        the line that says why comes first, since a stack trace follows it."""
         self.stderr.seek(self._stderr_from)
         text = self.stderr.read().decode(errors="replace").strip().splitlines()
         text = [t for t in text if "warp" not in t]  # MJX's notice that the optional warp backend is absent
-        return " | ".join(text[-lines:]) or "no output"
+        fatal = next((t.strip() for t in text if FATAL_LINE.search(t)), None)
+        tail = [t for t in text[-lines:] if t.strip() != fatal]
+        return " | ".join(([fatal] if fatal else []) + tail) or "no output"
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -216,6 +221,11 @@ class Worker:
                  "running": "a lax.while_loop that never ends?"}.get(step, "an endless loop?")
         return f"took longer than {timeout_s:g} s ({cause})"
 
+
+FATAL_LINE = re.compile(r"^[FE]\d{4} |Check failed|terminate called|what\(\):|Fatal Python error|LLVM ERROR|"
+                        r"\*\*\* SIG")
+"""A line of a child's standard error that says why native code aborted (absl's fatal log lines, failed checks,
+the C++ runtime's, Python's and LLVM's fatal errors, the signal handler's header)."""
 
 _STARTED: list[Worker] = []
 """Workers started ahead of their validator (`start_workers`) that no validator has taken yet."""

@@ -26,10 +26,26 @@ from envcoder.candidates.jail import lock
 FILE_SIZE_LIMIT = 64 * 2**20
 """Bytes a candidate's process may write to one file (its own temporary folder is the only place it can)."""
 
+CORES = 8
+"""The most CPU cores a worker (and the children it forks) runs on. XLA sizes its thread pools by the cores a process
+may use, and every thread's stack counts towards a child's memory limit (`RLIMIT_DATA`): on a 64-core host a child
+compiling an Ant reward failed to start threads under the default 4 GiB ("pthread_create() failed", exit -6), while
+on 16 cores it passed. Several workers run at once, each on its own share of the cores."""
+
+
+def _fewer_cores() -> None:
+    """Run on at most `CORES` of the cores this process may use, a share picked by the process id so that workers
+    started together spread over the machine; before anything starts a thread."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) > CORES:
+        first = (os.getpid() * CORES) % len(cores)
+        os.sched_setaffinity(0, [cores[(first + i) % len(cores)] for i in range(CORES)])
+
 
 def _serve() -> None:
     """The worker's main loop (see the module docstring for the protocol). It imports what validation needs but
     starts no JAX backend and runs no candidate code: each file is checked in a child forked from it."""
+    _fewer_cores()
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed, by us or a candidate, goes to stderr
     sys.stdout = sys.stderr
