@@ -76,7 +76,9 @@ def fresh_seeds(results: list[dict]) -> dict[str, list[float]]:
 def gap_statistics(find: list[float], start: list[float], default: list[float], higher_is_better: bool,
                    samples: int = 4000, rng: np.random.Generator | None = None) -> dict:
     """The gap closed, `(start - find) / (start - default)` in the better direction, from the three candidates'
-    per-seed fitness, with a 95% bootstrap interval (each candidate's seeds resampled on their own)."""
+    per-seed fitness, with a 95% bootstrap interval (each candidate's seeds resampled on their own). The gap is
+    defined only where the default beats the start in 95% of the resamples (`gap_defined`); the find's lead over the
+    default is given either way."""
     rng = rng or np.random.default_rng(0)
     f, s, d = (np.asarray(x, dtype=np.float64) for x in (find, start, default))
     sign = 1.0 if higher_is_better else -1.0
@@ -90,6 +92,7 @@ def gap_statistics(find: list[float], start: list[float], default: list[float], 
     low, high = np.nanpercentile(boot, [2.5, 97.5]) if np.isfinite(boot).any() else (np.nan, np.nan)
     better = sign * (means[0] - means[2])  # the find's lead over the default, in the better direction
     return {"gap_closed": float(closed(f.mean(), s.mean(), d.mean())), "ci_low": float(low), "ci_high": float(high),
+            "gap_defined": bool(np.mean(sign * (means[2] - means[1]) > 0) >= 0.95),
             "find": float(f.mean()), "start": float(s.mean()), "default": float(d.mean()),
             "find_beats_default_by": float(sign * (f.mean() - d.mean())),
             "find_beats_default_ci": [float(x) for x in np.percentile(better, [2.5, 97.5])],
@@ -113,8 +116,10 @@ def mean_gap_statistics(finds: dict[str, list[float]], start: list[float], defau
     gap = (sign * (d_boot - s_boot))[:, None]
     closed = sign * (np.take_along_axis(f_boot, which, axis=1) - s_boot[:, None]) / np.where(gap > 0, gap, np.nan)
     boot = closed.mean(axis=1)
-    if sign * (d.mean() - s.mean()) <= 0:
-        return {"error": "the start is no worse than the task's default on these seeds: no gap to close"}
+    p_gap = np.mean(sign * (d_boot - s_boot) > 0)
+    if p_gap < 0.95:
+        return {"error": f"the default beats the start in only {p_gap:.0%} of the resamples: no gap to close (see "
+                         "each find against the default)"}
     point = [sign * (np.mean(finds[n]) - s.mean()) / (sign * (d.mean() - s.mean())) for n in names]
     low, high = np.nanpercentile(boot, [2.5, 97.5])
     return {"mean_gap_closed": float(np.mean(point)), "ci_low": float(low), "ci_high": float(high),
@@ -148,29 +153,41 @@ def verify(argv: list[str]) -> int:
     if len(tasks) != 1:
         parser.error(f"the runs are of several tasks ({', '.join(sorted(tasks))}): verify one task at a time")
     task = tasks.pop()
-    functions = args.out / "functions"
     if not args.report_only:
-        functions.mkdir(parents=True, exist_ok=True)
-        for name, (run, search) in runs.items():
-            shutil.copyfile(run / "best.py", functions / f"{name}.py")
-            start = search["best_start"]["name"].removeprefix("init_")
-            if not (args.starts / f"{start}.py").is_file():
-                parser.error(f"{run}'s best start {start}.py is not in {args.starts}")
-            shutil.copyfile(args.starts / f"{start}.py", functions / f"start_{start}.py")
-        parts = []
-        for p, gpu in enumerate(args.gpus or [None]):
-            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-            command = [sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task", task,
-                       "--functions", str(functions), "--task-default", "--seeds", str(args.seeds),
-                       "--seed", str(args.seed + p * args.seeds), "--out", str(args.out / f"part_{p}"),
-                       "--no-tensorboard", *rest]
-            log = open(args.out / f"part_{p}.log", "w")
-            parts.append((subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT), log))
-        if any(process.wait() != 0 for process, _ in parts):
+        for run, search in runs.values():
+            if not (args.starts / f"{search['best_start']['name'].removeprefix('init_')}.py").is_file():
+                parser.error(f"{run}'s best start ({search['best_start']['name']}) has no file in {args.starts}")
+        if not _train_parts(task, runs, args, rest):
             print(f"a part failed: see {args.out}/part_*.log", file=sys.stderr)
-    results = [json.loads(path.read_text()) for path in sorted(args.out.glob("part_*/results.json"))]
+    return _report(task, runs, args.out, rest)
+
+
+def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
+    """Each run's find, its best start and the task's default in one folder, trained by one `envcoder eval` per
+    GPU at once, each with its own seeds; whether every part ended well."""
+    functions = args.out / "functions"
+    functions.mkdir(parents=True, exist_ok=True)
+    for name, (run, search) in runs.items():
+        shutil.copyfile(run / "best.py", functions / f"{name}.py")
+        start = search["best_start"]["name"].removeprefix("init_")
+        shutil.copyfile(args.starts / f"{start}.py", functions / f"start_{start}.py")
+    parts = []
+    for p, gpu in enumerate(args.gpus or [None]):
+        env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+        command = [sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task", task,
+                   "--functions", str(functions), "--task-default", "--seeds", str(args.seeds),
+                   "--seed", str(args.seed + p * args.seeds), "--out", str(args.out / f"part_{p}"),
+                   "--no-tensorboard", *rest]
+        with open(args.out / f"part_{p}.log", "w") as log:
+            parts.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+    return all([process.wait() == 0 for process in parts])
+
+
+def _report(task: str, runs: dict, out: Path, rest: list[str]) -> int:
+    """`verify.json` and a table from the parts' results."""
+    results = [json.loads(path.read_text()) for path in sorted(out.glob("part_*/results.json"))]
     if not results:
-        print(f"no part wrote results.json under {args.out}", file=sys.stderr)
+        print(f"no part wrote results.json under {out}", file=sys.stderr)
         return 1
     higher = results[0]["higher_is_better"]
     fitness = fresh_seeds(results)
@@ -187,14 +204,16 @@ def verify(argv: list[str]) -> int:
         report["searches"][name] = entry
     report["over_searches"] = {start: mean_gap_statistics(finds, fitness[start], fitness["task_default"], higher)
                                for start, finds in by_start.items()}
-    (args.out / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
     print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | find − default [95% CI], "
           "P(beats) |\n|---|---:|---:|---:|---:|---|---|")
     for name, e in report["searches"].items():
         claimed = f"{e['gap_closed_in_its_final']:.0%}" if e["gap_closed_in_its_final"] is not None else "–"
         if "gap_closed" in e:
+            gap = (f"{e['gap_closed']:.0%} [{e['ci_low']:.0%}, {e['ci_high']:.0%}]" if e["gap_defined"] else
+                   "none: the start is not separable from the default")
             print(f"| {name} | {claimed} | {e['find']:.3f} | {e['start']:.3f} | {e['default']:.3f} | "
-                  f"{e['gap_closed']:.0%} [{e['ci_low']:.0%}, {e['ci_high']:.0%}] | {e['find_beats_default_by']:+.3f} "
+                  f"{gap} | {e['find_beats_default_by']:+.3f} "
                   f"[{e['find_beats_default_ci'][0]:+.3f}, {e['find_beats_default_ci'][1]:+.3f}], "
                   f"{e['p_find_beats_default']:.2f} |")
         else:

@@ -625,6 +625,12 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
     assert (over["mean_gap_closed"], over["ci_low"], over["ci_high"]) == pytest.approx((0.75, 0.5, 1.0))
     assert over["at_least_80_percent"] == 1 and over["searches"] == 2
     assert "no gap" in bench.mean_gap_statistics({"a": [0.6]}, [0.2], [1.0], higher_is_better=False)["error"]
+    # A start and a default that the seeds do not separate leave the gap undefined; the find's lead is still given.
+    close = bench.gap_statistics([0.6, 0.7], [0.30, 0.50], [0.35, 0.45], higher_is_better=True)
+    assert not close["gap_defined"] and close["find_beats_default_by"] == pytest.approx(0.25)
+    assert close["find_beats_default_ci"] == pytest.approx([0.15, 0.35]) and close["p_find_beats_default"] == 1.0
+    assert half["gap_defined"] and "no gap" in bench.mean_gap_statistics(
+        {"a": [0.6]}, [0.30, 0.50], [0.35, 0.45], higher_is_better=True)["error"]
     # Parts pool their seeds; a diverged seed is left out; one seed in two parts is an error.
     part = lambda seed, value: {"groups": [{"candidate": "x", "seed": seed, "task_fitness": value}]}  # noqa: E731
     assert bench.fresh_seeds([part(0, 1.0), part(1, None), part(2, 3.0)]) == {"x": [1.0, 3.0]}
