@@ -247,6 +247,22 @@ def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
     assert env["XLA_FLAGS"] == WORKER_XLA_FLAGS == "--xla_backend_optimization_level=0"
 
 
+def test_sandbox_workers_take_a_share_of_the_cores_and_a_native_crash_says_why():
+    """On a 64-core host XLA's thread stacks broke a child's memory limit (every Ant file died while compiling,
+    exit -6): a worker runs on at most `CORES` cores. Here (2 cores) the share is checked with `CORES = 1`; and the
+    reason for such a crash leads with the line that says why, not with the stack trace's last frames."""
+    from envcoder.candidates.pool import FATAL_LINE
+
+    code = ("import os, envcoder.candidates.worker as w; w.CORES = 1; w._fewer_cores(); "
+            "print(len(os.sched_getaffinity(0)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "1"
+    stderr = ["F1126 22:44:52.691222    4618 env.cc:93] Check failed: ret == 0 (11 vs. 0) Thread tf_foreach creation "
+              "via pthread_create() failed.", "*** Check failure stack trace: ***",
+              "    @           0x54b1d5  PyObject_Call", "    @           0x64f814  (unknown)"]
+    assert [line for line in stderr if FATAL_LINE.search(line)] == stderr[:1]
+
+
 def test_sandbox_workers_import_mujoco_whatever_opengl_backend_the_parent_names(monkeypatch):
     """`import mujoco` raises where MUJOCO_GL names a backend it cannot load (`envcoder play` sets MUJOCO_GL for its
     process, OSMesa on a machine without a display); the workers never render, so they do not load one."""
