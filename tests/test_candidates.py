@@ -113,3 +113,26 @@ def test_validation_infers_observation_size(tmp_path, cartpole):
                                   "    return jnp.concatenate([state['dof_pos'], state['dof_vel'], state['dof_pos']], -1)\n")
     spec = validate_candidate(task, simulator, load_candidate(path, ("compute_observation",)), state)
     assert spec.obs_dim == 6 and spec.action_dim == 1
+
+
+def test_the_likely_number_of_candidates_is_read_without_running_a_file(tmp_path):
+    """`likely_count` (the environments a run traces MJX's step for while its files are validated): one per file, a
+    sweep's variants where its `PARAMS` table is written as literals, one for a file that does not parse or whose
+    table is computed, the task's default; no guess for a crossed run. Nothing in the files runs."""
+    import dataclasses
+    from pathlib import Path
+
+    from envcoder.candidates.prepare import likely_count
+    from envcoder.runs.settings import EvalSettings
+
+    reward = "def compute_reward(state, action):\n    return state.obs[..., 0]\n"
+    (tmp_path / "plain.py").write_text(reward)
+    (tmp_path / "swept.py").write_text('PARAMS = {"A": [1.0, 2.0, 3.0], "B": [0, 1]}\nA = 1.0\nB = 0\n' + reward)
+    (tmp_path / "computed.py").write_text('PARAMS = {"A": [float(i) for i in range(5)]}\nA = 1.0\n' + reward)
+    (tmp_path / "broken.py").write_text("def compute_reward(:\n")
+    (tmp_path / "loud.py").write_text('PARAMS = {"A": [__import__("os").system("touch ran")]}\n' + reward)
+    settings = EvalSettings(task="Cartpole", functions=tmp_path, out=Path("unused"))
+    assert likely_count(settings) == 1 + 6 + 1 + 1 + 1
+    assert likely_count(dataclasses.replace(settings, task_default=True)) == 11
+    assert likely_count(dataclasses.replace(settings, cross=True)) is None
+    assert not (Path.cwd() / "ran").exists() and not (tmp_path / "ran").exists()

@@ -281,3 +281,27 @@ def test_a_donating_second_stage_lowers_without_jax_s_warning_about_unused_buffe
         staged = StagedIteration(jax.jit(lambda s: 2.0 * s), jax.jit(learn, donate_argnums=0))
         np.testing.assert_array_equal(staged.lower(x).compile()(x), [7.0, 7.0, 7.0])
     assert not [w for w in caught if "donated buffers" in str(w.message)]
+
+
+def test_a_cached_jit_gives_its_output_shapes_from_one_trace_that_its_export_reuses(tmp_path, monkeypatch):
+    """`out_shapes` traces without lowering (what `init` does so that the rollout's stage is traced and compiled
+    first); the program's export later reuses that trace, and a rerun reads the shapes from the trace cache
+    without tracing at all."""
+    monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
+    traced = []
+
+    def f(x, scale):
+        traced.append(1)
+        return {"y": x * scale["s"], "n": x.sum()}
+    x, scale = np.arange(4.0, dtype=np.float32), {"s": np.float32(2.0)}
+    shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    want = {"n": jax.ShapeDtypeStruct((), np.float32), "y": jax.ShapeDtypeStruct((4,), np.float32)}
+    first = compile_cache.CachedJit(f, "out-shapes-test")
+    assert first.out_shapes(shape, scale) == want and len(traced) == 1
+    out = first.lower(shape, scale).compile()(x, scale)
+    np.testing.assert_array_equal(out["y"], 2.0 * x)
+    assert len(traced) == 1 and (first.loaded, first.stored) == (0, 1)  # exported from out_shapes' trace
+    rerun = compile_cache.CachedJit(f, "out-shapes-test")
+    assert rerun.out_shapes(shape, scale) == want and len(traced) == 1 and rerun.loaded == 1
+    np.testing.assert_array_equal(rerun(x, scale)["n"], 6.0)
+    assert len(traced) == 1

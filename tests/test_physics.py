@@ -246,3 +246,45 @@ def test_the_physics_step_traced_ahead_serves_any_number_of_worlds_and_steps_as_
         for got, want in zip(jax.tree.leaves(inlined), jax.tree.leaves(plain)):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     assert traced == ["envcoder-trace-ahead"] + ["MainThread"] * 2  # ahead, then only the plain steps
+
+
+def test_the_physics_step_traced_ahead_for_a_run_s_environments_traces_it_batched_there(monkeypatch):
+    """With `worlds`, `trace_ahead` also traces the step under a `vmap` over that many environments, in its thread
+    (JAX keeps that batched trace: a rollout of as many environments traced later spent 1.8 -> 0.8 s tracing on the
+    CPU, docs/benchmarks/throughput.md § 13); later rollouts of any size trace no MJX step of their own. With
+    `wanted()` false (the run's validation is over) nothing is traced ahead."""
+    import threading
+
+    from mujoco import mjx
+
+    traces, stepped, step = [], [], mjx.step
+
+    def listener(event, duration, **kwargs):
+        if event.endswith("jaxpr_trace_duration") and kwargs.get("fun_name") == "physics_step":
+            traces.append(threading.current_thread().name)
+
+    def counted(*args, **kwargs):
+        stepped.append(threading.current_thread().name)
+        return step(*args, **kwargs)
+    monkeypatch.setattr(mjx, "step", counted)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        task = get_task("Cartpole")
+
+        def rollout_trace(sim, worlds):
+            data = sim.place(jnp.broadcast_to(sim.qpos0, (worlds, sim.mj_model.nq)),
+                             jnp.zeros((worlds, sim.mj_model.nv), jnp.float32))
+            jax.make_jaxpr(jax.vmap(sim.world_step))(data, jnp.zeros((worlds, sim.mj_model.nu), jnp.float32), {})
+        sim = Simulator(task.model_file, task.substeps)
+        sim.trace_ahead(worlds=3)
+        rollout_trace(sim, 3)
+        rollout_trace(sim, 5)
+        assert traces == ["envcoder-trace-ahead"] * 2  # one world's step, then the step under vmap over 3
+        assert stepped == ["envcoder-trace-ahead"]
+        idle = Simulator(task.model_file, task.substeps)
+        traces[:], stepped[:] = [], []
+        idle.trace_ahead(worlds=3, wanted=lambda: False)
+        rollout_trace(idle, 3)  # waits for the thread, which traced nothing: the rollout traces the step itself
+        assert traces == [] and stepped == ["MainThread"]
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)

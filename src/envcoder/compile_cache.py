@@ -208,7 +208,36 @@ class CachedJit:
         self._function, self._key, self._donate = function, key, tuple(donate_argnums)
         self._options = compiler_options
         self._programs: dict = {}  # argument signature -> (jit of the exported program, output treedef), or None
+        self._traced: dict = {}  # argument signature -> the flat function's jit, traced by `out_shapes`
         self.loaded = self.stored = 0  # programs loaded from the cache / traced and written to it, for timings
+
+    def out_shapes(self, *args):
+        """The output's shapes (`jax.ShapeDtypeStruct`s) for `args` (arrays or shapes): from the program where it
+        is known or in the trace cache, else traced only, not lowered: what a caller needs to trace the next program
+        before this one is lowered. The trace is kept for this program's own export."""
+        leaves, in_tree = jax.tree.flatten(args)
+        signature = (in_tree, tuple(_aval(x) for x in leaves))
+        if signature not in self._programs:
+            path = self._path(in_tree, signature)
+            if path is None or not path.exists():
+                jitted, box = self._flat(in_tree, signature)
+                out = jitted.trace(*leaves).out_info
+                return jax.tree.unflatten(box["tree"], [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in out])
+        program = self._program(args)
+        if program is None:
+            return jax.eval_shape(self._plain, *args)
+        _, out_tree, exported = program
+        return jax.tree.unflatten(out_tree, [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in exported.out_avals])
+
+    def _path(self, in_tree, signature) -> Path | None:
+        """The trace cache's file of the program for `signature`, or None while the cache is off."""
+        if trace_cache_dir() is None:
+            return None
+        # The treedef's text, without the addresses of objects in it (MJX's static fields, which the key's task
+        # model determines).
+        tree = re.sub(r" at 0x[0-9a-fA-F]+", "", str(in_tree))
+        name = hashlib.sha256(repr((code_fingerprint(), self._key, tree, signature[1])).encode()).hexdigest()
+        return trace_cache_dir() / f"{name[:40]}.exported"
 
     def _program(self, args: tuple):
         leaves, in_tree = jax.tree.flatten(args)
@@ -217,18 +246,12 @@ class CachedJit:
             return self._programs[signature]
         # The program takes the arguments' leaves: those of a donated first argument lead.
         flat_donate = tuple(range(len(jax.tree.leaves(args[0])))) if self._donate else ()
-        path = None
-        if trace_cache_dir() is not None:
-            # The treedef's text, without the addresses of objects in it (MJX's static fields, which the key's
-            # task model determines).
-            tree = re.sub(r" at 0x[0-9a-fA-F]+", "", str(in_tree))
-            name = hashlib.sha256(repr((code_fingerprint(), self._key, tree, signature[1])).encode()).hexdigest()
-            path = trace_cache_dir() / f"{name[:40]}.exported"
+        path = self._path(in_tree, signature)
         program = _load(path) if path is not None else None
         if program is not None:
             self.loaded += 1
         else:
-            program = self._export(in_tree, leaves)
+            program = self._export(in_tree, signature, leaves)
             try:  # this run uses what a later run loads (deserializing drops weak types: the signatures match)
                 data = _encode(*program) if program is not None else None
                 program = _decode(data) if data is not None else program
@@ -238,19 +261,30 @@ class CachedJit:
                 self.stored += 1
         if program is not None:
             exported, out_tree = program
-            program = (jax.jit(exported.call, donate_argnums=flat_donate, compiler_options=self._options), out_tree)
+            program = (jax.jit(exported.call, donate_argnums=flat_donate, compiler_options=self._options), out_tree,
+                       exported)
         self._programs[signature] = program
+        self._traced.pop(signature, None)
         return program
 
-    def _export(self, in_tree, leaves):
-        box = {}
+    def _flat(self, in_tree, signature):
+        """`(jax.jit of the function on the arguments' leaves, a box that its trace fills with the output's
+        treedef)`, one per signature: a trace by `out_shapes` is found again by the export (JAX keeps a jit's
+        traces)."""
+        if signature not in self._traced:
+            box = {}
 
-        def flat(*flat_args):
-            out = self._function(*jax.tree.unflatten(in_tree, flat_args))
-            out_leaves, box["tree"] = jax.tree.flatten(out)
-            return out_leaves
+            def flat(*flat_args):
+                out = self._function(*jax.tree.unflatten(in_tree, flat_args))
+                out_leaves, box["tree"] = jax.tree.flatten(out)
+                return out_leaves
+            self._traced[signature] = (jax.jit(flat), box)
+        return self._traced[signature]
+
+    def _export(self, in_tree, signature, leaves):
+        jitted, box = self._flat(in_tree, signature)
         try:
-            exported = jax.export.export(jax.jit(flat))(*leaves)
+            exported = jax.export.export(jitted)(*leaves)
         except ValueError as err:
             if "custom call" not in str(err).lower():
                 raise
@@ -261,7 +295,7 @@ class CachedJit:
         program = self._program(args)
         if program is None:
             return self._plain(*args)
-        jitted, out_tree = program
+        jitted, out_tree, _ = program
         return jax.tree.unflatten(out_tree, jitted(*jax.tree.leaves(args)))
 
     @functools.cached_property
@@ -272,7 +306,7 @@ class CachedJit:
         program = self._program(args)
         if program is None:
             return self._plain.lower(*args)
-        jitted, out_tree = program
+        jitted, out_tree, _ = program
         return _Lowered(jitted.lower(*jax.tree.leaves(args)), out_tree)
 
     def _cache_size(self) -> int:

@@ -7,6 +7,8 @@ the sandbox's jailed workers, handed over as programs (no file's code runs here)
 
 from __future__ import annotations
 
+import ast
+import math
 
 from rich.console import Console
 
@@ -80,6 +82,31 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
     if default is not None and default.name in specs:
         candidates.append(default)
     return candidates, {c.name: specs[c.name] for c in candidates}, failures
+
+
+def likely_count(settings) -> int | None:
+    """How many candidates `sandboxed_candidates(settings)` gives if every file is valid, read without running a
+    file: one per file, a sweep's variants for a `PARAMS` table written as literals (one for any other), the task's
+    default; None for a crossed run or a folder that cannot be listed. A guess for work that is worth starting
+    before the verdicts (`Simulator.trace_ahead`); nothing depends on it being right."""
+    if settings.cross:
+        return None
+    try:
+        paths = candidate_files(settings.functions)
+    except (OSError, ValueError):
+        return None
+    count = 1 if getattr(settings, "task_default", False) else 0
+    for path in paths:
+        variants = 1
+        try:
+            for node in ast.parse(read_source(path)).body:
+                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PARAMS"]:
+                    table = ast.literal_eval(node.value)
+                    variants = math.prod(len(values) for values in table.values())
+        except Exception:  # noqa: BLE001 - a file that does not parse counts once; the sandbox says why
+            variants = 1
+        count += max(variants, 1)
+    return count
 
 
 def _verdicts(drafts, settings, task, validator: SandboxValidator | None, console: Console | None):

@@ -321,19 +321,28 @@ class GroupedLearner:
 
     def init(self, prepare_iteration: bool = False) -> TrainState:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`. `prepare_iteration`
-        (for a caller that trains next; one device): trace the training iteration for the state's shapes while
-        `init` compiles, and compile it in the background (`StagedIteration.prepare`), so that the first iteration
-        waits only for what is left of its compile (H100, README job: init + compile + first iteration 30.9 -> 25.7 s,
-        docs/benchmarks/throughput.md § 2)."""
-        keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])
+        (for a caller that trains next; one device): first trace the training iteration for the state's shapes
+        (`init` traced only) and compile it in the background (`StagedIteration.prepare`), `init`'s own compile
+        started once the rollout's stage compiles: that stage is a cold start's critical path (H100, README job:
+        init + compile + first iteration 30.9 -> 25.7 s with the iteration compiled while `init` compiles,
+        docs/benchmarks/throughput.md § 2; its compile now starts before `init` is lowered and its keys made, § 13)."""
         constants = self.plan.constants()
+        keys_shape = jax.ShapeDtypeStruct((len(self.groups), 2), jnp.uint32)
         if self.sharding is None:
-            lowered = self._init_program.lower(keys, constants)
-            compiled = in_thread(lowered.compile, "envcoder-compile-init")
+            init, pending = self._init_program, []
+
+            def compile_init():
+                pending.append(in_thread(init.lower(keys_shape, constants).compile, "envcoder-compile-init"))
             if prepare_iteration:
-                self.iteration.prepare(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype),
-                                                    lowered.out_info))
-            state = compiled.result()(keys, constants)
+                shapes = (init.out_shapes(keys_shape, constants) if isinstance(init, CachedJit)
+                          else init.trace(keys_shape, constants).out_info)
+                self.iteration.prepare(jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), shapes),
+                                       meanwhile=compile_init)
+            if not pending:  # not prepared, or its compile failed to start there (it raises here)
+                compile_init()
+        keys = np.stack([jax.device_get(group_key(g.candidate.name, g.seed)) for g in self.groups])  # meanwhile
+        if self.sharding is None:
+            state = pending[0].result()(keys, constants)
         else:
             keys, constants = jax.tree.map(lambda x: self.sharding.put(x[np.maximum(self.layout.order, 0)]),
                                            (keys, constants))

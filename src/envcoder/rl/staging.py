@@ -49,16 +49,17 @@ class StagedIteration:
             self._compiled[signature] = self.lower(state).compile()
         return self._compiled[signature](state)
 
-    def prepare(self, state) -> None:
+    def prepare(self, state, meanwhile: Callable[[], None] | None = None) -> None:
         """Trace both stages for `state` (arrays or `jax.ShapeDtypeStruct`s) now and compile them in background
         threads: the first call with a state of this signature waits only for what is left of the compile. What
-        the trainer does while its `init` compiles. A stage that fails to trace is left to that call, which traces
-        it again and raises the error where it always has."""
+        the trainer does before its `init` runs; `meanwhile()` is called once the first stage compiles, before the
+        second is traced (the trainer starts `init`'s compile there). A stage that fails to trace is left to that
+        call, which traces it again and raises the error where it always has."""
         signature = call_signature(state)
         if signature in self._compiled:
             return
         try:
-            lowered = self.lower(state)
+            lowered = self.lower(state, meanwhile)
         except Exception:  # noqa: BLE001 - raised again by the first call
             return
         collect, learn = lowered._pending, in_thread(lowered._learn.compile, "envcoder-compile-learn")
@@ -67,10 +68,12 @@ class StagedIteration:
             return learn.result()((state, collect.result()(state)))
         self._compiled[signature] = iteration
 
-    def lower(self, state) -> "_StagedLowered":
+    def lower(self, state, meanwhile: Callable[[], None] | None = None) -> "_StagedLowered":
         collect = self.collect.lower(state)
         # XLA releases the GIL: the second stage traces meanwhile
         pending = in_thread(collect.compile, "envcoder-compile-collect")
+        if meanwhile is not None:
+            meanwhile()
         collected = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), collect.out_info)
         with warnings.catch_warnings():
             # A donating second stage frees all of its input as it starts; what it cannot reuse for its outputs (the

@@ -27,7 +27,7 @@ from envcoder.runs.settings import EvalSettings
 from envcoder.runs.schedule import rungs
 from envcoder.runs.seed_rounds import evaluate_until_separable
 from envcoder.candidates import LoadFailure, candidate_files
-from envcoder.candidates.prepare import sandboxed_candidates
+from envcoder.candidates.prepare import likely_count, sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -91,7 +91,9 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
-    with _simulator_while_validating(task) as simulator:
+    count = likely_count(settings)
+    with _simulator_while_validating(task, count and count * len(settings.seeds) * settings.envs_per_candidate) \
+            as simulator:
         tick = time.perf_counter()
         valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
@@ -132,18 +134,20 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
 
 
 @contextlib.contextmanager
-def _simulator_while_validating(task):
+def _simulator_while_validating(task, worlds: int | None):
     """The task's simulator (a future), built in a thread while the body runs the sandbox's validation: the
     device's setup (the GPU backend, the model on it: ~1 s on an H100) needs no verdict. If the sandbox is still
-    validating then, the simulator traces its physics step ahead too (`Simulator.trace_ahead`). Where the verdicts
-    came from the cache at once (a warm run, whose programs the trace cache holds too), that trace would only compete
-    for the GIL with the run's start (0.7 s slower warm starts on an H100 with it): it is left out."""
+    validating then, the simulator traces its physics step ahead too (`Simulator.trace_ahead`), for `worlds`
+    environments: the run's first rollout if every file is valid (`likely_count`). A trace not begun by the end of
+    validation is left out: where the verdicts came from the cache at once (a warm run, whose programs the trace
+    cache holds too), it would only compete for the GIL with the run's start (0.7 s slower warm starts on an H100
+    with it), and a cold run's rollout traces what is left itself."""
     validated = threading.Event()
 
     def build() -> Simulator:
         simulator = Simulator(task.model_file, task.substeps)
         if not validated.is_set():
-            simulator.trace_ahead()
+            simulator.trace_ahead(worlds, wanted=lambda: not validated.is_set())
         return simulator
 
     future = in_thread(build, "envcoder-simulator")

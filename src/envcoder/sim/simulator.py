@@ -21,7 +21,7 @@ import sys
 import threading
 import types
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -353,10 +353,13 @@ class Simulator:
             pass
         return self._world_step(data, ctrl, physics)
 
-    def trace_ahead(self) -> None:
+    def trace_ahead(self, worlds: int | None = None, wanted: Callable[[], bool] = lambda: True) -> None:
         """Trace `world_step` as a rollout calls it (one world's MJX data and controls, no randomized fields) in a
         thread of its own, so that a rollout traced later finds it done: what a run does while the sandbox
-        validates. A failure here is left for the rollout's own trace to raise."""
+        validates. With `worlds`, also under the `vmap` over that many environments that a rollout of as many
+        puts it in: JAX keeps that batched trace too, and a rollout of another size batches the per-world trace
+        itself. Each trace starts only while `wanted()` (a run whose programs come from the trace cache traces
+        nothing). A failure here is left for the rollout's own trace to raise."""
         if self.physics != "jax":
             return
         self._tracing_ahead.acquire()
@@ -364,7 +367,12 @@ class Simulator:
         def trace():
             try:
                 data = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self._data0)
-                self._world_step.trace(data, jax.ShapeDtypeStruct((self.mj_model.nu,), jnp.float32), {})
+                ctrl = jax.ShapeDtypeStruct((self.mj_model.nu,), jnp.float32)
+                if wanted():
+                    self._world_step.trace(data, ctrl, {})
+                if worlds and wanted():
+                    jax.eval_shape(jax.vmap(self._world_step), *jax.tree.map(
+                        lambda x: jax.ShapeDtypeStruct((worlds,) + x.shape, x.dtype), (data, ctrl)), {})
             except Exception:  # noqa: BLE001, S110 - the rollout traces it again and raises there
                 pass
             finally:
