@@ -121,7 +121,7 @@ def main():
         times["setup_s"] = time.perf_counter() - tick
         if args.trace_ahead:
             tick = time.perf_counter()
-            trainer.env.sim.trace_ahead()
+            trainer.env.sim.trace_ahead(len(trainer.groups) * args.envs)  # as a run does: batched for its envs
             sim = trainer.env.sim
             jax.eval_shape(sim.world_step, sim.place(sim.qpos0, jnp.zeros(sim.mj_model.nv)),
                            jnp.zeros(sim.mj_model.nu), {})  # waits for the trace ahead, then reuses it
