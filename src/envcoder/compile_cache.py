@@ -207,8 +207,9 @@ class CachedJit:
             raise ValueError(f"CachedJit donates its first argument or none, not {donate_argnums}")
         self._function, self._key, self._donate = function, key, tuple(donate_argnums)
         self._options = compiler_options
-        self._programs: dict = {}  # argument signature -> (jit of the exported program, output treedef), or None
-        self._traced: dict = {}  # argument signature -> the flat function's jit, traced by `out_shapes`
+        # argument signature -> (jit of the exported program, output treedef, the exported program), or None
+        self._programs: dict = {}
+        self._traced: dict = {}  # argument signature -> `_flat`'s jit and box, until the program is exported
         self.loaded = self.stored = 0  # programs loaded from the cache / traced and written to it, for timings
 
     def out_shapes(self, *args):
