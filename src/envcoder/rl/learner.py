@@ -321,11 +321,9 @@ class GroupedLearner:
 
     def init(self, prepare_iteration: bool = False) -> TrainState:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`. `prepare_iteration`
-        (for a caller that trains next; one device): first trace the training iteration for the state's shapes
-        (`init` traced only) and compile it in the background (`StagedIteration.prepare`), `init`'s own compile
-        started once the rollout's stage compiles: that stage is a cold start's critical path (H100, README job:
-        init + compile + first iteration 30.9 -> 25.7 s with the iteration compiled while `init` compiles,
-        docs/benchmarks/throughput.md § 2; its compile now starts before `init` is lowered and its keys made, § 13)."""
+        (for a caller that trains next; one device): the iteration is traced for the state's shapes (`init` traced
+        only) and compiled in the background first, `init`'s compile started once the rollout's stage compiles:
+        that stage is a cold start's critical path (docs/benchmarks/throughput.md § 2, § 13)."""
         constants = self.plan.constants()
         keys_shape = jax.ShapeDtypeStruct((len(self.groups), 2), jnp.uint32)
         if self.sharding is None:
