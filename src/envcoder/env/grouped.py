@@ -77,8 +77,8 @@ class GroupedEnv:
         self.asymmetric = any(s.critic_obs_dim is not None for s in self.specs)
         self.critic_obs_dims = np.array([s.critic_obs_dim or s.obs_dim for s in self.specs])
         self.critic_obs_dim_max = int(self.critic_obs_dims.max()) if self.asymmetric else None
-        self.action_mask = jnp.asarray(self.masks()["action_mask"])
-        self.obs_mask = jnp.asarray(self.masks()["obs_mask"])
+        masks = self.masks()  # put as they are: `jnp.asarray` would compile a conversion for each dtype
+        self.action_mask, self.obs_mask = jax.device_put(masks["action_mask"]), jax.device_put(masks["obs_mask"])
         self.component_names = sorted({n for s in self.specs for n in s.reward_components})
         self.curriculum_shapes = self._curriculum_shapes()
         self.physics_fields = self._physics_fields()

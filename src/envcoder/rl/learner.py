@@ -87,7 +87,7 @@ class GroupedLearner:
         self.sharding = GroupSharding(self.plan, self.devices, constants) if shard else None
         self.layout = self.sharding.layout if shard else None
         self.rows = self.sharding.rows if shard else len(self.groups)  # groups a traced function sees
-        self.action_mask, self.dims_class, self.inert = (jnp.asarray(constants[k]) for k in
+        self.action_mask, self.dims_class, self.inert = (jax.device_put(constants[k]) for k in
                                                          ("action_mask", "dims_class", "inert"))
         self.optimizer = self._setup_updates()
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
@@ -348,8 +348,8 @@ class GroupedLearner:
                                               _state_specs()), compiler_options=xla_options())(keys, constants)
         # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
         # not be donated twice.
-        return state._replace(best=state.best._replace(
-            params=jax.tree.map(jnp.copy, state.best.params), obs_rms=jax.tree.map(jnp.copy, state.best.obs_rms)))
+        params, obs_rms = self.device_copy((state.best.params, state.best.obs_rms))  # one program, not one a leaf
+        return state._replace(best=state.best._replace(params=params, obs_rms=obs_rms))
 
     def _init(self, keys, constants: dict | None = None) -> TrainState:
         """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`; `constants`: the

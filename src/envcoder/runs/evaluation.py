@@ -16,6 +16,7 @@ import jax
 from rich.console import Console
 
 import envcoder
+from envcoder.compile_cache import xla_options
 from envcoder.rl.staging import in_thread
 from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS, Settings, load_config_file, task_settings
@@ -146,6 +147,7 @@ def _simulator_while_validating(task, worlds: int | None):
 
     def build() -> Simulator:
         simulator = Simulator(task.model_file, task.substeps)
+        xla_options()  # tried on a small program, once: here rather than on the run's path
         if not validated.is_set():
             simulator.trace_ahead(worlds, wanted=lambda: not validated.is_set())
         return simulator
