@@ -305,25 +305,3 @@ def test_a_cached_jit_gives_its_output_shapes_from_one_trace_that_its_export_reu
     assert rerun.out_shapes(shape, scale) == want and len(traced) == 1 and rerun.loaded == 1
     np.testing.assert_array_equal(rerun(x, scale)["n"], 6.0)
     assert len(traced) == 1
-
-
-def test_a_program_that_calls_programs_of_symbolic_sizes_is_stored_with_its_own_sizes(tmp_path, monkeypatch):
-    """A trainer's program calls the candidates' programs, which are exported for any number of groups and
-    environments. It is stored with those calls fitted to its own sizes, so that compiling it (now or in a later
-    run) does not refine the shapes of the whole program again; it computes what the program before computed."""
-    monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
-    g, e = jax.export.symbolic_shape("g, e")
-    candidate = jax.export.export(jax.jit(lambda x: jax.numpy.sin(x) * 2.0 + x.sum(-1, keepdims=True)))(
-        jax.ShapeDtypeStruct((g, e, 3), np.float32))
-
-    def f(x):
-        return candidate.call(x) + 1.0
-    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3) / 7.0
-    plain = jax.jit(f).lower(x)
-    assert "tensor<?x?x3xf32>" in plain.as_text()  # what JAX refines at every compile
-    first = compile_cache.CachedJit(f, "static-sizes-test")
-    np.testing.assert_array_equal(first(x), plain.compile()(x))
-    rerun = compile_cache.CachedJit(f, "static-sizes-test")
-    lowered = rerun.lower(x)
-    assert rerun.loaded == 1 and "?x" not in lowered.as_text() and "shape_assertion" not in lowered.as_text()
-    np.testing.assert_array_equal(lowered.compile()(x), plain.compile()(x))

@@ -261,8 +261,6 @@ class CachedJit:
             self.loaded += 1
         else:
             program = self._export(in_tree, signature, leaves)
-            if program is not None:
-                program = (_with_static_sizes(program[0]), program[1])
             try:  # this run uses what a later run loads (deserializing drops weak types: the signatures match)
                 data = _encode(*program) if program is not None else None
                 program = _decode(data) if data is not None else program
@@ -334,10 +332,6 @@ class _Lowered:
     def out_info(self):
         return jax.tree.unflatten(self._out_tree, self._lowered.out_info)
 
-    def as_text(self) -> str:
-        """The program XLA is given, as StableHLO text."""
-        return self._lowered.as_text()
-
     def compile(self):
         compiled, out_tree = self._lowered.compile(), self._out_tree
         return lambda *args: jax.tree.unflatten(out_tree, compiled(*jax.tree.leaves(args)))
@@ -347,29 +341,6 @@ def signature(tree) -> tuple:
     """A pytree's structure and leaves' avals, as `jax.jit` tells calls apart (a weak-typed leaf compiles anew)."""
     leaves, treedef = jax.tree.flatten(tree)
     return treedef, tuple(_aval(x) for x in leaves)
-
-
-def _with_static_sizes(exported):
-    """`exported` with the programs of symbolic sizes that it calls (the candidates' programs,
-    `envcoder.candidates.programs`) fitted to its own static sizes. JAX does that (shape refinement, over the whole
-    program and holding the GIL) every time such a program is compiled, a loaded one included: 0.6-0.8 s for the
-    rollout's stage on an H100's host (docs/benchmarks/throughput.md § 14). Done once here, before the program is
-    stored, a later run compiles it as it is. Shape refinement is JAX's internal code: where it is missing or
-    fails, `exported` is kept as it is, and compiling it refines it as before."""
-    if not exported.uses_global_constants or not all(
-            isinstance(d, int) for a in (*exported.in_avals, *exported.out_avals) for d in a.shape):
-        return exported
-    try:
-        from jax._src.export._export import _module_to_bytecode
-        from jax._src.interpreters import mlir
-        from jax._src.lib.mlir import ir
-
-        with mlir.make_ir_context():
-            refined = mlir.refine_polymorphic_shapes(ir.Module.parse(exported.mlir_module()))
-        return dataclasses.replace(exported, mlir_module_serialized=_module_to_bytecode(refined),
-                                   uses_global_constants=False)
-    except Exception:  # noqa: BLE001 - another JAX: compiled as JAX does
-        return exported
 
 
 def _encode(exported, out_tree) -> bytes:
