@@ -348,7 +348,7 @@ class GroupedLearner:
                                               _state_specs()), compiler_options=xla_options())(keys, constants)
         # The best policy gets buffers of its own: the iteration donates the train state, and one buffer may
         # not be donated twice.
-        params, obs_rms = self.device_copy((state.best.params, state.best.obs_rms))  # one program, not one a leaf
+        params, obs_rms = _copy((state.best.params, state.best.obs_rms))  # one program, not one a leaf
         return state._replace(best=state.best._replace(params=params, obs_rms=obs_rms))
 
     def _init(self, keys, constants: dict | None = None) -> TrainState:
@@ -414,6 +414,10 @@ class GroupedLearner:
                                     ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]
         return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
+
+
+_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
+"""A copy of a pytree on the device, as one program (`jnp.copy` leaf by leaf compiles one per leaf's shape)."""
 
 
 def _reading_constants(stage):
