@@ -176,22 +176,14 @@ def _module_digest(name: str) -> str:
 @functools.cache
 def xla_options() -> dict:
     """`XLA_OPTIONS` of the default backend that this XLA knows (an option it does not know is left out: older
-    and newer jaxlibs rename such options). Each option is tried on a small program once per process: on a GPU
-    that compile took 0.13 s, and a trainer asks for the options of each of its programs."""
-    backend = jax.default_backend()
-    return dict(_known_options(backend, tuple(sorted(XLA_OPTIONS.get(backend, {}).items()))))
-
-
-@functools.cache
-def _known_options(backend: str, options: tuple) -> tuple:
-    known = []
-    for name, value in options:
+    and newer jaxlibs rename such options)."""
+    options = dict(XLA_OPTIONS.get(jax.default_backend(), {}))
+    for name in list(options):
         try:
-            jax.jit(lambda x: x + 1, compiler_options={name: value}).lower(np.float32(0)).compile()
-            known.append((name, value))
+            jax.jit(lambda x: x + 1, compiler_options={name: options[name]}).lower(np.float32(0)).compile()
         except Exception:  # noqa: BLE001 - XLA's "No such compile option"
-            pass
-    return tuple(known)
+            del options[name]
+    return options
 
 
 def _aval(x) -> tuple:

@@ -147,7 +147,7 @@ def _simulator_while_validating(task, worlds: int | None):
 
     def build() -> Simulator:
         simulator = Simulator(task.model_file, task.substeps)
-        xla_options()  # tried on a small program, once: here rather than on the run's path
+        xla_options()  # checked on a small program once a process: here, beside validation, not on the run's path
         if not validated.is_set():
             simulator.trace_ahead(worlds, wanted=lambda: not validated.is_set())
         return simulator
