@@ -305,3 +305,24 @@ def test_a_cached_jit_gives_its_output_shapes_from_one_trace_that_its_export_reu
     assert rerun.out_shapes(shape, scale) == want and len(traced) == 1 and rerun.loaded == 1
     np.testing.assert_array_equal(rerun(x, scale)["n"], 6.0)
     assert len(traced) == 1
+
+
+_COMPILING: list = []
+
+
+def _on_compile(event: str, duration: float, **_) -> None:
+    if event.endswith("backend_compile_duration") and _COMPILING:
+        _COMPILING[-1].append(duration)
+
+
+def test_building_a_trainer_compiles_no_program(job):
+    """A trainer is built after the candidates' verdicts, on a cold start's critical path: it compiles nothing (on a
+    GPU each small program, e.g. the conversion `jnp.asarray` compiles for a mask's dtype, cost 20-130 ms there)."""
+    jax.monitoring.register_event_duration_secs_listener(_on_compile)
+    compile_cache.xla_options()  # checked once a process, beside validation in a run
+    _COMPILING.append([])
+    try:
+        job()
+    finally:
+        compiled = _COMPILING.pop()
+    assert compiled == []
