@@ -26,6 +26,7 @@ import numpy as np  # noqa: E402
 from envcoder.rl.config import PPOConfig  # noqa: E402
 from envcoder.rl.grouped_ppo import GroupedPPO  # noqa: E402
 from envcoder.runs.checkpoint import load_train_state, save_train_state  # noqa: E402
+from envcoder.runs.population import Population, PopulationSettings  # noqa: E402
 from envcoder.candidates import expand_sweeps, load_candidate  # noqa: E402
 from envcoder.candidates.validate import sample_state, validate_candidate  # noqa: E402
 from envcoder.sim import Simulator  # noqa: E402
@@ -74,6 +75,12 @@ def main(out: str) -> None:
                 arrays.update({f"metrics_{n}_{i}/{k}": np.asarray(v) for k, v in metrics.items()})
             arrays.update({f"state_{n}/{i}": x for i, x in enumerate(jax.tree.leaves(trainer.to_host(ts)))})
             arrays.update({f"eval_{n}/{k}": np.asarray(v) for k, v in jax.device_get(trainer.evaluate(ts)).items()})
+            # A population step (copies of one sweep's variants take over each other's state), in either layout.
+            population = Population(PopulationSettings(interval=1, seed=3), trainer.plan, trainer.labels, True, trainer.sharding)
+            fitness = np.linspace(0.0, 1.0, len(trainer.labels))
+            ts = population.step(ts, ITERATIONS, [(ITERATIONS - 1, {"task_fitness": fitness})], fitness)
+            arrays.update({f"population_{n}/{i}": x for i, x in enumerate(jax.tree.leaves(trainer.to_host(ts)))})
+            arrays[f"lineage_{n}"] = np.array(repr(population.lineage))
         for source, target in ((DEVICES, 1), (1, DEVICES)):  # through a checkpoint file, as --resume does
             directory = Path(scratch) / f"hop_{source}_{target}"
             directory.mkdir()

@@ -21,6 +21,7 @@ import pytest
 
 from envcoder.cli import main
 from envcoder.search import loop
+from envcoder.candidates.files import check_name
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.results import RunResults
 from envcoder.search.loop import AutoRun, AutoSettings, load_settings
@@ -304,8 +305,12 @@ def test_the_final_evaluation_budget_is_resolved_once_and_old_runs_keep_theirs(t
 def test_sweep_files_become_one_candidate_file_per_variant():
     source = "PARAMS = {'W': [0.5, 2.0],\n          'K': [1]}\nW = 1.0\nK = 3\n\ndef compute_reward(state):\n    return W * K\n"
     variants = dict(freeze_sweep(source))
-    assert list(variants) == ["[W=0.5,K=1]", "[W=2,K=1]"]
-    assert "PARAMS" not in variants["[W=2,K=1]"] and "W = 2.0\nK = 1\n" in variants["[W=2,K=1]"]
+    assert list(variants) == ["__W-0.5__K-1.0", "__W-2.0__K-1.0"]
+    assert "PARAMS" not in variants["__W-2.0__K-1.0"] and "W = 2.0\nK = 1\n" in variants["__W-2.0__K-1.0"]
+    close = dict(freeze_sweep("PARAMS = {'W': [0.5, 0.5000001, 1e20]}\nW = 1.0\n"))  # no two share a name
+    assert list(close) == ["__W-0.5", "__W-0.5000001", "__W-1e20"]
+    for suffix in close:  # each a valid candidate file name
+        check_name(f"start{suffix}", "start.py")
     assert freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
 
 

@@ -319,14 +319,48 @@ def test_out_of_gpu_memory_names_the_sizes_and_what_to_change(tmp_path, monkeypa
     assert main(["eval", "--task", "Cartpole", "--envs-per-candidate", "8", "--seeds", "2", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     policies = 2 * len(list((BUNDLED / "cartpole").glob("*.py")))
-    assert err.startswith("envcoder eval: error: out of GPU memory") and len(err.strip().splitlines()) == 1, err
-    for text in (f"training {policies} policies × 8 envs ({policies * 8} environments)",
+    assert err.startswith("envcoder eval: error: out of CPU memory") and len(err.strip().splitlines()) == 1, err
+    for text in (f"{policies} policies × 8 envs ({policies * 8} environments)",
                  "Out of memory while trying to allocate 42.69GiB", "--envs-per-candidate",
                  f"{out} keeps its records and last checkpoint", "--resume continues it"):
         assert text in err, text
     assert ("unset XLA_PYTHON_CLIENT_PREALLOCATE=false" in err) == (preallocate == "false")
     assert ("XLA_PYTHON_CLIENT_MEM_FRACTION=0.95" in err) == (fraction is None)
     assert (out / "config.json").exists()  # the run directory stays readable
+
+
+OUT_OF_MEMORY_IN_THE_EVALUATION = """
+import sys
+import jax
+import jax.numpy as jnp
+from envcoder.rl.learner import GroupedLearner
+evaluate = GroupedLearner._evaluate
+
+def needs_a_terabyte(self, ts, *args, **kwargs):  # a sort must hold its operand: 2**38 floats, 1 TiB
+    out = evaluate(self, ts, *args, **kwargs)
+    huge = jnp.sort(jax.random.uniform(jax.random.key(0), (2**38,)))
+    return {**out, "task_fitness": out["task_fitness"] + huge[0]}
+GroupedLearner._evaluate = needs_a_terabyte
+from envcoder.cli import run
+sys.argv = ["envcoder", *sys.argv[1:]]
+run()
+"""
+
+
+def test_an_allocation_that_fails_ends_with_status_2_and_one_line_not_a_signal(tmp_path):
+    """A real allocation failure of XLA's (the final evaluation asks for a TiB) ends the `envcoder` command with
+    status 2 and the out-of-memory line, never by a signal (an H200 ended such a run by SIGSEGV after the line)."""
+    out = tmp_path / "o"
+    status = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_IN_THE_EVALUATION, "eval", "--task", "Cartpole",
+                             "--functions", str(BUNDLED / "cartpole" / "good_upright.py"), "--iterations", "1",
+                             "--envs-per-candidate", "8", "--no-tensorboard", "--out", str(out)],
+                            capture_output=True, text=True, timeout=600)
+    assert status.returncode == 2, (status.returncode, status.stderr[-2000:])
+    err = status.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("envcoder eval: error: out of CPU memory while the final "
+                                               "evaluation"), status.stderr
+    assert "Out of memory allocating" in err[0] and "a smaller --evaluation-envs" in err[0]
+    assert (out / "checkpoints" / "train_state.npz").exists()  # the training's records are kept
 
 
 def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkeypatch, capsys):

@@ -47,6 +47,16 @@ def assert_same_state(a: list, b: list):
 
 
 @pytest.mark.slow
+def test_a_population_step_over_several_devices_equals_one_device(sharded):
+    """Population-based training (`envcoder auto`'s default search) over sharded groups: the losers take the same
+    winners' states and constants as on one device."""
+    assert str(sharded["lineage_1"]) == str(sharded["lineage_5"]) and "from" in str(sharded["lineage_1"])
+    assert_same_state(leaves(sharded, "population_1"), leaves(sharded, "population_5"))
+    before, after = leaves(sharded, "state_5"), leaves(sharded, "population_5")
+    assert any(not np.array_equal(x, y) for x, y in zip(before, after))  # some group took over another
+
+
+@pytest.mark.slow
 def test_sharded_run_equals_single_device_group_by_group(sharded):
     assert (sharded["order"] < 0).sum() == 1, "the run should pad one inert row"
     assert_same_state(leaves(sharded, "state_1"), leaves(sharded, "state_5"))

@@ -10,3 +10,7 @@ __version__ = "0.1.0"
 _FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 if _FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}=false".strip()
+
+# XLA's own warnings (a deprecation notice of the partitioner sharded runs use, `envcoder.rl.sharding.use_gspmd`;
+# "Very slow compile?" alarms) are not the user's to act on; its errors still print. Set it to 0 to see them all.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -23,13 +23,6 @@ def _eval(args) -> int:
     import importlib.util
     import time
 
-    from envcoder.rl.sharding import join_processes
-
-    try:
-        join_processes(args.coordinator, args.num_processes, args.process_id)  # before JAX starts its backend
-    except ValueError as err:
-        return _fail("eval", str(err))
-
     from envcoder.rl.config import parse_overrides
     from envcoder.runs import watchdog
     from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
@@ -216,6 +209,12 @@ def main(argv=None) -> int:
         choose_gl_backend()  # before the parser's imports bring in MuJoCo
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "eval":
+            from envcoder.rl.sharding import join_processes
+            try:  # before anything starts JAX's backend: the compilation cache's setup, the sandbox's workers
+                join_processes(args.coordinator, args.num_processes, args.process_id)
+            except ValueError as err:
+                return _fail("eval", str(err))
         if args.command in ("eval", "auto", "play"):
             from envcoder.compile_cache import enable_compilation_cache
             enable_compilation_cache()
@@ -238,14 +237,18 @@ def main(argv=None) -> int:
 
 
 def run() -> None:
-    """The `envcoder` command: `main`'s exit status. An interrupted run ends at once: a compile that JAX runs in a
-    background thread would otherwise abort the interpreter's shutdown ("terminate called ...") and lose the 130."""
+    """The `envcoder` command: `main`'s exit status. A command that fails or is interrupted ends at once, after its
+    exit handlers (the sandbox's workers are stopped): a compile that JAX runs in a background thread, or device
+    buffers still held after an out-of-memory error, would otherwise crash the interpreter's shutdown
+    ("terminate called ...", or a segmentation fault on a GPU) and lose the status."""
     status = main()
-    if status == 130:
+    if status != 0:
+        import atexit
         import os
 
         sys.stdout.flush()
         sys.stderr.flush()
+        atexit._run_exitfuncs()
         os._exit(status)
     sys.exit(status)
 

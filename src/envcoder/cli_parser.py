@@ -119,6 +119,7 @@ def _eval_parser(add_parser) -> None:
     option("rank_by", "--rank-by", choices=RANK_BY)
     option("seeds_until_separable", "--seeds-until-separable", type=_positive_int, metavar="N")
     option("iterations", "--iterations", type=_positive_int)
+    option("evaluation_envs", "--evaluation-envs", type=_positive_int, metavar="N")
     option("schedule", "--schedule", choices=SCHEDULES)
     option("rungs", "--rungs", type=_positive_int)
     ev.add_argument("--seeds", type=_positive_int, default=1,

@@ -70,7 +70,8 @@ def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str
 def freeze_sweep(source: str) -> list[tuple[str, str]]:
     """A source with a `PARAMS` sweep table -> one `(suffix, source)` per combination, each with its constants
     written in and the table removed, so every variant is a file of its own that the loop can rank, mutate
-    and re-evaluate; a source without a table is returned as it is, with suffix ''."""
+    and re-evaluate (its suffix `__NAME-VALUE` per constant: a candidate file's name); a source without a table is
+    returned as it is, with suffix ''."""
     tree = ast.parse(source)
     table = next((node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
                   and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"), None)
@@ -90,6 +91,11 @@ def freeze_sweep(source: str) -> list[tuple[str, str]]:
             node = constants[name]
             edited[node.lineno - 1:node.end_lineno] = [f"{name} = {value!r}\n"] + [""] * (node.end_lineno - node.lineno)
         edited[table.lineno - 1:table.end_lineno] = [""] * (table.end_lineno - table.lineno + 1)
-        label = ",".join(f"{n}={float(v):g}" for n, v in zip(sweep, values))
-        variants.append((f"[{label}]", "".join(edited)))
+        variants.append(("".join(f"__{n}-{_value_name(v)}" for n, v in zip(sweep, values)), "".join(edited)))
     return variants
+
+
+def _value_name(value) -> str:
+    """A swept value as a file name can hold it: its exact shortest repr, so that no two values share a name (0.5
+    and 0.5000001 stay apart)."""
+    return repr(float(value)).replace("+", "")

@@ -100,6 +100,13 @@ class GroupedEnv:
         view.plan, view.rows, view.action_mask, view.obs_mask = plan, rows, action_mask, obs_mask
         return view
 
+    def with_envs(self, envs_per_candidate: int) -> "GroupedEnv":
+        """The same groups with `envs_per_candidate` environments each (the final evaluation's, JAX physics)."""
+        view = object.__new__(GroupedEnv)
+        view.__dict__.update(self.__dict__)
+        view.num_envs = envs_per_candidate
+        return view
+
     def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""
         shapes, owner = {}, {}

@@ -36,14 +36,14 @@ class GroupedPPO(GroupedLearner):
 
     def __init__(self, task, candidates, specs, config, envs_per_candidate: int, seeds=(0,), simulator=None,
                  fitness: str | None = None, physics: str | None = None, devices: int | None = None,
-                 sharded: bool | None = None):
+                 sharded: bool | None = None, evaluation_envs: int | None = None):
         """See `GroupedLearner`; `config`: a `PPOConfig`."""
         # rl_games' central value: the critic trains on its own (`envcoder.rl.central_value`).
         self.central_value = cv = getattr(config, "central_value_config", None)
         self.critic_activation = (cv and cv.activation) or config.activation
         self.critic_normalized = cv.normalize_input if cv else config.normalize_input
         super().__init__(task, candidates, specs, config, envs_per_candidate, seeds, simulator, fitness, physics,
-                         devices, sharded)
+                         devices, sharded, evaluation_envs)
 
     def _setup_updates(self) -> optax.GradientTransformation:
         """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and

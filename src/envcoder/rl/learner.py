@@ -60,14 +60,17 @@ class GroupedLearner:
     def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec], config,
                  envs_per_candidate: int, seeds: Sequence[int] = (0,), simulator: Simulator | None = None,
                  fitness: str | None = None, physics: str | None = None, devices: int | None = None,
-                 sharded: bool | None = None):
+                 sharded: bool | None = None, evaluation_envs: int | None = None):
         """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
         ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
         (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
-        measures its cost against the plain one)."""
+        measures its cost against the plain one). `evaluation_envs`: environments per group of `evaluate`
+        (`evaluation_envs_per_group`)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.devices = choose_devices(devices, simulator.physics if simulator is not None else physics)
         self.env = env = GroupedEnv(task, candidates, specs, envs_per_candidate, seeds, simulator, fitness, physics)
+        self.evaluation_envs = evaluation_envs_per_group(evaluation_envs, -(-len(env.groups) // len(self.devices)),
+                                                         envs_per_candidate, env.physics)
         self.plan, self.groups, self.sim, self.physics = env.plan, env.groups, env.sim, env.physics
         self.fitness_name, self.fitness, self.specs = env.fitness_name, env.fitness, env.specs
         self.discrete = env.discrete  # a policy over `action_dims` discrete actions, else a continuous one
@@ -389,6 +392,15 @@ class GroupedLearner:
             return None
         return (self.compiled_device_copy or self.device_copy)(train_state)
 
+    @property
+    def compiles_evaluation_early(self) -> bool:
+        """Whether `evaluate` may compile while the run trains (`compile_evaluation`): not where a device steps more
+        environments than `EVALUATION_ENVS`. XLA's compile takes device memory for its autotuning, and where the
+        iteration's buffers fill most of a device, those allocations split its pool: 8,192 Ant groups × 256 envs on
+        an 80 GB H100 then found no block of 34.6 GiB for the second iteration with 48 GiB free (it compiles after
+        training there, and the run fits: docs/benchmarks/multigpu.md)."""
+        return self.rows * self.num_envs <= EVALUATION_ENVS
+
     def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
         """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
         it once the iteration is compiled); the future gives the compiled function. The checkpoints' device copy
@@ -409,11 +421,31 @@ class GroupedLearner:
         """Task fitness of every group's deterministic policy over one full episode per env (`GroupedEnv.episodes`,
         under the fitness's own physics where it has one); NaN for the groups that diverged."""
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
+        env = self.env if self.evaluation_envs == self.num_envs else self.env.with_envs(self.evaluation_envs)
         with use_constants(ts.constants):
-            out = self.env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys,
-                                    ts.env.curriculum, held_out=self.fitness.physics, record=record)
+            out = env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys,
+                               ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]
         return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
+
+
+EVALUATION_ENVS = 262_144
+"""The most environments a device steps at once in the final evaluation by default: its memory (Ant: ~18 KiB an
+environment, the physics step's temporaries) and time (one full episode each) stay those of 1,024 groups × 256 envs
+however many groups a device trains (8,192 Ant groups × 256 envs needed 36 GiB to evaluate every environment)."""
+
+
+def evaluation_envs_per_group(asked: int | None, groups: int, envs_per_candidate: int, physics: str) -> int:
+    """Environments per group of the final evaluation, for `groups` groups on a device: `asked` (None: the training
+    environments, at most `EVALUATION_ENVS` over the device's groups), never more than a group trains; MuJoCo Warp
+    steps every training environment (its worlds are fixed)."""
+    if physics == "warp":
+        return envs_per_candidate
+    if asked is not None:
+        if asked < 1:
+            raise ValueError(f"--evaluation-envs {asked}: give 1 or more environments per group")
+        return min(asked, envs_per_candidate)
+    return max(1, min(envs_per_candidate, EVALUATION_ENVS // groups))
 
 
 _copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))

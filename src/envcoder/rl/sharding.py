@@ -69,11 +69,24 @@ def choose_devices(devices: int | None, physics: str | None) -> list:
     return visible[:devices]
 
 
+def use_gspmd() -> None:
+    """Partition the sharded programs with XLA's GSPMD instead of Shardy, JAX's default, for the rest of the process.
+
+    Shardy crashes XLA's GPU compiler (a segmentation fault, no message) on any program that runs MJX's physics step
+    under `shard_map` over two or more GPUs; GSPMD compiles the same programs. Seen with JAX 0.11.2 on 2 and 4 H100s
+    and H200s; `benchmarks/multigpu_probe.py` is the smallest program that shows it (docs/benchmarks/multigpu.md).
+    Every group's rows stay on their device, so the partitioner has nothing to decide in these programs: the
+    choice changes no result (the CPU's devices give the same numbers with either)."""
+    jax.config.update("jax_use_shardy_partitioner", False)
+
+
 class GroupSharding:
     """Where every group lives on the mesh of `devices`, and each device's rows of the per-group constants."""
 
     def __init__(self, plan: GroupPlan, devices: list, constants: dict[str, np.ndarray]):
         """`constants`: per-group arrays `[G, ...]` that traced functions read (each device gets its rows)."""
+        if len(devices) > 1:
+            use_gspmd()
         self.devices = devices
         self.layout = plan.layout(len(devices))
         self.mesh = jax.sharding.Mesh(np.array(devices), (GROUP_AXIS,))

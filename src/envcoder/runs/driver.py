@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import time
 
 import jax
@@ -60,6 +61,7 @@ class TrainingDriver:
         self.tensorboard = self.wandb = None
         self.timings: dict = {}
         self.evaluation_compiled = None  # the evaluation, compiling in the background during the last rung
+        self.stage = "starting"  # what the run does now, for an error's message (`_compiling`, `_running`)
 
     # ---- the current rung ---------------------------------------------------------------------------
 
@@ -76,11 +78,13 @@ class TrainingDriver:
 
     def _compiling(self, what: str):
         """The watchdog ends the process with a clear message when a compile hangs..."""
+        self.stage = what
         limit = self.settings.compile_timeout_s
         return guard(limit, describe_compile(what, limit, self.candidates, "--compile-timeout"))
 
     def _running(self, what: str):
         """... or an iteration (an `eval` run whose candidate loops for ever goes on without it: `_leave_out`)."""
+        self.stage = what
         limit = self.settings.iteration_timeout_s
         return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"), on_hang=self._leave_out)
 
@@ -265,7 +269,7 @@ class TrainingDriver:
             with self._compiling("compiling the training iteration") if iteration == state.first else self._running(
                     f"dispatching training iteration {iteration}"):
                 train_state, metrics = trainer.iteration(train_state)
-            if self.evaluation_compiled is None and last_rung:  # compiled now: the evaluation compiles meanwhile
+            if self.evaluation_compiled is None and last_rung and trainer.compiles_evaluation_early:  # compiled now: the evaluation compiles meanwhile
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
@@ -287,6 +291,7 @@ class TrainingDriver:
                                                   "first_iteration": state.first, "first_iteration_s": now - tick})
                     if state.first == self.timings["resumed_after_iteration"]:
                         self.timings["first_iteration_s"] = now - tick  # includes compilation
+                        self._peak_memory("first_iteration")
                 stopped = self.record(item[0], host_metrics, now - arrived)
                 arrived, state.done, pending = now, item[0] + 1, None
                 if stopped:
@@ -326,11 +331,22 @@ class TrainingDriver:
                 if self.state.steady_s:
                     self.timings["steady_env_steps_per_s"] = self.state.steady_steps / self.state.steady_s
         finally:
+            if sys.exc_info()[0] is None:  # else the stage that failed stays named
+                self.stage = "writing the last checkpoint"
             self.writer.close()
             self.run_dir.close()
             if self.tensorboard is not None:
                 self.tensorboard.close()
+        self._peak_memory("training")
         return train_state
+
+    def _peak_memory(self, stage: str) -> None:
+        """Record the most device memory any of the run's devices has held so far (GiB), after `stage`: the
+        stages' figures together say which stage raised it (timings' "peak_memory_gib"; none on a CPU)."""
+        peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in self.trainer.devices
+                 if d.process_index == jax.process_index()]
+        if peaks and None not in peaks:
+            self.timings.setdefault("peak_memory_gib", {})[stage] = round(max(peaks) / 2**30, 2)
 
     # ---- the end ------------------------------------------------------------------------------------
 
@@ -338,7 +354,9 @@ class TrainingDriver:
         """Train, evaluate each policy deterministically, rank, and write the results and the report."""
         train_state = self.train()
         trainer, console, fitness = self.trainer, self.console, self.job.fitness
-        console.print("evaluating each policy deterministically over one full episode per environment…")
+        episodes = ("one full episode per environment" if trainer.evaluation_envs == trainer.num_envs else
+                    f"one full episode in each of {trainer.evaluation_envs} of its {trainer.num_envs} environments")
+        console.print(f"evaluating each policy deterministically over {episodes}…", highlight=False)
         tick = time.perf_counter()
         with self._compiling("compiling the evaluation"):
             evaluate = trainer.evaluate if self.evaluation_compiled is None else self.evaluation_compiled.result()
@@ -346,6 +364,8 @@ class TrainingDriver:
         with self._running("the final evaluation"):
             evaluation = jax.device_get(evaluate(train_state))
         self.timings["evaluation_s"] = time.perf_counter() - tick
+        self._peak_memory("evaluation")
+        self.stage = "writing the results"
         self.timings["total_s"] = time.perf_counter() - self.start_time
         self.timings["xla"], self.timings["traces"] = self.compile_meter.read(), trainer.traces()
 

@@ -123,15 +123,19 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
         return trainer_class(settings.algo)(task, [c for c in valid if c.name in names], specs, config,
                                             envs_per_candidate, settings.seeds,
                                             simulator if physics == simulator.physics else None,
-                                            fitness=fitness_name, physics=physics, devices=settings.devices)
+                                            fitness=fitness_name, physics=physics, devices=settings.devices,
+                                            evaluation_envs=settings.evaluation_envs)
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
+    driver = None
     try:
-        return TrainingDriver(job, run_dir, console, resume, validation_s).run()
-    except jax.errors.JaxRuntimeError as err:
-        if "RESOURCE_EXHAUSTED" not in str(err):
+        driver = TrainingDriver(job, run_dir, console, resume, validation_s)
+        return driver.run()
+    except (jax.errors.JaxRuntimeError, MemoryError) as err:
+        if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
             raise
+        stage = driver.stage if driver is not None else "building the trainer"
         raise OutOfGPUMemoryError(_out_of_memory_message(err, len(valid) * len(settings.seeds), settings,
-                                                         run_dir)) from err
+                                                         run_dir, stage)) from err
 
 
 @contextlib.contextmanager
@@ -190,9 +194,10 @@ def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:
     return batch % minibatch == 0
 
 
-def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory) -> str:
-    """What to do when the device runs out of memory: the sizes involved and the settings that matter."""
-    reason = str(err).split("\n")[0].removeprefix("RESOURCE_EXHAUSTED: ")
+def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory, stage: str) -> str:
+    """What to do when the device runs out of memory (`stage`: what the run was doing): the sizes involved and the
+    settings that matter."""
+    reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
     limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
     limit_text = f" of the {limit / 2**30:.1f} GiB JAX may use" if limit else ""
     hints = ["train fewer environments at once: a smaller --envs-per-candidate, fewer --seeds, or the candidates "
@@ -207,8 +212,11 @@ def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: Ru
         hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
                      "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
                      "way at 49 GiB of need on an 80 GB H100)")
-    return (f"out of GPU memory{limit_text} training {groups} policies × {settings.envs_per_candidate} envs "
-            f"({groups * settings.envs_per_candidate} environments): {reason}. To fix: " + "; or ".join(hints) +
+    if "evaluation" in stage:
+        hints.insert(0, "evaluate fewer episodes at once: a smaller --evaluation-envs")
+    device = "GPU" if jax.default_backend() == "gpu" else jax.default_backend().upper()
+    return (f"out of {device} memory{limit_text} while {stage}, {groups} policies × {settings.envs_per_candidate} "
+            f"envs ({groups * settings.envs_per_candidate} environments): {reason}. To fix: " + "; or ".join(hints) +
             f". {run_dir.path} keeps its records and last checkpoint: after changing only XLA_PYTHON_CLIENT_* "
             f"settings, --resume continues it.")
 

@@ -68,10 +68,14 @@ def exploit(fitness: np.ndarray, members: list[np.ndarray], fraction: float, hig
 class Population:
     """The exploit-and-explore steps of one run (see the module docstring)."""
 
-    def __init__(self, settings: PopulationSettings, plan: GroupPlan, labels: list[str], higher_is_better: bool):
+    def __init__(self, settings: PopulationSettings, plan: GroupPlan, labels: list[str], higher_is_better: bool,
+                 sharding=None):
+        """`sharding`: the learner's `GroupSharding` where its groups are sharded over several devices (the train
+        state's rows are then in the devices' layout, not the plan's order)."""
         self.settings, self.labels, self.higher = settings, labels, higher_is_better
         self.members = populations(plan)
         self.lineage: list[dict] = []
+        self.sharding = sharding
         import jax
 
         self._copy = jax.jit(_take_groups)
@@ -82,12 +86,12 @@ class Population:
         resumed run's, from its checkpoint)."""
         if settings.population is None:
             return None
-        if len(job.schedule) > 1 or trainer.sharding is not None:
-            raise ValueError("population-based training runs a flat schedule on one device")
+        if len(job.schedule) > 1:
+            raise ValueError("population-based training runs a flat schedule")
         chosen = settings.population
         if chosen.interval is None:
             chosen = dataclasses.replace(chosen, interval=max(1, settings.iterations // 10))
-        population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better)
+        population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better, trainer.sharding)
         population.lineage = list(lineage)
         return population
 
@@ -106,9 +110,7 @@ class Population:
         source = np.arange(len(self.labels))
         for loser, winner in moves.items():
             source[loser] = winner
-        import jax
-
-        constants = {k: np.asarray(v)[source] for k, v in jax.device_get(train_state.constants).items()}
+        constants = {k: v[source] for k, v in self._constants(train_state).items()}
         for loser in sorted(moves):
             factors = {}  # one per constant of the file, whichever functions' keys hold it
             for key, column in constants.items():
@@ -126,14 +128,32 @@ class Population:
                                  "from": self.labels[moves[loser]], "fitness": _number(fitness[loser]),
                                  "from_fitness": _number(fitness[moves[loser]]),
                                  "constants": {k: float(v[loser]) for k, v in constants.items() if v[loser] != 0.0}})
-        return self._copy(train_state, source, constants)
+        if self.sharding is None:
+            return self._copy(train_state, source, constants)
+        # Sharded: the same copy in the devices' row order (an inert row keeps its own state).
+        layout = self.sharding.layout
+        rows = np.flatnonzero(~layout.inert)
+        in_layout = np.arange(len(layout.order))
+        in_layout[rows] = layout.position[source[layout.order[rows]]]
+        laid_out = {k: self.sharding.put(v[np.maximum(layout.order, 0)]) for k, v in constants.items()}
+        import jax
+
+        copy = jax.jit(_take_groups, out_shardings=jax.tree.map(lambda x: x.sharding, train_state))
+        return copy(train_state, in_layout, laid_out)
+
+    def _constants(self, train_state) -> dict[str, np.ndarray]:
+        """The groups' constants `{key: [G]}` in the plan's order."""
+        import jax
+
+        constants = {k: np.asarray(v) for k, v in jax.device_get(train_state.constants).items()}
+        if self.sharding is not None:
+            constants = {k: self.sharding.in_plan_order(v) for k, v in constants.items()}
+        return constants
 
     def record(self, train_state) -> dict:
         """What `population.json` holds: the settings, the lineage and each group's constants at the end
         (`{label: {constant key: value}}`)."""
-        import jax
-
-        constants = jax.device_get(train_state.constants)
+        constants = self._constants(train_state)
         return {"settings": dataclasses.asdict(self.settings), "lineage": self.lineage,
                 "final_constants": {label: {k: float(v[g]) for k, v in constants.items()}
                                     for g, label in enumerate(self.labels)}}

@@ -28,6 +28,9 @@ class EvalSettings:
     """Shaping functions taken from the candidate files; the rest come from the task's defaults."""
     envs_per_candidate: int = 256
     """Parallel environments of each (candidate, seed) group."""
+    evaluation_envs: int | None = None
+    """Environments of each group in the final evaluation, one deterministic episode each (None: the group's
+    training environments, but no more than 262,144 on a device: 8,192 groups on one GPU evaluate 32 each)."""
     iterations: int | None = None
     """Training iterations; None takes the resolved settings' `max_epochs` (e.g. 60 for Cartpole)."""
     seeds: tuple[int, ...] = (0,)

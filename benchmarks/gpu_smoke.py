@@ -1,0 +1,208 @@
+"""The user's commands on the GPU, run as a user runs them and timed from launch (issue: many GPUs).
+
+    python benchmarks/gpu_smoke.py                      # the smoke test: run it before resolving an issue that
+                                                        # touches training, sharding, memory or the search
+    python benchmarks/gpu_smoke.py weak --gpus 1 2 4    # Ant, 1,024 groups × 256 envs per GPU
+    python benchmarks/gpu_smoke.py strong --gpus 1 2 4  # the README's Anymal job over more GPUs
+    python benchmarks/gpu_smoke.py processes            # two processes of one GPU each against one process on both
+    python benchmarks/gpu_smoke.py auto                 # a small `envcoder auto` over every visible GPU
+
+Every job is an `envcoder` command in its own process (`--out DIR/<job>`); it prints one line: the exit status (a
+signal is named), seconds from launch to the first trained iteration (the first row of metrics.csv) and to exit,
+the training env-steps/s after the first iteration (results.json), and the most GPU memory a device held after
+each stage. `--json FILE` appends every job's record. The smoke test runs the README's Anymal job, a run over two
+GPUs where two are visible, and 8,192 Ant candidates × 256 envs in a memory pool the size of an 80 GB H100's (JAX
+may use 0.95 of an H100's memory, the same 74.8 GiB of an H200's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+H100_POOL_GIB = 74.8
+"""What JAX may use of an 80 GB H100 at XLA_PYTHON_CLIENT_MEM_FRACTION=0.95."""
+
+ANYMAL_README = ["eval", "--task", "Anymal", "--seeds", "6", "--iterations", "500"]
+ANT_8192 = ["eval", "--task", "Ant", "--seeds", "2048", "--envs-per-candidate", "256", "--iterations", "4",
+            "--no-tensorboard"]
+
+
+def gpus() -> list[str]:
+    """The GPUs this process may use (CUDA_VISIBLE_DEVICES, else every one nvidia-smi lists)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        return [v for v in visible.split(",") if v]
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    return [str(i) for i, _ in enumerate(line for line in listing.splitlines() if line.startswith("GPU"))]
+
+
+def gpu_memory_gib() -> float:
+    """The first GPU's memory."""
+    text = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True).stdout.split()
+    return float(text[0]) * 2**20 / 2**30
+
+
+def h100_pool() -> dict:
+    """The XLA_PYTHON_CLIENT_MEM_FRACTION that gives JAX an 80 GB H100's pool on this GPU."""
+    return {"XLA_PYTHON_CLIENT_MEM_FRACTION": f"{min(0.95, H100_POOL_GIB / gpu_memory_gib()):.3f}"}
+
+
+def _first_row(metrics: Path) -> bool:
+    try:
+        with open(metrics) as f:
+            return sum(1 for _ in zip(range(2), f)) >= 2
+    except OSError:
+        return False
+
+
+def _status(code: int) -> str:
+    if code == 0:
+        return "ok"
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit {code}"
+
+
+class Job:
+    """One `envcoder` command (several processes for a multi-process run), timed from launch."""
+
+    def __init__(self, name: str, argv: list[str], out: Path, devices: list[str], env: dict | None = None,
+                 processes: int = 1):
+        self.name, self.argv, self.run_dir, self.devices = name, argv, out / name, devices
+        self.env, self.processes = env or {}, processes
+
+    def commands(self) -> list[tuple[list[str], dict]]:
+        base = ["envcoder", *self.argv, "--out", str(self.run_dir)]
+        if self.processes == 1:
+            return [(base, {"CUDA_VISIBLE_DEVICES": ",".join(self.devices)})]
+        with socket.socket() as s:
+            s.bind(("localhost", 0))
+            port = s.getsockname()[1]
+        per = len(self.devices) // self.processes
+        return [(base + ["--coordinator", f"localhost:{port}", "--num-processes", str(self.processes),
+                         "--process-id", str(i)], {"CUDA_VISIBLE_DEVICES": ",".join(self.devices[i * per:(i + 1) * per])})
+                for i in range(self.processes)]
+
+    def run(self, timeout: float) -> dict:
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir)
+        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.run_dir.parent / f"{self.name}.log", "w")
+        start = time.perf_counter()
+        procs = [subprocess.Popen(argv, env={**os.environ, **self.env, **extra}, stdout=log, stderr=subprocess.STDOUT)
+                 for argv, extra in self.commands()]
+        first = None
+        while any(p.poll() is None for p in procs):
+            if first is None and _first_row(self.run_dir / "metrics.csv"):
+                first = time.perf_counter() - start
+            if time.perf_counter() - start > timeout:
+                for p in procs:
+                    p.send_signal(signal.SIGINT)
+                for p in procs:
+                    try:
+                        p.wait(30)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                break
+            time.sleep(0.1)
+        exit_s = time.perf_counter() - start
+        codes = [p.wait() for p in procs]
+        log.close()
+        results = self.run_dir / "results.json"
+        data = json.loads(results.read_text()) if results.exists() else {}
+        timings = data.get("timings", {})
+        record = {"job": self.name, "command": " ".join(["envcoder", *self.argv]), "gpus": len(self.devices),
+                  "processes": self.processes, "env": self.env, "status": [_status(c) for c in codes],
+                  "first_iteration_s": first, "exit_s": exit_s,
+                  "env_steps_per_s": timings.get("steady_env_steps_per_s"),
+                  "peak_memory_gib": timings.get("peak_memory_gib"), "evaluation_s": timings.get("evaluation_s"),
+                  "ranking": [r["name"] for r in data.get("ranking", [])],
+                  "fitness": {f"{g['candidate']}#{g['seed']}": g["task_fitness"] for g in data.get("groups", [])},
+                  "log_tail": (self.run_dir.parent / f"{self.name}.log").read_text()[-1500:] if any(codes) else ""}
+        rate = record["env_steps_per_s"]
+        print(f"{self.name:24s} {len(self.devices)} GPU {'/'.join(record['status']):>16s}  first iteration "
+              f"{first if first is None else round(first, 1)} s  exit {exit_s:.1f} s  env-steps/s "
+              f"{'-' if rate is None else f'{rate / 1e6:.3f} M'}  peak GiB {record['peak_memory_gib']}", flush=True)
+        if any(codes):
+            print("    " + "\n    ".join(record["log_tail"].strip().splitlines()[-6:]), flush=True)
+        return record
+
+
+def jobs(args) -> list[Job]:
+    devices = gpus()
+    out = args.out
+    if args.what == "smoke":
+        found = [Job("anymal_readme", ANYMAL_README, out, devices[:1])]
+        if len(devices) >= 2:
+            found.append(Job("ant_2gpu", ["eval", "--task", "Ant", "--seeds", "16", "--iterations", "20",
+                                          "--no-tensorboard"], out, devices[:2]))
+        found.append(Job("ant_8192", ANT_8192, out, devices[:1], h100_pool()))
+        return found
+    if args.what == "weak":  # Ant's 4 bundled candidates × 256 seeds = 1,024 groups per GPU
+        return [Job(f"ant_weak_{n}gpu", ["eval", "--task", "Ant", "--seeds", str(256 * n), "--iterations",
+                                         str(args.iterations or 12), "--no-tensorboard"], out, devices[:n])
+                for n in args.gpus]
+    if args.what == "strong":
+        return [Job(f"anymal_strong_{n}gpu", ANYMAL_README, out, devices[:n]) for n in args.gpus]
+    if args.what == "processes":
+        small = ["eval", "--task", "Cartpole", "--seeds", "4", "--iterations", str(args.iterations or 30),
+                 "--no-tensorboard"]
+        return [Job("cartpole_2processes", small, out, devices[:2], processes=2),
+                Job("cartpole_1process", small, out, devices[:2])]
+    if args.what == "auto":
+        return [Job(f"auto_anymal_{len(devices)}gpu", [
+            "auto", "--task", "Anymal", "--iterations", "1", "--candidates-per-iteration", "4", "--copies", "2",
+            "--train-iterations", str(args.iterations or 50), "--final-envs", "256", "--final-seeds", "2",
+            "--final-max-seeds", "2", "--final-top", "1"], out, devices)]
+    raise SystemExit(f"unknown job set {args.what!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="?", default="smoke", choices=("smoke", "weak", "strong", "processes", "auto"))
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--iterations", type=int, default=None, help="training iterations (each set has its own)")
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu_smoke"))
+    parser.add_argument("--json", type=Path, default=None, help="append every job's record to this JSON-lines file")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a job may run before Ctrl-C ends it")
+    parser.add_argument("--only", nargs="+", default=None, metavar="JOB", help="run only these jobs of the set")
+    args = parser.parse_args()
+    visible = gpus()
+    args.gpus = [n for n in args.gpus if n <= len(visible)]
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    for job in jobs(args):
+        if args.only and job.name not in args.only:
+            continue
+        record = job.run(args.timeout)
+        if args.what == "processes" and job.processes == 1:
+            two = json.loads((args.out / "cartpole_2processes.json").read_text())
+            same = two["ranking"] == record["ranking"]
+            diff = max((abs(two["fitness"][k] - v) for k, v in record["fitness"].items() if k in two["fitness"]),
+                       default=float("nan"))
+            print(f"two processes against one: same ranking {same}; largest fitness difference {diff:.4f}")
+        if args.what == "processes":
+            (args.out / f"{job.name}.json").write_text(json.dumps(record))
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps({"date": stamp, "device": _device_name(), **record}) + "\n")
+    sys.exit(0)
+
+
+def _device_name() -> str:
+    return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                          text=True).stdout.splitlines()[0].strip()
+
+
+if __name__ == "__main__":
+    main()
