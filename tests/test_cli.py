@@ -538,3 +538,26 @@ def test_ctrl_c_while_compiling_ends_at_once_with_130_and_says_how_to_resume(tmp
             assert f"`envcoder eval --resume {out}` continues it from iteration 0: it has no checkpoint yet" in stderr
             return
     pytest.fail(f"no try ended with 130: {tries}")
+
+
+MARKUP_REASON = '''import jax.numpy as jnp
+
+
+def compute_reward(state):
+    raise ValueError("[/nothing-open] [on red]painted[/on red] \\x1b]0;owned\\x07 [link=http://x]y[/link]")
+'''
+
+
+def test_a_reason_a_candidate_writes_is_printed_as_text(tmp_path, capsys):
+    """Markup in a candidate's error (an unbalanced closing tag ended the run; balanced ones were applied) and a raw
+    ESC (a terminal's title sequence) are printed as the text they are; the run goes on with the good candidate."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "markup_reason.py").write_text(MARKUP_REASON)
+    (folder / "good_upright.py").write_text((BUNDLED / "cartpole" / "good_upright.py").read_text())
+    assert main(["eval", "--task", "Cartpole", "--functions", str(folder), "--iterations", "1",
+                 "--envs-per-candidate", "8", "--no-tensorboard", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "[/nothing-open] [on red]painted[/on red] \\x1b]0;owned\\x07 [link=http://x]y[/link]" in " ".join(
+        out.split()), out  # (the console wraps lines at its width)
+    assert "\x1b]0;" not in out and "good_upright" in out

@@ -87,7 +87,12 @@ EXPECTED = {
     "leaked_tracer": "changes the module-level value '_seen' in place",
     "mutable_default": "changes its argument '_calls' in place",
     "many_terms": "RecursionError",
-    "delete_samples": "IndexError",  # it emptied its own child's sample states: the next file's child has its own
+    "delete_samples": "IndexError",
+    # programs handed over that differ from what validation ran (the file tells its two traces apart)
+    "second_trace_complex": "its program returns dtype complex64 as the reward, expected float32",
+    "second_trace_wide": "its program returns shape (g, e, 2) as the reward, expected (g, e)",
+    "second_trace_observation": "its program returns dtype int32 as the observation, expected float32",
+    "second_trace_component": "its program names '[/x]' as the reward's components: names are identifiers",  # it emptied its own child's sample states: the next file's child has its own
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",

@@ -194,3 +194,34 @@ def test_a_locked_process_reads_writes_and_connects_nowhere_else(tmp_path):
     server.close()
     assert result.stdout.split() == ["refused"] * 3, result.stderr
     assert (folder / "mine.txt").read_text() == "ok" and not (tmp_path / "new.txt").exists()
+
+
+def test_a_program_whose_outputs_differ_from_its_shaping_type_is_refused():
+    """The parent checks every output of a handed-over program against its shaping type, exactly: a reset's fields
+    must be state fields, float32, of the field's shape (a file that passes validation on the concrete trace and
+    hands over another one ended the run with exit 134)."""
+    from jax import export
+
+    from envcoder.candidates.programs import check_signature
+    from envcoder.candidates.validate import CandidateSpec
+    from envcoder.shaping.api import CandidateError
+    from envcoder.tasks import get_task
+
+    g, e = export.symbolic_shape("g, e")
+    dof = jax.ShapeDtypeStruct((g, e, 2), jnp.float32)
+    spec, task = CandidateSpec(4, 1, ()), get_task("Cartpole")
+
+    def check(function, api="sample_initial_state"):
+        check_signature(export.export(jax.jit(function))(dof), api, spec, task, "f.py")
+    check(lambda x: {"dof_pos": x + 1.0})  # a valid reset
+    with pytest.raises(CandidateError, match="returns dtype int32 for the state field 'dof_pos', expected float32"):
+        check(lambda x: {"dof_pos": x.astype(jnp.int32)})
+    with pytest.raises(CandidateError, match="returns 'not_a_field', which is not a state field"):
+        check(lambda x: {"not_a_field": x})
+    with pytest.raises(CandidateError, match=r"returns shape \(g, e, 3\) for the state field 'dof_pos', expected \(g, "
+                                             r"e, 2\)"):
+        check(lambda x: {"dof_pos": jnp.concatenate([x, x[..., :1]], axis=-1)})
+    with pytest.raises(CandidateError, match=r"returns shape \(g, e, 2\) as the motor command, expected \(g, e, 1\)"):
+        check(lambda x: x, "compute_torque")
+    with pytest.raises(CandidateError, match="returns dtype float32 as the termination, expected bool"):
+        check(lambda x: x[..., 0], "compute_terminal")

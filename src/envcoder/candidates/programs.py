@@ -12,6 +12,7 @@ groups cannot be traced with symbolic sizes: it fails validation instead of trai
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from typing import Callable, Mapping, Sequence
 
@@ -201,15 +202,112 @@ def _fit(value, skeleton):
     return _MISMATCH if value is None or isinstance(value, (Mapping, tuple, list)) else value
 
 
-def check_against(candidate, spec) -> None:
-    """The sizes of a file's programs are those its verdict states (`spec`, a `CandidateSpec`): a hand-over that
-    disagrees with itself is refused here rather than failing inside the training program."""
+def check_against(candidate, spec, task=None) -> None:
+    """The sizes of a file's programs are those its verdict states (`spec`, a `CandidateSpec`), and with `task`
+    every output of every program has the dtype, rank and trailing shape its shaping type declares
+    (`check_signature`): a hand-over that disagrees with itself or with the trainer is refused here rather than
+    failing inside the training program."""
     for api, size in (("compute_observation", spec.obs_dim), ("compute_critic_observation", spec.critic_obs_dim)):
         program = candidate.functions.get(api)
         widths = {e.out_avals[0].shape[-1] for e in program.exported} if program is not None else set()
         if widths - {size}:
             raise CandidateError(str(candidate.path), f"its program returns {sorted(widths)} features, its verdict "
                                                       f"says {size}", function=api)
+    if task is not None:
+        for api, program in candidate.functions.items():
+            for exported in getattr(program, "exported", ()):
+                check_signature(exported, api, spec, task, str(candidate.path))
+
+
+def check_signature(exported: export.Exported, api: str, spec, task, file: str) -> None:
+    """Every output of `exported` (the program of `api`, batched `[g, e, ...]`) as the trainer takes it, exactly:
+    float32 where a float is declared (a complex or float64 reward would end the run inside the training program),
+    bool for a termination, the declared rank and trailing shape, reward components named as the verdict says."""
+    import numpy as np
+
+    out = jax.tree_util.tree_unflatten(exported.out_tree, exported.out_avals)
+    f32, lead = np.dtype(np.float32), ("g", "e")
+
+    def refuse(what: str):
+        raise CandidateError(file, f"its program {what}: the trainer takes what the shaping type declares "
+                                   "(`envcoder tasks` shows it)", function=api)
+
+    def expect(value, where: str, dtypes, tail: tuple | None, head=lead):
+        shape = getattr(value, "shape", None)
+        if shape is None:
+            refuse(f"returns {type(value).__name__} {where}, not an array")
+        dims = tuple(str(d) if not isinstance(d, int) else d for d in shape)
+        if np.dtype(value.dtype) not in dtypes:
+            refuse(f"returns dtype {value.dtype} {where}, expected {' or '.join(str(d) for d in dtypes)}")
+        if dims[:len(head)] != head or (tail is not None and dims[len(head):] != tail):
+            expected = ", ".join(map(str, head + (tail if tail is not None else ("...",))))
+            refuse(f"returns shape ({', '.join(map(str, dims))}) {where}, expected ({expected})")
+
+    def fields(value, where: str) -> dict:
+        if not isinstance(value, dict):
+            refuse(f"returns {type(value).__name__} {where}, expected a dict of named arrays")
+        for name in value:
+            if not (isinstance(name, str) and name.isidentifier()):
+                refuse(f"names {name!r} {where}: names are identifiers (such as 'upright')")
+        return value
+
+    if api == "compute_reward":
+        reward, components = out if isinstance(out, tuple) and len(out) == 2 else (out, {})
+        expect(reward, "as the reward", (f32,), ())
+        components = fields(components, "as the reward's components")
+        if tuple(sorted(components)) != tuple(spec.reward_components):
+            refuse(f"names the reward components {sorted(components)}, its verdict {list(spec.reward_components)}")
+        for name, value in components.items():
+            expect(value, f"for the reward component {name!r}", (f32,), ())
+    elif api in ("compute_observation", "compute_critic_observation"):
+        width = spec.obs_dim if api == "compute_observation" else (spec.critic_obs_dim or spec.obs_dim)
+        expect(out, "as the observation", (f32,), (width,))
+    elif api == "compute_torque":
+        expect(out, "as the motor command", (f32,), (_actuators(task),))
+    elif api == "compute_terminal":
+        expect(out, "as the termination", (np.dtype(bool),), ())
+    elif api == "sample_goal":
+        expect(out, "as the goal", (f32,), (task.num_commands,))
+    elif api == "sample_initial_state":
+        shapes = _state_shapes(task)
+        for name, value in fields(out, "as the reset").items():
+            if shapes is not None and name not in shapes:
+                refuse(f"returns {name!r}, which is not a state field")
+            expect(value, f"for the state field {name!r}", (f32,), None if shapes is None else shapes[name])
+    elif api == "sample_physics":
+        from envcoder.sim.randomization import FIELDS
+
+        for name, value in fields(out, "as the physics").items():
+            if name not in FIELDS:
+                refuse(f"returns {name!r}, which is not a physics field")
+            expect(value, f"for the physics field {name!r}", (f32, np.dtype(np.int32)), None)
+    elif api == "curriculum":
+        for name, value in fields(out, "as the curriculum").items():
+            expect(value, f"for the curriculum value {name!r}", (f32,), None, head=("g",))
+            if len(value.shape) > 2:
+                refuse(f"returns a curriculum value {name!r} of rank {len(value.shape) - 1}: use a scalar or a 1-D array")
+
+
+def _actuators(task) -> int:
+    """The task model's number of actuators (a motor command's width)."""
+    return _actuators_of(str(task.model_file))
+
+
+@functools.cache
+def _actuators_of(model_file: str) -> int:
+    import mujoco
+
+    return int(mujoco.MjModel.from_xml_path(model_file).nu)
+
+
+def _state_shapes(task) -> dict[str, tuple] | None:
+    """Each state field's shape after the environment axis, from the task's shipped sample states (None where
+    those are stale: a reset is then checked for its dtype and leading sizes only)."""
+    from envcoder.candidates.samples import shipped_states
+
+    states = shipped_states(task)
+    return None if states is None else {name: tuple(int(d) for d in x.shape[1:]) for name, x in states.items()
+                                        if hasattr(x, "shape")}
 
 
 def handed_over(name: str, path: str, source: str, data: Mapping) -> "Candidate":

@@ -179,6 +179,7 @@ class SandboxValidator:
         """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
         from envcoder.candidates.programs import check_against, handed_over
         from envcoder.candidates.validate import CandidateSpec
+        from envcoder.tasks import get_task
 
         specs = {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
                                   s.get("constants_as_data", True)) for v, s in reply["specs"].items()}
@@ -188,7 +189,7 @@ class SandboxValidator:
             try:
                 candidate = handed_over(name, path, source, reply["candidate"])
                 for spec in specs.values():
-                    check_against(candidate, spec)
+                    check_against(candidate, spec, get_task(self.task))
             except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
                 errors.update({v: str(err) for v in specs})
                 specs = {}

@@ -34,6 +34,7 @@ from envcoder.runs.results import GroupResult, RunResults, print_results, ranked
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
 from envcoder.runs.watchdog import describe_compile, describe_run, guard, leave_out
 from envcoder.env.grouping import GroupPlan
+from envcoder.text import shown
 
 
 class TrainingDriver:
@@ -168,12 +169,12 @@ class TrainingDriver:
         for g in np.flatnonzero(metrics["diverged"] > 0):
             if g not in state.reported_divergence:
                 state.reported_divergence.add(g)
-                console.print(f"[red]diverged[/red] {labels[g]} at iteration {iteration}: non-finite rewards, "
+                console.print(f"[red]diverged[/red] {shown(labels[g])} at iteration {iteration}: non-finite rewards, "
                               "observations, actions or parameters; it stops updating", highlight=False)
         for g in np.flatnonzero(metrics["solved"] > 0):
             if g not in state.reported_solved:
                 state.reported_solved.add(g)
-                console.print(f"[green]solved[/green] {labels[g]} at iteration {iteration}: task fitness "
+                console.print(f"[green]solved[/green] {shown(labels[g])} at iteration {iteration}: task fitness "
                               f"{metrics['task_fitness'][g]:.3f} reached score_to_win {self.config.score_to_win}; "
                               "it keeps that policy and stops updating", highlight=False)
         finished = ~np.isnan(metrics["task_fitness"])
@@ -197,7 +198,7 @@ class TrainingDriver:
         state, labels = self.state, self.labels
         best_of = np.nanargmax if self.job.fitness.higher_is_better else np.nanargmin
         best = "" if np.all(np.isnan(state.last_fitness)) else (
-            f"best {labels[int(best_of(state.last_fitness))].split('#')[0]} "
+            f"best {shown(labels[int(best_of(state.last_fitness))].split('#')[0])} "
             f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
         state.physics_resets += int(np.nansum(metrics["physics_failures"]))  # NaN: a diverged group
         if state.reported_solved:

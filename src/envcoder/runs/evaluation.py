@@ -32,6 +32,7 @@ from envcoder.candidates.prepare import likely_count, sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
+from envcoder.text import shown
 
 
 class OutOfGPUMemoryError(RuntimeError):
@@ -101,7 +102,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     simulator = simulator.result()
     valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
     for failure in failures:
-        console.print(f"[yellow]left out[/yellow] {failure.error}", highlight=False)
+        console.print(f"[yellow]left out[/yellow] {shown(failure.error)}", highlight=False)
     run_dir.write_failures(failures)
     if not valid:
         run_dir.discard()

@@ -58,6 +58,7 @@ from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, 
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text
 from envcoder.tasks import get_task
+from envcoder.text import shown
 
 
 def _read_json(path: Path):
@@ -181,7 +182,7 @@ class AutoRun:
                                                       {"role": "user", "content": prompts.fix_prompt(draft["error"])}]
             failed = [d for d in drafts if d["attempt"] == attempt and not d["ok"]]
             for draft in failed:
-                self.console.print(f"[yellow]invalid[/yellow] {draft['error']}", highlight=False)
+                self.console.print(f"[yellow]invalid[/yellow] {shown(draft['error'])}", highlight=False)
         return drafts
 
     # ---- evaluating -------------------------------------------------------------------------------
@@ -367,7 +368,7 @@ class AutoRun:
                 self.history += record["table"]
                 best = self._ranked(self.history)
                 if best:
-                    self.console.print(f"best so far: {best[0]['name']} ({self.fitness_name} "
+                    self.console.print(f"best so far: {shown(best[0]['name'])} ({self.fitness_name} "
                                        f"{best[0]['fitness']:.4g})", highlight=False)
             return self._finish()
 

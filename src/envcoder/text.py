@@ -1,0 +1,21 @@
+"""Text that a candidate supplies (its file's error messages, names, reward components), shown as text: never as
+Rich markup, never as a terminal's control sequence (design invariant 6)."""
+
+from __future__ import annotations
+
+import re
+
+from rich.markup import escape
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but the newline and the tab: an ESC starts a terminal sequence (a window title, a colour)."""
+
+
+def plain(text: object) -> str:
+    """`text` with its control characters written out (`\\x1b`), for a log, a report or a Markdown file."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def shown(text: object) -> str:
+    """`text` for a Rich console or table: `plain`, and its square brackets escaped so that none opens a tag."""
+    return escape(plain(text))
