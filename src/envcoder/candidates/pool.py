@@ -80,7 +80,7 @@ class Worker:
         """The last `[variant, function, step]` the child reported for the candidate it is checking."""
         self.child: int | None = None
         self.exit: int | None = None
-        self.timed_out = False
+        self.timed_out = self.over_total = False
         self._stderr_from = 0
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
@@ -114,14 +114,18 @@ class Worker:
         self.proc.stdin.write((json.dumps(message) + "\n").encode())
         self.proc.stdin.flush()
 
-    def _receive(self, timeout_s: float) -> dict | None:
+    def _receive(self, timeout_s: float, until: float | None = None) -> dict | None:
         """The next protocol line other than a phase or child report, or None when the worker died or `timeout_s`
-        passed without one (the clock restarts with each step the child reports)."""
+        passed without one (the clock restarts with each step the child reports), or the clock reached `until`
+        (`time.monotonic()`; nothing the child sends moves it: `over_total` then says so)."""
         deadline = time.monotonic() + timeout_s
         while True:
             while b"\n" not in self._buffer:
-                remaining = deadline - time.monotonic()
+                end = deadline if until is None else min(deadline, until)
+                remaining = end - time.monotonic()
                 if remaining <= 0 or not self._selector.select(remaining):
+                    if until is not None:
+                        self.over_total = time.monotonic() >= until
                     return None
                 chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
                 if not chunk:
@@ -143,9 +147,10 @@ class Worker:
     def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int,
               platform: str) -> dict | None:
         """The child's verdict on one file (its programs exported for `platform`), or None when it hung
-        (`timed_out`) or died (`exit`)."""
+        (`timed_out`: a step took over `timeout_s`, or the whole file over `TOTAL_STEPS` × `timeout_s`, however
+        often the child reported a step) or died (`exit`)."""
         self.phase = self.child = self.exit = None
-        self.timed_out = False
+        self.timed_out = self.over_total = False
         self.stderr.seek(0, os.SEEK_END)
         self._stderr_from = self.stderr.tell()
         try:
@@ -153,7 +158,7 @@ class Worker:
                         "platform": platform})
         except (BrokenPipeError, OSError):
             return None
-        reply = self._receive(timeout_s)
+        reply = self._receive(timeout_s, until=time.monotonic() + TOTAL_STEPS * timeout_s)
         if reply is not None and "exit" in reply:  # the child died before it answered
             self.exit = reply["exit"]
             return None
@@ -216,10 +221,18 @@ class Worker:
         return reason
 
     def hung_because(self, timeout_s: float) -> str:
+        if self.over_total:
+            return (f"took longer than {TOTAL_STEPS * timeout_s:g} s in all ({TOTAL_STEPS} × the "
+                    f"{timeout_s:g} s a step may take: --validation-timeout)")
         step = self.phase[2] if self.phase else None
         cause = {"tracing": "a Python loop that never ends, or one unrolled too far?",
                  "running": "a lax.while_loop that never ends?"}.get(step, "an endless loop?")
         return f"took longer than {timeout_s:g} s ({cause})"
+
+
+TOTAL_STEPS = 3
+"""A file's whole validation may take this many times what one step may (`--validation-timeout`): a deadline that
+the child's reports of its steps do not move (a child that sleeps and reports a made-up step every few seconds)."""
 
 
 FATAL_LINE = re.compile(r"^[FE]\d{4} |Check failed|terminate called|what\(\):|Fatal Python error|LLVM ERROR|"
