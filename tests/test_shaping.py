@@ -144,6 +144,13 @@ SWEEP = textwrap.dedent("""
 """)
 
 
+def test_sweep_variants_whose_values_differ_never_share_a_name(tmp_path):
+    (tmp_path / "close.py").write_text("PARAMS = {'K': [0.5, 0.5000001, 2.0, 1e-7]}\nK = 1.0\n\n\n"
+                                       "def compute_reward(state):\n    return K * state['dof_pos'][:, 1]\n")
+    names = [c.name for c in expand_sweeps([load_candidate(tmp_path / "close.py", ("compute_reward",))])]
+    assert names == ["close[K=0.5]", "close[K=0.5000001]", "close[K=2]", "close[K=1e-07]"]
+
+
 def test_parameter_sweep_traces_once(tmp_path, cartpole):
     task, sim, state = cartpole
     (tmp_path / "sweep.py").write_text(SWEEP)

@@ -16,7 +16,8 @@ def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
     """Each candidate with a `PARAMS` table becomes one variant per combination of its values.
 
     Variants share the code (and so one trace, vmapped over their constants); a variant is named
-    `stem[NAME=value,...]`, so its PRNG key, like any candidate's, follows from its name.
+    `stem[NAME=value,...]` (each value as it reads back exactly: `_label`), so its PRNG key, like any candidate's,
+    follows from its name.
     """
     expanded = []
     for candidate in candidates:
@@ -26,13 +27,20 @@ def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
         names = list(candidate.sweep)
         for values in itertools.product(*(candidate.sweep[n] for n in names)):
             params = dict(zip(names, values))
-            label = ",".join(f"{n}={v:g}" for n, v in params.items())
+            label = ",".join(f"{n}={_label(v)}" for n, v in params.items())
             expanded.append(dataclasses.replace(candidate, name=f"{candidate.name}[{label}]", params=params,
                                                 function_params={api: {**candidate.function_params.get(api, {}),
                                                                        **params} for api in candidate.functions
                                                                  if not candidate.function_keys[api].endswith(
                                                                      ":CURRICULUM")}))
     return expanded
+
+
+def _label(value) -> str:
+    """A swept value in a variant's name: short (`:g`) where that reads back as the same number, else its exact
+    repr, so that two values never share a name (0.5 and 0.5000001 were both `[K=0.5]`, one candidate of 2 seeds)."""
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(float(value))
 
 
 def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str]) -> list[Candidate]:
