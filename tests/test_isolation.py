@@ -4,6 +4,7 @@ candidate in the same run gets the same results as in a run without the bad ones
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from envcoder.shaping.helpers import normalize_angle
 def compute_reward(state):
     return jnp.cos(normalize_angle(state["dof_pos"][:, 1] + 6.283185307179586))
 """
+SOCKET = Path("/tmp/envcoder_attack_socket")
 FAKE_KEY = "sk-envcoder-fake-key-that-no-candidate-may-read"
 SHELL_NAME = "shell name; $(touch envcoder_sandbox_marker) `id`"
 MARKERS = [Path("/tmp/envcoder_sandbox_marker"), Path("/tmp/envcoder_sandbox_marker.npy"),
@@ -101,7 +103,7 @@ EXPECTED = {
     "huge": "is 51,200 KiB; a candidate file may be at most 256 KiB",
     "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
-CONTAINED = ("coroutine_frame", "float_pytree", "forged_verdict", "pytree_getattr")
+CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
 computation (ranked next to the good candidates, which they must not change)."""
 
@@ -134,6 +136,11 @@ def runs(tmp_path_factory):
         (directory / "helper_user.py").write_text(HELPER_USER)
     results = {}
     os.environ["ENVCODER_FAKE_API_KEY"] = FAKE_KEY
+    SOCKET.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX)  # a socket file outside the jail's folders (unix_socket.py's target)
+    listener.bind(str(SOCKET))
+    listener.listen()
+    listener.setblocking(False)
     try:
         for name, functions in (("corpus", corpus), ("good", only_good)):
             settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
@@ -141,8 +148,15 @@ def runs(tmp_path_factory):
                                     shaper_types=("compute_reward", "compute_observation"),
                                     overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
             results[name] = run_evaluation(settings)
+        try:
+            listener.accept()
+            results["socket_reached"] = True
+        except BlockingIOError:
+            results["socket_reached"] = False
     finally:
         del os.environ["ENVCODER_FAKE_API_KEY"]
+        listener.close()
+        SOCKET.unlink(missing_ok=True)
     return root, results
 
 
@@ -158,9 +172,23 @@ def test_each_bad_file_has_its_specific_error(runs):
     assert on_disk == set(EXPECTED)
 
 
+def _daemons() -> list[str]:
+    """Processes named as daemon.py names its grandchild."""
+    found = []
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "envcoder_daemon":
+                found.append(comm.parent.name)
+        except OSError:
+            pass
+    return found
+
+
 def test_nothing_outside_the_sandbox_was_touched(runs):
-    root, _ = runs
+    root, results = runs
     assert not any(marker.exists() for marker in MARKERS)
+    assert not results["socket_reached"], "a candidate connected to a Unix socket file outside its jail"
+    assert not _daemons(), "a process a candidate started outlived its validation worker"
     for path in root.rglob("*"):  # the key is nowhere: no candidate could read it
         if path.is_file() and not path.is_symlink() and path.stat().st_size < 2**24:
             assert FAKE_KEY.encode() not in path.read_bytes(), path

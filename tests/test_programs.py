@@ -167,7 +167,8 @@ def test_a_function_whose_sizes_follow_the_number_of_environments_is_refused(car
 
 @pytest.mark.skipif(landlock_abi() < 4, reason="the kernel has no Landlock (ABI >= 4): the jail is weaker here")
 def test_a_locked_process_reads_writes_and_connects_nowhere_else(tmp_path):
-    """What `envcoder.candidates.jail.lock` leaves a candidate's process: its own folder, Python and envcoder."""
+    """What `envcoder.candidates.jail.lock` leaves a candidate's process: its own folder, Python and envcoder; no TCP
+    connection and no Unix socket file outside."""
     outside = tmp_path / "outside.txt"
     outside.write_text("private")
     folder = tmp_path / "jail"
@@ -175,6 +176,9 @@ def test_a_locked_process_reads_writes_and_connects_nowhere_else(tmp_path):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
+    agent = socket.socket(socket.AF_UNIX)  # a socket file, as an ssh-agent's or docker's
+    agent.bind(str(tmp_path / "agent.sock"))
+    agent.listen()
     script = textwrap.dedent(f"""
         import socket
         from envcoder.candidates.jail import lock
@@ -182,7 +186,8 @@ def test_a_locked_process_reads_writes_and_connects_nowhere_else(tmp_path):
         import json  # the standard library stays readable
         (open({str(folder / 'mine.txt')!r}, 'w')).write('ok')
         for attempt in (lambda: open({str(outside)!r}).read(), lambda: open({str(tmp_path / 'new.txt')!r}, 'w'),
-                        lambda: socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=5)):
+                        lambda: socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=5),
+                        lambda: socket.socket(socket.AF_UNIX).connect({str(tmp_path / 'agent.sock')!r})):
             try:
                 attempt()
                 print('ALLOWED')
@@ -192,7 +197,8 @@ def test_a_locked_process_reads_writes_and_connects_nowhere_else(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
                             cwd=str(folder))
     server.close()
-    assert result.stdout.split() == ["refused"] * 3, result.stderr
+    agent.close()
+    assert result.stdout.split() == ["refused"] * 4, result.stderr
     assert (folder / "mine.txt").read_text() == "ok" and not (tmp_path / "new.txt").exists()
 
 

@@ -4,8 +4,9 @@ The validation worker (`envcoder.candidates.sandbox`) starts in new user and net
 network at all) with an environment of its own (no credentials), and every candidate file is checked in a fresh
 child process that first locks itself in with Landlock (`lock`): it may read only where Python, its packages and
 envcoder live (and its sample states), write only in its own temporary folder, make no TCP connection, signal no
-process outside its jail and reach no abstract socket; then its resource limits are set. No-new-privileges makes
-the lock permanent.
+process outside its jail, reach no abstract socket and open no Unix socket (a seccomp filter: Landlock leaves
+socket files reachable); then its resource limits are set. No-new-privileges makes the lock permanent. The worker
+is the first process of a PID namespace of its own, so nothing a child starts outlives it.
 
 Where the kernel lacks Landlock or `unshare` is refused, the jail is weaker and says so (`Jail.weaker`): the
 worker then relies on its empty environment, resource limits and the static checks of `envcoder.candidates.policy`.
@@ -68,12 +69,14 @@ def landlock_abi() -> int:
 
 @functools.lru_cache(maxsize=None)
 def unshare_command() -> tuple[str, ...]:
-    """The command prefix that starts a process in new user and network namespaces, or () where that is refused."""
+    """The command prefix that starts a process in new user, network and PID namespaces (the process is the first of
+    its PID namespace: whatever it or its children start, a daemon too, dies with it), or () where that is
+    refused."""
     tool = shutil.which("unshare")
     if tool is None:
         return ()
     for mapping in ("--map-current-user", "--map-root-user"):
-        command = (tool, "--user", mapping, "--net", "--")
+        command = (tool, "--user", mapping, "--net", "--pid", "--fork", "--kill-child", "--")
         try:
             if subprocess.run(command + ("true",), capture_output=True, timeout=10).returncode == 0:
                 return command
@@ -96,8 +99,11 @@ class Jail:
     @property
     def weaker(self) -> str | None:
         """None for the full jail, else what is missing, in words."""
-        missing = ([] if self.namespaces else ["no user/network namespaces (unshare refused): the worker can reach "
-                                                "the network"])
+        missing = ([] if self.namespaces else ["no user/network/PID namespaces (unshare refused): the worker can "
+                                                "reach the network, and a process a candidate starts can outlive it"])
+        if not unix_sockets_deniable():
+            missing.append(f"no filter of Unix sockets on {os.uname().machine}: a candidate's process can connect to "
+                           "a socket file it can reach")
         if self.landlock == 0:
             missing.append("no Landlock in this kernel: the worker can read and write whatever this user can")
         elif self.landlock < 4:
@@ -141,7 +147,51 @@ def lock(writable: str, readable: tuple[str, ...] = ()) -> int:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
+    deny_unix_sockets(libc)
     return abi
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_SOCKET_CALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+"""Per machine: the seccomp audit architecture and the number of the `socket` system call."""
+
+
+def unix_sockets_deniable() -> bool:
+    """Whether `deny_unix_sockets` has a filter for this machine's architecture."""
+    return sys.platform.startswith("linux") and os.uname().machine in _SOCKET_CALL
+
+
+def deny_unix_sockets(libc=None) -> bool:
+    """Refuse new Unix-domain sockets to this thread and the processes it starts (a seccomp filter: `socket(AF_UNIX,
+    ...)` fails with EACCES). Landlock does not cover connecting to a socket file: an ssh-agent's, docker's or
+    dbus's would be reachable. Needs no-new-privileges (`lock` sets it); False where this architecture has no
+    filter here."""
+    if not unix_sockets_deniable():
+        return False
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+    arch, socket_call = _SOCKET_CALL[os.uname().machine]
+    load, jump_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, refuse = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+    program = (_SockFilter * 8)(
+        _SockFilter(load, 0, 0, 4),                  # the architecture
+        _SockFilter(jump_equal, 0, 5, arch),
+        _SockFilter(load, 0, 0, 0),                  # the system call's number
+        _SockFilter(jump_equal, 0, 3, socket_call),
+        _SockFilter(load, 0, 0, 16),                 # its first argument: the address family
+        _SockFilter(jump_equal, 0, 1, 1),            # AF_UNIX
+        _SockFilter(ret, 0, 0, refuse),
+        _SockFilter(ret, 0, 0, allow))
+    fprog = _SockFprog(len(program), program)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    return True
 
 
 def _allow(libc, ruleset: int, path: str, access: int) -> None:

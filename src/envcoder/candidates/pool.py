@@ -65,6 +65,7 @@ class Worker:
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
         self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
         self.stderr = tempfile.TemporaryFile()
+        self.namespaced = bool(unshare_command())  # the worker reports its children's PIDs of its own namespace
         self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=worker_env(self.folder), cwd=self.folder, start_new_session=True)
@@ -165,11 +166,28 @@ class Worker:
         if reply is None:
             self.timed_out = self.alive()
         if reply is None or not self._ended(30.0):
-            if self.child is not None and self.alive():
+            child = self._host_pid(self.child) if self.child is not None and self.alive() else None
+            if child is not None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.child, signal.SIGKILL)
+                    os.kill(child, signal.SIGKILL)
                 self._ended(30.0)
         return reply if reply is not None and reply.get("name") == name else None
+
+    def _host_pid(self, child: int) -> int | None:
+        """The PID in this process's namespace of the worker's child `child`, which the worker reports in the PID
+        namespace of its own that `unshare` gives it (`envcoder.candidates.jail`); None where it has ended."""
+        if not self.namespaced:
+            return child
+        try:  # unshare's one child is the worker; the worker's children are the files' children
+            for worker in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split():
+                for pid in Path(f"/proc/{worker}/task/{worker}/children").read_text().split():
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    inner = next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[-1]
+                    if inner == str(child):
+                        return int(pid)
+        except (OSError, StopIteration):
+            return None
+        return None
 
     def _ended(self, timeout_s: float) -> bool:
         """Wait for the worker's report that the child exited."""
