@@ -75,13 +75,14 @@ def unshare_command() -> tuple[str, ...]:
     tool = shutil.which("unshare")
     if tool is None:
         return ()
-    for mapping in ("--map-current-user", "--map-root-user"):
-        command = (tool, "--user", mapping, "--net", "--pid", "--fork", "--kill-child", "--")
-        try:
-            if subprocess.run(command + ("true",), capture_output=True, timeout=10).returncode == 0:
-                return command
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+    for pid in (("--pid", "--fork", "--kill-child"), ()):  # without a PID namespace where it is refused
+        for mapping in ("--map-current-user", "--map-root-user"):
+            command = (tool, "--user", mapping, "--net", *pid, "--")
+            try:
+                if subprocess.run(command + ("true",), capture_output=True, timeout=10).returncode == 0:
+                    return command
+            except (OSError, subprocess.TimeoutExpired):
+                pass
     return ()
 
 
@@ -91,16 +92,21 @@ class Jail:
 
     namespaces: bool
     landlock: int
+    pid_namespace: bool = True
 
     @classmethod
     def here(cls) -> "Jail":
-        return cls(bool(unshare_command()), landlock_abi())
+        command = unshare_command()
+        return cls(bool(command), landlock_abi(), "--pid" in command)
 
     @property
     def weaker(self) -> str | None:
         """None for the full jail, else what is missing, in words."""
         missing = ([] if self.namespaces else ["no user/network/PID namespaces (unshare refused): the worker can "
                                                 "reach the network, and a process a candidate starts can outlive it"])
+        if self.namespaces and not self.pid_namespace:
+            missing.append("no PID namespace (unshare --pid refused): a process a candidate starts can outlive the "
+                           "worker")
         if not unix_sockets_deniable():
             missing.append(f"no filter of Unix sockets on {os.uname().machine}: a candidate's process can connect to "
                            "a socket file it can reach")

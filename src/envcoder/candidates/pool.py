@@ -65,7 +65,7 @@ class Worker:
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
         self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
         self.stderr = tempfile.TemporaryFile()
-        self.namespaced = bool(unshare_command())  # the worker reports its children's PIDs of its own namespace
+        self.namespaced = "--pid" in unshare_command()  # the worker then reports PIDs of a namespace of its own
         self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=worker_env(self.folder), cwd=self.folder, start_new_session=True)
