@@ -561,3 +561,24 @@ def test_a_reason_a_candidate_writes_is_printed_as_text(tmp_path, capsys):
     assert "[/nothing-open] [on red]painted[/on red] \\x1b]0;owned\\x07 [link=http://x]y[/link]" in " ".join(
         out.split()), out  # (the console wraps lines at its width)
     assert "\x1b]0;" not in out and "good_upright" in out
+
+
+def test_every_default_that_envcoder_tasks_shows_works_as_a_candidate_file(tmp_path):
+    """What `envcoder tasks --task T` shows as the default shaping functions, copied into a file as it stands,
+    passes validation (a copied `compute_torque` used to fail on a module constant it did not show)."""
+    from envcoder.candidates import SHAPER_TYPES
+    from envcoder.candidates.describe import describe_task
+    from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.runs.settings import EvalSettings
+    from envcoder.tasks import TASKS
+
+    for task in TASKS.values():
+        text = describe_task(task)
+        shown = text.split("## Default shaping functions")[1].split("\n## ")[0].split("\n", 1)[1]
+        folder = tmp_path / task.name
+        folder.mkdir()
+        (folder / "copied.py").write_text("import jax\nimport jax.numpy as jnp\n\n" + shown)
+        settings = EvalSettings(task=task.name, functions=folder, out=tmp_path / "unused",
+                                shaper_types=tuple(SHAPER_TYPES))
+        valid, _, failures = sandboxed_candidates(settings, task)
+        assert [c.name for c in valid] == ["copied"], (task.name, [f.error for f in failures])

@@ -29,7 +29,7 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: di
     lines += ["", "## Default shaping functions (a candidate overrides any of them)", ""]
     for api in shaper_types:
         if api in task.defaults:
-            lines += [inspect.getsource(task.defaults[api]).rstrip(), ""]
+            lines += [default_source(task.defaults[api], api), ""]
         elif api in FALLBACKS:
             lines += [f"# {signature(api)}: none by default; the {FALLBACKS[api]} function serves (a critic without "
                       "observations of its own reads the actor's)", ""]
@@ -47,8 +47,22 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: di
     lines += [f"Modules a candidate may import: {', '.join(sorted(ALLOWED_IMPORTS))}.", ""]
     for algo, values in (settings or {}).items():  # the task's training settings per algorithm
         lines += [f"## {algo.upper()} settings (`--algo {algo}`; {task.config_file.name}, rl_games names)", ""]
-        lines += [f"- {key}: {value}" for key, value in values.items()] + [""]
+        lines += [f"- {key}: {value}" for key, value in values.items()] or [
+            f"{task.config_file.name} sets none: the defaults of `--algo {algo}` apply"]
+        lines += [""]
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["describe_task", "signature"]
+def default_source(function, api: str) -> str:
+    """A task's default shaping function as a candidate file would hold it: named as its shaping type, after the
+    module-level constants it reads (`MAX_PUSH_FORCE = 10.0`), so that the text works when copied."""
+    source = inspect.getsource(function).rstrip()
+    if function.__name__ != api:
+        source = source.replace(f"def {function.__name__}(", f"def {api}(", 1)
+    constants = {name: value for name, value in inspect.getclosurevars(function).globals.items()
+                 if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return "".join(f"{name} = {value!r}\n" for name, value in sorted(constants.items())) + (
+        "\n" if constants else "") + source
+
+
+__all__ = ["default_source", "describe_task", "signature"]
