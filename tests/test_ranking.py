@@ -58,6 +58,23 @@ def test_candidates_at_the_ceiling_are_ranked_by_learning_speed_and_reported_as_
         rank(per_seed, rank_by="speed")
 
 
+def test_a_candidate_ranked_below_another_by_fitness_never_shows_the_same_number():
+    """A ranking decided by fitness shows the digits that decide it (Cartpole: 0.99998 under two at 1.0 printed as
+    1.000, ranked below one with a lower AUC, read as a tie broken the wrong way)."""
+    per_seed = {"slow_at_one": [row(1.0, 0.10)], "also_one": [row(1.0, 0.20)], "almost_one": [row(0.99998, 0.68)],
+                "half": [row(0.5, 0.4)]}
+    results = ranked_results("Cartpole", "upright", UPRIGHT, "flat",
+                             [GroupResult(name, 0, r["task_fitness"], 500.0, 1.0, r["task_fitness"], None, None, {},
+                                          training_auc=r["training_auc"]) for name, rows in per_seed.items()
+                              for r in rows], [], {}, lambda name: {})
+    assert [r.name for r in results.ranking] == ["also_one", "slow_at_one", "almost_one", "half"]
+    text = io.StringIO()
+    print_results(Console(file=text, width=120), results)
+    rows = {line.split()[1]: line.split()[2] for line in text.getvalue().splitlines()
+            if line.strip()[:1].isdigit() and len(line.split()) > 2}
+    assert rows == {"also_one": "1.00000", "slow_at_one": "1.00000", "almost_one": "0.99998", "half": "0.50000"}
+
+
 def test_intervals_stay_within_the_fitness_s_declared_range():
     # [1.0, 0.9]: mean 0.95, s = 0.0707; t(0.975, 1) = 12.706: 0.95 ± 12.706 · 0.0707 / √2 = 0.95 ± 0.635
     assert mean_ci([1.0, 0.9]) == pytest.approx((0.95 - 0.6353, 0.95 + 0.6353), abs=1e-4)

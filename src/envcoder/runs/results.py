@@ -205,9 +205,10 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
         columns.append("dropped at")
     for column in columns:
         table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column != "candidate")
+    digits = fitness_digits([r.fitness_mean for r in ranking])
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
-        row = [str(i), shown(r.name), f"{r.fitness_mean:.3f}", ci, str(r.seeds), "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
+        row = [str(i), shown(r.name), f"{r.fitness_mean:.{digits}f}", ci, str(r.seeds), "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
                f"{r.shaped_return:.2f}", f"{r.episode_length:.0f}"]
         if win_probability is not None:
             following = ranking[i].name if i < len(ranking) else None
@@ -217,6 +218,17 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
             row.append("-" if r.eliminated_at is None else str(r.eliminated_at))
         table.add_row(*row)
     return table
+
+
+def fitness_digits(values: list[float], fewest: int = 3, most: int = 7) -> int:
+    """Decimals that show every difference between neighbouring fitness values of a ranking (at least `fewest`):
+    a candidate ranked below another on fitness does not show the same number (0.99998 under 1.000 read as a tie
+    that the table broke against its learning speed)."""
+    for digits in range(fewest, most + 1):
+        if all(a == b or f"{a:.{digits}f}" != f"{b:.{digits}f}" for a, b in zip(values, values[1:])
+               if not (math.isnan(a) or math.isnan(b))):
+            return digits
+    return most
 
 
 def print_table(console: Console, table: Table) -> None:
