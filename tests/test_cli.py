@@ -379,6 +379,7 @@ def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkey
 
 def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_field_docs(tmp_path, capsys):
     from envcoder.cli import build_parser
+    from envcoder.cli_parser import in_user_words
     from envcoder.runs.settings import EvalSettings, field_docs
     from envcoder.search.settings import AutoSettings
 
@@ -395,8 +396,8 @@ def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_fi
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())
-        for field in fields:
-            assert field_docs(settings_class)[field] in text, (command, field)
+        for field in fields:  # as a user reads it (`in_user_words`)
+            assert in_user_words(field_docs(settings_class)[field]) in text, (command, field)
 
 
 def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path, monkeypatch, capsys):
@@ -582,3 +583,17 @@ def test_every_default_that_envcoder_tasks_shows_works_as_a_candidate_file(tmp_p
                                 shaper_types=tuple(SHAPER_TYPES))
         valid, _, failures = sandboxed_candidates(settings, task)
         assert [c.name for c in valid] == ["copied"], (task.name, [f.error for f in failures])
+
+
+def test_every_option_s_help_is_in_a_user_s_words():
+    """No module path, settings-record field or bare `None` in what `--help` says of an option."""
+    import re
+
+    from envcoder.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
+    for name, command in commands.items():
+        for action in command._actions:
+            text = action.help or ""
+            assert not re.search(r"envcoder\.\w|\w+Settings\.\w|\bNone\b", text), (name, action.dest, text)

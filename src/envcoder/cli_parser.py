@@ -77,8 +77,32 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
         note = f"(default {shown})"
     if flags[0].startswith("-"):
         kwargs["dest"] = field
-    text = " ".join(filter(None, (field_docs(settings_class)[field], note)))
+    text = " ".join(filter(None, (in_user_words(field_docs(settings_class)[field]), note)))
     parser.add_argument(*flags, help=text.replace("%", "%%"), **kwargs)  # argparse formats help with %
+
+
+def in_user_words(doc: str) -> str:
+    """A settings field's doc (written for whoever reads the code) as an option's help: references to envcoder's
+    code left out or replaced by what they hold (a constant's value), `None` said as the default it stands for."""
+    import importlib
+    import re
+
+    def value_of(match) -> str:
+        module, _, name = match.group(1).rpartition(".")
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError):
+            return name.replace("_", " ")
+        return f"{value:,}" if isinstance(value, int) else str(value)
+    text = re.sub(r"\s*\((?:see )?`[A-Za-z_][\w.]*(?:\(\))?`\)", "", doc)  # "(`envcoder.runs.schedule`)"
+    text = re.sub(r";?\s*see `[A-Z]\w*\.\w+`", "", text)  # "; see `EvalSettings.devices`"
+    text = re.sub(r",? ?`(envcoder\.[\w.]+\.[A-Z][A-Z_]+)`", lambda m: " " + value_of(m), text)  # a constant
+    text = re.sub(r"`envcoder\.[\w.]+`,?\s*", "", text)
+    text = re.sub(r"`[A-Z]\w*Settings\.(\w+)`", lambda m: "--" + m.group(1).replace("_", "-"), text)
+    text = re.sub(r"\bNone: ", "default: ", text)
+    text = re.sub(r"\bNone (takes|follows)", r"by default it \1", text)
+    text = text.replace("(default: ", "(by default ").replace("; default: ", "; by default ")
+    return re.sub(r"\s+", " ", text).replace(" )", ")").replace("( ", "(").strip()
 
 
 def _run_options(parser, settings_class, command: str) -> None:
