@@ -597,3 +597,25 @@ def test_every_option_s_help_is_in_a_user_s_words():
         for action in command._actions:
             text = action.help or ""
             assert not re.search(r"envcoder\.\w|\w+Settings\.\w|\bNone\b", text), (name, action.dest, text)
+
+
+def test_a_log_file_shows_training_while_it_runs(tmp_path):
+    """Into a file (no terminal), training prints lines as it goes, not one at the end; messages are whole lines."""
+    import time
+
+    log = tmp_path / "log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task",
+                                    "Cartpole", "--iterations", "400", "--envs-per-candidate", "8", "--no-tensorboard",
+                                    "--out", str(tmp_path / "o")], stdout=out, stderr=subprocess.STDOUT)
+        seen_while_running = False
+        while process.poll() is None:
+            text = log.read_text()
+            if "training 1/400 |" in text and "Ranking" not in text:
+                seen_while_running = True
+            time.sleep(0.05)
+    assert process.returncode == 0, log.read_text()[-2000:]
+    assert seen_while_running, log.read_text()
+    text = log.read_text()
+    assert "training 400/400 |" in text and "\x1b[" not in text
+    assert any(line.startswith("Cartpole: ") and line.endswith("jax physics") for line in text.splitlines())

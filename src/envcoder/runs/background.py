@@ -11,9 +11,11 @@ there) and its exception is raised in the submitting thread by the next `submit`
 from __future__ import annotations
 
 import contextlib
+import datetime
 import queue
 import sys
 import threading
+import time
 from typing import Callable
 
 from rich.console import Console
@@ -79,8 +81,45 @@ def training_progress(console: Console, iterations: int, completed: int):
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
+        if not console.is_terminal:  # a log file, `| tee`, a batch job: lines as training goes, not one at the end
+            progress = LoggedProgress(console, iterations, completed)
+            yield progress, None
+            progress.finish()
+            return
         with Progress(*columns, console=console, transient=False) as progress:
             yield progress, progress.add_task("training", total=iterations, completed=completed, rate="compiling…",
                                               best="")
     finally:
         sys.setswitchinterval(switch_interval)
+
+
+class LoggedProgress:
+    """The training's progress where the console is no terminal (Rich's bar then shows only once, at the end): a
+    line at most every `every_s` seconds and at the end, as `training 12/40 | 83k steps/s | 0:00:15 | best X 0.52`.
+    Takes the calls the driver makes of a `rich.progress.Progress`."""
+
+    every_s = 10.0
+
+    def __init__(self, console: Console, total: int, completed: int):
+        self.console, self.total, self.completed = console, total, completed
+        self.fields = {"rate": "compiling…", "best": ""}
+        self.start = self.last = time.monotonic()
+        self.printed = completed
+
+    def update(self, task=None, advance: int = 0, total: int | None = None, **fields) -> None:
+        self.completed += advance
+        self.total = self.total if total is None else total
+        self.fields.update(fields)
+        now = time.monotonic()
+        if advance and (now - self.last >= self.every_s or self.completed == 1 and self.printed == 0):
+            self._line(now)
+
+    def finish(self) -> None:
+        if self.completed != self.printed:
+            self._line(time.monotonic())
+
+    def _line(self, now: float) -> None:
+        elapsed = datetime.timedelta(seconds=int(now - self.start))
+        parts = [f"training {self.completed}/{self.total}", self.fields["rate"], str(elapsed), self.fields["best"]]
+        self.console.print(" | ".join(p for p in parts if p), highlight=False, soft_wrap=True)
+        self.last, self.printed = now, self.completed

@@ -79,7 +79,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
-    console = console or Console(quiet=not lead)
+    console = console or Console(quiet=not lead, soft_wrap=True)  # a message is a line: never cut in a value
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
     task.check_algorithm(settings.algo)

@@ -35,7 +35,7 @@ def evaluate_until_separable(settings, console: Console | None = None, resume: b
 
     budget = settings.seeds_until_separable
     _check(settings)
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     out = Path(settings.out)
     if resume and (out / "results.json").exists():
         first = RunResults.read(out)

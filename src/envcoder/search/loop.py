@@ -72,7 +72,7 @@ class AutoRun:
         settings.check()
         settings = settings.resolved()
         self.s = settings
-        self.console = console or Console()
+        self.console = console or Console(soft_wrap=True)
         self.out = Path(settings.out)
         self.task = get_task(settings.task)
         self.task.check_algorithm(settings.algo)  # before anything is written
