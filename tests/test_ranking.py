@@ -167,3 +167,23 @@ def test_an_interrupted_round_starts_again_and_the_resumed_run_ends_as_an_uninte
     resumed = evaluation.run_evaluation(settings_from_run(out), Console(file=io.StringIO()), resume=True)
     assert fake.calls == [(["a", "b"], (4, 5, 6, 7))]  # round 0 read back, round 1 trained again
     assert repr(resumed.ranking) == repr(whole.ranking) and resumed.seed_rounds["stopped"] == "separable"  # NaN AUCs
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_the_ranking_fits_a_narrow_terminal_with_every_name_and_number_whole(columns):
+    """At 60 and 80 columns the names used to vanish (`rank fitne… 95% CI see…`): columns give way instead, names
+    fold, and the rank, the name and the fitness always show."""
+    names = ["good_upright", "weighted_upright[UPRIGHT_WEIGHT=1,SPEED_WEIGHT=0.1]",
+             "weighted_upright[UPRIGHT_WEIGHT=2,SPEED_WEIGHT=0.1]", "alive_bonus"]
+    results = ranked_results("Cartpole", "upright", UPRIGHT, "flat",
+                             [GroupResult(n, s, 0.1 * i + 0.01 * s, 500.0, 1.0, 0.5, None, None, {}, training_auc=0.3)
+                              for i, n in enumerate(names) for s in range(2)], [], {}, lambda name: {})
+    text = io.StringIO()
+    print_results(Console(file=text, width=columns, force_terminal=True, color_system=None), results)
+    printed = text.getvalue()
+    assert "…" not in printed and max(len(line) for line in printed.splitlines()) <= columns
+    assert all(header in printed for header in ("rank", "candidate", "fitness"))
+    for name in names:  # a long name is folded over lines: its start and its end show
+        assert name[:20] in printed and name[-6:] in printed, name
+    for value in ("0.305", "0.205", "0.105", "0.005"):
+        assert value in printed

@@ -75,9 +75,10 @@ the evaluation traced (H200, cold: wall/device 0.82 against 0.97 with 0.2 ms; do
 def training_progress(console: Console, iterations: int, completed: int):
     """`(progress, bar)`: the training's progress bar (its fields `rate` and `best`), with Python's thread switch
     interval at `GIL_SWITCH_INTERVAL_S` while it shows."""
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-               TextColumn("{task.fields[best]}"))
+    wide = console.width >= 100  # on a narrower terminal the bar and the times give way to the numbers and names
+    columns = (TextColumn("[progress.description]{task.description}"), *([BarColumn()] if wide else []),
+               MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
+               *([TimeElapsedColumn(), TimeRemainingColumn()] if wide else []), TextColumn("{task.fields[best]}"))
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:

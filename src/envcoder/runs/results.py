@@ -147,8 +147,8 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
 def print_results(console: Console, results: RunResults) -> None:
     """The ranked table and what to make of it."""
     beats = beats_next(results.ranking, results.win_probability, results.higher_is_better, results.rank_by)
-    print_table(console, ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}", beats,
-                                       results.fitness_bounds))
+    print_table(console, lambda drop: ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}",
+                                                    beats, results.fitness_bounds, drop))
     best = results.ranking[0] if results.ranking else None
     if results.tied_with_best:
         names = [best.name, *results.tied_with_best]
@@ -187,11 +187,12 @@ def _with_nan(record: type, row: dict):
 
 
 def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: dict | None = None,
-                  bounds=(None, None)) -> Table:
+                  bounds=(None, None), drop: Sequence[str] = ()) -> Table:
     """The ranking as a table; with `win_probability` (`{a: {b: p}}`, e.g. `envcoder.runs.ranking.beats_next`), a
     column of the probability that each candidate beats the next one down; `AUC` is the learning speed
     (`Ranked.auc`). Intervals are clipped to `bounds`, the fitness's range (the caption says so). Every number stays
-    on one line (a row fits 100 columns unless a candidate's name is long)."""
+    on one line (a row fits 100 columns unless a candidate's name is long), and a name is folded, never cut; the
+    columns named in `drop` are left out (`print_table`, on a narrow terminal)."""
     caption = None
     if any(b is not None for b in bounds) and any(r.seeds > 1 for r in ranking):
         caption = "95% CI clipped to the fitness's range [{}, {}]".format(*("" if b is None else f"{b:g}"
@@ -203,8 +204,13 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
         columns.append("P(>next)")
     if any(r.eliminated_at is not None for r in ranking):
         columns.append("dropped at")
+    longest = max((len(shown(r.name)) for r in ranking), default=9)
+    table.foldable = max(0, longest - 24)
     for column in columns:
-        table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column != "candidate")
+        if column == "candidate":
+            table.add_column(column, justify="left", overflow="fold", min_width=min(longest, 24))
+        else:
+            table.add_column(column, justify="right", no_wrap=True)
     digits = fitness_digits([r.fitness_mean for r in ranking])
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
@@ -216,7 +222,9 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
             row.append("-" if p is None else f"{p:.2f}")
         if "dropped at" in columns:  # the iteration where a halving schedule stopped training it
             row.append("-" if r.eliminated_at is None else str(r.eliminated_at))
-        table.add_row(*row)
+        table.add_row(*(value for column, value in zip(columns, row) if column not in drop))
+    for column in [c for c in table.columns if c.header in drop]:
+        table.columns.remove(column)
     return table
 
 
@@ -231,10 +239,34 @@ def fitness_digits(values: list[float], fewest: int = 3, most: int = 7) -> int:
     return most
 
 
-def print_table(console: Console, table: Table) -> None:
-    """`table` on `console`; where that is not a terminal (a log file, `| tee`, a batch job), as wide as the table
-    needs, so that no number is cut at the console's 80 columns."""
+NARROW_DROPS = ("length", "return", "P(>next)", "seeds", "AUC", "95% CI")
+"""The ranking's columns a narrow terminal leaves out, first to last, until the table fits: the rank, the name and
+the fitness always show."""
+
+
+def print_table(console: Console, make: Callable[[Sequence[str]], Table]) -> None:
+    """The table `make(columns to leave out)` on `console`. On a terminal narrower than the whole table, columns are
+    left out (`NARROW_DROPS`) until every number fits whole and names are folded (at 60 columns a ranking read
+    `rank fitne… 95% CI see…` with no names); where the console is not a terminal (a log file, `| tee`, a batch
+    job), as wide as the table needs, so that no number is cut at the console's 80 columns."""
+    def needs(table: Table) -> int:
+        minimum = Measurement.get(console, console.options.update(width=10_000), table).minimum
+        return minimum - getattr(table, "foldable", 0)  # a long name folds down to its column's min_width
+
+    def fits(table: Table) -> bool:  # every header and number whole at the console's width
+        with console.capture() as captured:
+            console.print(table)
+        text = captured.get()
+        return "…" not in text and all(str(c.header) in text for c in table.columns)
+
+    table = make(())
     if console.is_terminal:
+        dropped = []
+        for column in NARROW_DROPS:
+            if needs(table) <= console.width and fits(table):
+                break
+            dropped.append(column)
+            table = make(dropped)
         console.print(table)
         return
     width, console_width = Measurement.get(console, console.options.update(width=10_000), table).maximum, console.width
