@@ -314,6 +314,20 @@ def test_sweep_files_become_one_candidate_file_per_variant():
     assert freeze_sweep("W = 1.0\n") == [("", "W = 1.0\n")]
 
 
+def test_a_start_file_that_is_no_plain_sweep_is_left_to_the_sandbox_as_it_is():
+    """`auto` reads start files' sweeps in the training process: what is not a plain table of module constants
+    (two tables, a name it does not define, a syntax error, a NUL byte, more than MAX_VARIANTS combinations) goes to
+    the sandbox whole, which refuses it with its reason, instead of ending the run."""
+    from envcoder.candidates.variants import MAX_VARIANTS
+
+    for source in ("PARAMS = {'NOPE': [1.0]}\nPARAMS = {'K': [1.0, 2.0]}\nK = 1.0\n",
+                   "PARAMS = {'NOPE': [1.0, 2.0]}\nK = 1.0\n", "def compute_reward(state:\n", "K = 1.0\x00\n",
+                   f"PARAMS = {{'A': {list(range(MAX_VARIANTS))}, 'B': [1, 2]}}\nA = 1\nB = 2\n"):
+        assert freeze_sweep(source) == [("", source)], source
+    annotated = dict(freeze_sweep("PARAMS = {'K': [1.0, 2.0]}\nK: float = 1.0\n"))  # an annotated constant
+    assert list(annotated) == ["__K-1.0", "__K-2.0"] and "K = 2.0" in annotated["__K-2.0"]
+
+
 def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
     """Also: with `same_code_once` (a population search's validator) a file that differs from one that passed only
     in its float constants takes its verdict and programs with its own constants, unchecked; one whose code failed

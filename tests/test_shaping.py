@@ -151,6 +151,15 @@ def test_sweep_variants_whose_values_differ_never_share_a_name(tmp_path):
     assert names == ["close[K=0.5]", "close[K=0.5000001]", "close[K=2]", "close[K=1e-07]"]
 
 
+def test_a_sweep_of_too_many_combinations_is_refused_before_it_is_expanded(tmp_path):
+    (tmp_path / "huge.py").write_text("PARAMS = {'A': [1.0] * 1000, 'B': [1.0] * 1000}\nA = 1.0\nB = 1.0\n\n\n"
+                                      "def compute_reward(state):\n    return A * B * state['dof_pos'][:, 1]\n")
+    from envcoder.candidates import CandidateError
+
+    with pytest.raises(CandidateError, match="PARAMS makes 1,000,000 combinations; at most 1,024"):
+        load_candidate(tmp_path / "huge.py", ("compute_reward",))
+
+
 def test_parameter_sweep_traces_once(tmp_path, cartpole):
     task, sim, state = cartpole
     (tmp_path / "sweep.py").write_text(SWEEP)

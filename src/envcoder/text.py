@@ -1,9 +1,12 @@
 """Text that a candidate supplies (its file's error messages, names, reward components), shown as text: never as
-Rich markup, never as a terminal's control sequence (design invariant 6)."""
+Rich markup, never as a terminal's control sequence (design invariant 6); and its source parsed one thread at a
+time (`parse`, `unparse`)."""
 
 from __future__ import annotations
 
+import ast
 import re
+import threading
 
 from rich.markup import escape
 
@@ -19,3 +22,20 @@ def plain(text: object) -> str:
 def shown(text: object) -> str:
     """`text` for a Rich console or table: `plain`, and its square brackets escaped so that none opens a tag."""
     return escape(plain(text))
+
+
+_AST = threading.Lock()
+"""Python 3.11's `ast` keeps state of the interpreter's while it converts a tree: two threads that parse at once
+(the offline proposer's pool) ended `envcoder auto` with "SystemError: AST constructor recursion depth mismatch"."""
+
+
+def parse(source: str, **options) -> ast.Module:
+    """`ast.parse(source)`, one thread at a time."""
+    with _AST:
+        return ast.parse(source, **options)
+
+
+def unparse(node: ast.AST) -> str:
+    """`ast.unparse(node)`, one thread at a time."""
+    with _AST:
+        return ast.unparse(node)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import copy
 
+from envcoder.text import parse as parse_source
+
 PREFIX = "_K_"
 """The names of the constants lifted out of function bodies: `_K_0`, `_K_1`, …"""
 
@@ -106,7 +108,7 @@ def with_constants(source: str, values: dict[str, float]) -> str:
     others as they are): a plain file, e.g. a population's winner with the constants it was trained with at the
     end. A literal's sign is part of its value (`-0.5` is the constant -0.5), and a negative value written into a
     function is parenthesized (`(-0.5) ** 2`), so that a copy with a sign flipped is the same code."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     spans = {}
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)

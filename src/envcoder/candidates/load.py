@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import math
 import threading
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -234,6 +235,12 @@ def _parse_sweep(table, namespace: dict, file: str) -> dict[str, tuple[float, ..
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
             raise CandidateError(file, f"PARAMS[{key!r}] must be a non-empty list of numbers")
         sweep[key] = tuple(float(v) for v in values)
+    from envcoder.candidates.variants import MAX_VARIANTS
+
+    combinations = math.prod(len(v) for v in sweep.values())
+    if combinations > MAX_VARIANTS:
+        raise CandidateError(file, f"PARAMS makes {combinations:,} combinations; at most {MAX_VARIANTS:,}: sweep fewer "
+                                   "values, or split the sweep over several files")
     return sweep
 
 

@@ -20,6 +20,7 @@ from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
+from envcoder.text import parse as parse_source
 
 
 def build_candidates(settings):
@@ -99,7 +100,7 @@ def likely_count(settings) -> int | None:
     for path in paths:
         variants = 1
         try:
-            for node in ast.parse(read_source(path)).body:
+            for node in parse_source(read_source(path)).body:
                 if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PARAMS"]:
                     table = ast.literal_eval(node.value)
                     variants = math.prod(len(values) for values in table.values())

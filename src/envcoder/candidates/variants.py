@@ -7,9 +7,16 @@ import ast
 import dataclasses
 import hashlib
 import itertools
+import math
 from typing import Sequence
 
 from envcoder.candidates.load import Candidate
+from envcoder.text import parse as parse_source
+
+
+MAX_VARIANTS = 1024
+"""The most combinations a `PARAMS` sweep may make (a 753-byte file asked for a million and grew the process by
+gigabytes): checked before anything is expanded."""
 
 
 def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -80,17 +87,30 @@ def freeze_sweep(source: str) -> list[tuple[str, str]]:
     written in and the table removed, so every variant is a file of its own that the loop can rank, mutate
     and re-evaluate (its suffix `__NAME-VALUE` per constant: a candidate file's name); a source without a table is
     returned as it is, with suffix ''."""
-    tree = ast.parse(source)
-    table = next((node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
-                  and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"), None)
-    if table is None:
+    try:
+        tree = parse_source(source)
+    except (SyntaxError, ValueError):  # the sandbox refuses it with its reason
         return [("", source)]
+    tables = [node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
+              and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"]
+    if len(tables) != 1:  # none, or several (the sandbox reads the last; the file is checked as it is)
+        return [("", source)]
+    table = tables[0]
     try:
         sweep = ast.literal_eval(table.value)
-    except ValueError:  # not a literal table: evaluated as a sweep inside the run instead
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal table
         return [("", source)]
-    constants = {node.targets[0].id: node for node in tree.body if isinstance(node, ast.Assign)
-                 and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id in sweep}
+    constants = {}
+    for node in tree.body:  # `K = 1.0` or `K: float = 1.0`
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else (
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None)
+        if isinstance(target, ast.Name) and isinstance(sweep, dict) and target.id in sweep:
+            constants[target.id] = node
+    if (not isinstance(sweep, dict) or set(constants) != set(sweep) or not all(
+            isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                       for x in v) for v in sweep.values())
+            or math.prod(len(v) for v in sweep.values()) > MAX_VARIANTS):
+        return [("", source)]  # not a table of module constants to values: the sandbox says what is wrong
     lines = source.splitlines(keepends=True)
     variants = []
     for values in itertools.product(*sweep.values()):

@@ -26,6 +26,8 @@ import math
 import random
 from typing import Sequence
 
+from envcoder.text import parse as parse_source, unparse as unparse_source
+
 MOVES = ("reweight", "drop", "add", "kernel", "cross")
 
 
@@ -33,7 +35,7 @@ def reward_terms(source: str) -> list[str]:
     """The names of the components that a file's `compute_reward` returns as a dict literal (`[]` where it
     returns none, or not as a literal)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return []
     function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
@@ -52,18 +54,18 @@ def fitness_term_source(step, name: str = "_task_fitness") -> str:
     """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, with the module-level
     numbers it reads written out (e.g. Cartpole's `UPRIGHT_ANGLE`)."""
     source = inspect.getsource(step)
-    tree = ast.parse(source.strip())
+    tree = parse_source(source.strip())
     function = tree.body[0]
     function.name = name
     numbers = [f"{n} = {step.__globals__[n]!r}" for n in sorted(step.__code__.co_names)
                if isinstance(step.__globals__.get(n), (int, float)) and not isinstance(step.__globals__[n], bool)]
-    return "\n".join(numbers + [ast.unparse(tree)])
+    return "\n".join(numbers + [unparse_source(tree)])
 
 
 def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
     """`source` without imports and its module docstring, every module-level name it defines prefixed (so that
     two files live in one), and those names."""
-    tree = ast.parse(source)
+    tree = parse_source(source)
     body = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom))
             and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
     defined = {n.name for n in body if isinstance(n, ast.FunctionDef)} | {
@@ -84,15 +86,15 @@ def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
             self.generic_visit(node)
             return node
     module = Rename().visit(ast.Module(body=body, type_ignores=[]))
-    return ast.unparse(ast.fix_missing_locations(module)), {prefix + n for n in defined}
+    return unparse_source(ast.fix_missing_locations(module)), {prefix + n for n in defined}
 
 
 def _imports(*sources: str) -> list[str]:
     lines = ["import jax", "import jax.numpy as jnp"]
     for source in sources:
-        for node in ast.parse(source).body:
+        for node in parse_source(source).body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                line = ast.unparse(node)
+                line = unparse_source(node)
                 if line not in lines:
                     lines.append(line)
     return lines
@@ -192,7 +194,7 @@ def _kernel_literals(source: str) -> list[tuple[int, int, float]]:
     """`(line, column, value)` of the non-zero float literals inside the arguments of an `exp(...)` call in the
     file's functions (a kernel's width or scale)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return []
     found = []

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from envcoder.candidates.constants import lift_constants, with_constants
+from envcoder.text import parse as parse_source
 
 INITIAL_DECADES = 1.5
 """A copy's starting constants are the file's each multiplied by `10 ** U(-INITIAL_DECADES, INITIAL_DECADES)`: a
@@ -50,7 +51,7 @@ def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, 
     out = {}
     for name, source in files.items():
         try:
-            _, constants, _ = lift_constants(ast.parse(source))
+            _, constants, _ = lift_constants(parse_source(source))
         except SyntaxError:
             constants = {}
         tunable = sorted(k for k, v in constants.items() if v != 0.0)

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 from envcoder.candidates import ALLOWED_IMPORTS
 from envcoder.candidates.describe import describe_task
 from envcoder.shaping.api import SHAPING_TYPES, signature
+from envcoder.text import parse as parse_source
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
@@ -159,7 +160,7 @@ def extract_code(text: str, shaper_types: Sequence[str]) -> str:
     if blocks:
         return blocks[-1].strip("\n") + "\n"
     try:
-        ast.parse(text)
+        parse_source(text)
         if re.search(r"^def \w+\s*\(", text, re.M):
             return text.strip("\n") + "\n"
     except SyntaxError:

@@ -24,6 +24,7 @@ import tokenize
 from typing import Protocol
 
 from envcoder.search.moves import fitness_term_source, structural_child
+from envcoder.text import parse as parse_source
 
 PROVIDERS = ("openai", "anthropic")
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -209,7 +210,7 @@ def _range_pairs(source: str, literals) -> dict[int, tuple[int, int]]:
     """For the float literals (indices into `literals`) that form a `"range": [lo, hi]` of a module-level
     `CURRICULUM` table, each one's pair of indices."""
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError:
         return {}
     where = {start: i for i, (start, _, _) in enumerate(literals)}
