@@ -18,7 +18,7 @@ from envcoder.candidates.jail import Jail
 from envcoder.candidates.pool import default_workers
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
-from envcoder.candidates.variants import cross_candidates, expand_sweeps
+from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
 from envcoder.text import parse as parse_source
 
@@ -104,6 +104,7 @@ def likely_count(settings) -> int | None:
                 if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PARAMS"]:
                     table = ast.literal_eval(node.value)
                     variants = math.prod(len(values) for values in table.values())
+                    variants = variants if variants <= MAX_VARIANTS else 1  # refused by the sandbox
         except Exception:  # noqa: BLE001 - a file that does not parse counts once; the sandbox says why
             variants = 1
         count += max(variants, 1)
