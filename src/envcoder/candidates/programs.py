@@ -226,30 +226,13 @@ def check_signature(exported: export.Exported, api: str, spec, task, file: str) 
     import numpy as np
 
     out = jax.tree_util.tree_unflatten(exported.out_tree, exported.out_avals)
-    f32, lead = np.dtype(np.float32), ("g", "e")
+    f32 = np.dtype(np.float32)
 
     def refuse(what: str):
         raise CandidateError(file, f"its program {what}: the trainer takes what the shaping type declares "
                                    "(`envcoder tasks` shows it)", function=api)
-
-    def expect(value, where: str, dtypes, tail: tuple | None, head=lead):
-        shape = getattr(value, "shape", None)
-        if shape is None:
-            refuse(f"returns {type(value).__name__} {where}, not an array")
-        dims = tuple(str(d) if not isinstance(d, int) else d for d in shape)
-        if np.dtype(value.dtype) not in dtypes:
-            refuse(f"returns dtype {value.dtype} {where}, expected {' or '.join(str(d) for d in dtypes)}")
-        if dims[:len(head)] != head or (tail is not None and dims[len(head):] != tail):
-            expected = ", ".join(map(str, head + (tail if tail is not None else ("...",))))
-            refuse(f"returns shape ({', '.join(map(str, dims))}) {where}, expected ({expected})")
-
-    def fields(value, where: str) -> dict:
-        if not isinstance(value, dict):
-            refuse(f"returns {type(value).__name__} {where}, expected a dict of named arrays")
-        for name in value:
-            if not (isinstance(name, str) and name.isidentifier()):
-                refuse(f"names {name!r} {where}: names are identifiers (such as 'upright')")
-        return value
+    expect = functools.partial(_expect, refuse=refuse)
+    fields = functools.partial(_fields, refuse=refuse)
 
     if api == "compute_reward":
         reward, components = out if isinstance(out, tuple) and len(out) == 2 else (out, {})
@@ -286,6 +269,31 @@ def check_signature(exported: export.Exported, api: str, spec, task, file: str) 
             expect(value, f"for the curriculum value {name!r}", (f32,), None, head=("g",))
             if len(value.shape) > 2:
                 refuse(f"returns a curriculum value {name!r} of rank {len(value.shape) - 1}: use a scalar or a 1-D array")
+
+
+def _expect(value, where: str, dtypes, tail: tuple | None, head=("g", "e"), refuse=None) -> None:
+    """`value` (an output's aval) has one of `dtypes`, leading sizes `head` and trailing shape `tail` (None: any)."""
+    import numpy as np
+
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        refuse(f"returns {type(value).__name__} {where}, not an array")
+    dims = tuple(str(d) if not isinstance(d, int) else d for d in shape)
+    if np.dtype(value.dtype) not in dtypes:
+        refuse(f"returns dtype {value.dtype} {where}, expected {' or '.join(str(d) for d in dtypes)}")
+    if dims[:len(head)] != head or (tail is not None and dims[len(head):] != tail):
+        expected = ", ".join(map(str, head + (tail if tail is not None else ("...",))))
+        refuse(f"returns shape ({', '.join(map(str, dims))}) {where}, expected ({expected})")
+
+
+def _fields(value, where: str, refuse=None) -> dict:
+    """`value` is a dict of outputs named by identifiers."""
+    if not isinstance(value, dict):
+        refuse(f"returns {type(value).__name__} {where}, expected a dict of named arrays")
+    for name in value:
+        if not (isinstance(name, str) and name.isidentifier()):
+            refuse(f"names {name!r} {where}: names are identifiers (such as 'upright')")
+    return value
 
 
 def _actuators(task) -> int:
