@@ -7,6 +7,7 @@ back with `RunResults.read`. NaN (a diverged candidate's fitness) is `null` in t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from pathlib import Path
@@ -244,11 +245,12 @@ NARROW_DROPS = ("length", "return", "P(>next)", "seeds", "AUC", "95% CI")
 the fitness always show."""
 
 
-def print_table(console: Console, make: Callable[[Sequence[str]], Table]) -> None:
-    """The table `make(columns to leave out)` on `console`. On a terminal narrower than the whole table, columns are
-    left out (`NARROW_DROPS`) until every number fits whole and names are folded (at 60 columns a ranking read
-    `rank fitne… 95% CI see…` with no names); where the console is not a terminal (a log file, `| tee`, a batch
-    job), as wide as the table needs, so that no number is cut at the console's 80 columns."""
+def print_table(console: Console, make: Table | Callable[[Sequence[str]], Table]) -> None:
+    """The table `make(columns to leave out)` (or a table as it is) on `console`. On a terminal narrower than the
+    whole table, columns are left out (`NARROW_DROPS`) until every number fits whole and names are folded (at 60
+    columns a ranking read `rank fitne… 95% CI see…` with no names); where the console is not a terminal (a log
+    file, `| tee`, a batch job), as wide as the table needs, so that no number is cut at the console's 80
+    columns."""
     def needs(table: Table) -> int:
         minimum = Measurement.get(console, console.options.update(width=10_000), table).minimum
         return minimum - getattr(table, "foldable", 0)  # a long name folds down to its column's min_width
@@ -259,6 +261,8 @@ def print_table(console: Console, make: Callable[[Sequence[str]], Table]) -> Non
         text = captured.get()
         return "…" not in text and all(str(c.header) in text for c in table.columns)
 
+    if isinstance(make, Table):
+        make = functools.partial(lambda table, drop: table, make)
     table = make(())
     if console.is_terminal:
         dropped = []
