@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from envcoder.runs.ranking import (Ranked, beats_next, not_separable_from_best, rank, separation, still_improving,
-                                   tied_with_best, win_probabilities)
+from envcoder.runs.ranking import (FITNESS_TIE, Ranked, beats_next, fitness_tied, not_separable_from_best, rank,
+                                   separation, still_improving, tied_with_best, win_probabilities)
 from envcoder.candidates import LoadFailure
 from envcoder.text import shown
 
@@ -154,7 +154,7 @@ def print_results(console: Console, results: RunResults) -> None:
     if results.tied_with_best:
         names = [best.name, *results.tied_with_best]
         console.print(f"tied: {', '.join(map(shown, names[:-1]))} and {shown(names[-1])} reach the same fitness "
-                      f"({best.fitness_mean:.3f}); ranked by learning speed (AUC: the mean training fitness over the "
+                      f"({best.fitness_mean:.3f}, to within {FITNESS_TIE:g}); ranked by learning speed (AUC: the mean training fitness over the "
                       "iterations)" + _speed_verdict(results), highlight=False)
     unseparated = results.not_separable_from_best
     if unseparated:
@@ -212,7 +212,8 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
             table.add_column(column, justify="left", overflow="fold", min_width=min(longest, 24))
         else:
             table.add_column(column, justify="right", no_wrap=True)
-    digits = fitness_digits([r.fitness_mean for r in ranking])
+    digits = fitness_digits([r.fitness_mean for r in ranking], [fitness_tied(a, b) for a, b in zip(ranking,
+                                                                                                  ranking[1:])])
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
         row = [str(i), shown(r.name), f"{r.fitness_mean:.{digits}f}", ci, str(r.seeds), "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
@@ -229,12 +230,13 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
     return table
 
 
-def fitness_digits(values: list[float], fewest: int = 3, most: int = 7) -> int:
-    """Decimals that show every difference between neighbouring fitness values of a ranking (at least `fewest`):
-    a candidate ranked below another on fitness does not show the same number (0.99998 under 1.000 read as a tie
-    that the table broke against its learning speed)."""
+def fitness_digits(values: list[float], tied: list[bool] | None = None, fewest: int = 3, most: int = 7) -> int:
+    """Decimals that show every difference between neighbouring fitness values of a ranking that are not tied
+    (`tied[i]`: values i and i + 1 are; at least `fewest`): a candidate ranked below another on fitness never shows
+    the same number (0.99998 under 1.000 read as a tie that the table broke against its learning speed)."""
+    tied = tied or [False] * max(len(values) - 1, 0)
     for digits in range(fewest, most + 1):
-        if all(a == b or f"{a:.{digits}f}" != f"{b:.{digits}f}" for a, b in zip(values, values[1:])
+        if all(a == b or same or f"{a:.{digits}f}" != f"{b:.{digits}f}" for a, b, same in zip(values, values[1:], tied)
                if not (math.isnan(a) or math.isnan(b))):
             return digits
     return most
