@@ -91,7 +91,8 @@ class Job:
             port = s.getsockname()[1]
         per = len(self.devices) // self.processes
         return [(base + ["--coordinator", f"localhost:{port}", "--num-processes", str(self.processes),
-                         "--process-id", str(i)], {"CUDA_VISIBLE_DEVICES": ",".join(self.devices[i * per:(i + 1) * per])})
+                         "--process-id", str(i)],
+                 {"CUDA_VISIBLE_DEVICES": ",".join(self.devices[i * per:(i + 1) * per])})
                 for i in range(self.processes)]
 
     def run(self, timeout: float) -> dict:

@@ -76,7 +76,8 @@ def main(out: str) -> None:
             arrays.update({f"state_{n}/{i}": x for i, x in enumerate(jax.tree.leaves(trainer.to_host(ts)))})
             arrays.update({f"eval_{n}/{k}": np.asarray(v) for k, v in jax.device_get(trainer.evaluate(ts)).items()})
             # A population step (copies of one sweep's variants take over each other's state), in either layout.
-            population = Population(PopulationSettings(interval=1, seed=3), trainer.plan, trainer.labels, True, trainer.sharding)
+            population = Population(PopulationSettings(interval=1, seed=3), trainer.plan, trainer.labels, True,
+                                    trainer.sharding)
             fitness = np.linspace(0.0, 1.0, len(trainer.labels))
             ts = population.step(ts, ITERATIONS, [(ITERATIONS - 1, {"task_fitness": fitness})], fitness)
             arrays.update({f"population_{n}/{i}": x for i, x in enumerate(jax.tree.leaves(trainer.to_host(ts)))})

@@ -268,7 +268,8 @@ def check_signature(exported: export.Exported, api: str, spec, task, file: str) 
         for name, value in fields(out, "as the curriculum").items():
             expect(value, f"for the curriculum value {name!r}", (f32,), None, head=("g",))
             if len(value.shape) > 2:
-                refuse(f"returns a curriculum value {name!r} of rank {len(value.shape) - 1}: use a scalar or a 1-D array")
+                refuse(f"returns a curriculum value {name!r} of rank {len(value.shape) - 1}: use a scalar or a 1-D "
+                       "array")
 
 
 def _expect(value, where: str, dtypes, tail: tuple | None, head=("g", "e"), refuse=None) -> None:

@@ -270,7 +270,8 @@ class TrainingDriver:
             with self._compiling("compiling the training iteration") if iteration == state.first else self._running(
                     f"dispatching training iteration {iteration}"):
                 train_state, metrics = trainer.iteration(train_state)
-            if self.evaluation_compiled is None and last_rung and trainer.compiles_evaluation_early:  # compiled now: the evaluation compiles meanwhile
+            # Compiled now: the evaluation compiles meanwhile (after training where a device is full).
+            if self.evaluation_compiled is None and last_rung and trainer.compiles_evaluation_early:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()

@@ -154,11 +154,13 @@ def print_results(console: Console, results: RunResults) -> None:
     if results.tied_with_best:
         names = [best.name, *results.tied_with_best]
         console.print(f"tied: {', '.join(map(shown, names[:-1]))} and {shown(names[-1])} reach the same fitness "
-                      f"({best.fitness_mean:.3f}, to within {FITNESS_TIE:g}); ranked by learning speed (AUC: the mean training fitness over the "
+                      f"({best.fitness_mean:.3f}, to within {FITNESS_TIE:g}); ranked by learning speed (AUC: the "
+                      "mean training fitness over the "
                       "iterations)" + _speed_verdict(results), highlight=False)
     unseparated = results.not_separable_from_best
     if unseparated:
-        console.print(f"not separable at 95%: {shown(best.name)} does not beat {', '.join(map(shown, unseparated))} at 95% "
+        console.print(f"not separable at 95%: {shown(best.name)} does not beat "
+                      f"{', '.join(map(shown, unseparated))} at 95% "
                       "over these seeds; more seeds would tell them apart", highlight=False)
     if results.seed_rounds:
         console.print(results.seed_rounds["verdict"], highlight=False)
@@ -216,7 +218,8 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
                                                                                                   ranking[1:])])
     for i, r in enumerate(ranking, 1):
         ci = f"[{r.ci_low:.3f}, {r.ci_high:.3f}]" if r.seeds > 1 else "-"
-        row = [str(i), shown(r.name), f"{r.fitness_mean:.{digits}f}", ci, str(r.seeds), "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
+        row = [str(i), shown(r.name), f"{r.fitness_mean:.{digits}f}", ci, str(r.seeds),
+               "-" if math.isnan(r.auc) else f"{r.auc:.3f}",
                f"{r.shaped_return:.2f}", f"{r.episode_length:.0f}"]
         if win_probability is not None:
             following = ranking[i].name if i < len(ranking) else None
