@@ -79,6 +79,7 @@ class Population:
         import jax
 
         self._copy = jax.jit(_take_groups)
+        self._sharded_copy = None
 
     @classmethod
     def of_run(cls, settings, job, trainer, lineage: list[dict]) -> "Population | None":
@@ -136,10 +137,11 @@ class Population:
         in_layout = np.arange(len(layout.order))
         in_layout[rows] = layout.position[source[layout.order[rows]]]
         laid_out = {k: self.sharding.put(v[np.maximum(layout.order, 0)]) for k, v in constants.items()}
-        import jax
+        if self._sharded_copy is None:  # one program for the run, its output laid out as its input
+            import jax
 
-        copy = jax.jit(_take_groups, out_shardings=jax.tree.map(lambda x: x.sharding, train_state))
-        return copy(train_state, in_layout, laid_out)
+            self._sharded_copy = jax.jit(_take_groups, out_shardings=jax.tree.map(lambda x: x.sharding, train_state))
+        return self._sharded_copy(train_state, in_layout, laid_out)
 
     def _constants(self, train_state) -> dict[str, np.ndarray]:
         """The groups' constants `{key: [G]}` in the plan's order."""
