@@ -32,7 +32,7 @@ class FakeEvaluations:
     (config, candidate copies, results)."""
 
     def __init__(self, values):
-        self.values, self.calls = values, []
+        self.values, self.calls, self.outs = values, [], []
 
     def __call__(self, settings, console=None, resume=False, validator=None):
         from envcoder.candidates import TASK_DEFAULT, candidate_files
@@ -43,6 +43,7 @@ class FakeEvaluations:
         names = [p.stem for p in candidate_files(settings.functions)]
         names += [TASK_DEFAULT] if settings.task_default else []
         self.calls.append((names, settings.seeds))
+        self.outs.append(Path(settings.out))
         run = RunDirectory(settings.out)
         run.write_config({**settings.to_config(), "candidates": names})
         for name in names:

@@ -671,3 +671,36 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
     assert bench.fresh_seeds([part(0, 1.0), part(1, None), part(2, 3.0)]) == {"x": [1.0, 3.0]}
     with pytest.raises(ValueError, match="seed 0"):
         bench.fresh_seeds([part(0, 1.0), part(0, 2.0)])
+
+
+def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch, capsys):
+    """The summary's account adds up: the files it says it validated (proposed and starting), the groups each stage
+    trained (counted here from the candidate files and seeds each evaluation was given), and a difference against
+    the task default whose interval stays inside what two fitness values in [0, 1] can differ by. (The evaluations
+    are stood in for: the task default 0.0, every other candidate 0 or 1 by the seed's parity.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    fake = FakeEvaluations(lambda name, seed: 0.0 if name == "task_default" else float(seed % 2))
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--candidates-per-iteration", "2", "--iterations", "1", "--copies", "2", "--final-top", "1",
+                 "--final-seeds", "2", "--final-max-seeds", "2", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["files"] == {"valid": 3, "proposed": 2, "starting": 1}
+
+    def groups(pattern):  # each evaluation's candidate files × its seeds, as the fake was called
+        dirs = set(out.glob(pattern))
+        return sum(len(names) * len(seeds) for (names, seeds), where in zip(fake.calls, fake.outs) if where in dirs)
+    assert summary["trained"] == {"search": groups("iter_*/eval"), "halving": groups("iter_*/rung_*/eval"),
+                                  "final": groups("final/eval")}
+    assert summary["trained"]["search"] == len(list((out / "iter_00" / "candidates").glob("*.py")))
+    text = " ".join((out / "summary.md").read_text().split())
+    assert ("3 candidate file(s) (2 proposed, 1 starting) over 1 iteration(s); groups trained: "
+            f"{summary['trained']['search']} in the search's evaluations") in text
+    assert "no model, no tokens, no cost" in text and "tokens in 0" not in text
+    low, high = summary["task_default"]["ci"]  # 0.5 ± t(0.975, 1) · 0.5 = [-5.85, 6.85] unclipped
+    assert (low, high) == (-1.0, 1.0) and "clipped to ±1" in summary["task_default"]["text"]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "best so far:" in printed and "(every 1 iterations)" not in text

@@ -14,7 +14,6 @@ import dataclasses
 import math
 from typing import Callable
 
-import jax
 import numpy as np
 
 SCHEDULES = ("flat", "halving")
@@ -115,6 +114,8 @@ def carry_over(old, rows: np.ndarray, fresh):
     learned parts taken from `old` (this rung's, on the host) at `rows` (the survivors' groups in it, in the new
     order). Padded sizes may shrink (the largest candidate left) or grow: the overlap is copied and the rest
     stays `fresh`'s. The environments (their count changes) and the iteration counter are `fresh`'s and `old`'s."""
+    import jax  # here, so that parsing the command line (which reads this module's constants) imports no JAX
+
     def fit(o, f):
         o = np.asarray(o)
         f = np.array(f, copy=True)

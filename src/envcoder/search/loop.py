@@ -56,7 +56,7 @@ from envcoder.runs.population import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text
+from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text, trained_groups
 from envcoder.tasks import get_task
 from envcoder.text import shown
 
@@ -164,8 +164,9 @@ class AutoRun:
                 round_drafts.append((draft, None))
             extra = []
             if to_validate:
-                self.console.print(f"validating {len(to_validate)} candidate(s) in sandboxed processes…",
-                                   highlight=False)
+                starting = sum(1 for draft, _ in round_drafts if draft["slot"] is None)
+                self.console.print(f"validating {len(to_validate)} candidate(s) ({len(to_validate) - starting} "
+                                   f"proposed, {starting} starting file(s)) in sandboxed processes…", highlight=False)
                 verdicts = {v.name: v for v in self.validator.validate(to_validate)}
                 for draft, _ in round_drafts:
                     verdict = verdicts.get(draft["name"]) if draft["error"] is None else None
@@ -247,6 +248,7 @@ class AutoRun:
         compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
         record = {"iteration": iteration, "table": table, "failures": failures,
                   "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid),
+                  "starting": sum(1 for d in valid if d["slot"] is None),
                   "compile": compiled, "halving": [_read_json(p) for p in sorted(iter_dir.glob("rung_*/rung.json"))]}
         if results is not None and (iter_dir / "eval" / "population.json").exists():
             population = _read_json(iter_dir / "eval" / "population.json")
@@ -284,8 +286,10 @@ class AutoRun:
         for name, source in sources.items():
             (candidates_dir / f"{name}.py").write_text(source)
         starts = {name: source for name, source in files.items() if name in self.initial}
-        self.console.print(f"{len(sources)} copies of {len(files)} candidate(s) ({len(starts)} starting file(s)) "
-                           "train together; " + ("the worst take over the best and perturb their constants"
+        tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
+        self.console.print(f"{len(sources)} groups train together: {len(files)} candidate(s) ({len(starts)} starting "
+                           "file(s))" + (f", {self.s.copies} copies of each of the {tuned} with constants to tune and "
+                                         "one of each other" if tuned else "") + "; " + ("the worst take over the best and perturb their constants"
                                                  if self.s.proposer == "population" else "no exploit step"),
                            highlight=False)
         eval_dir = candidates_dir.parent / "eval"
@@ -368,8 +372,8 @@ class AutoRun:
                 self.history += record["table"]
                 best = self._ranked(self.history)
                 if best:
-                    self.console.print(f"best so far: {shown(best[0]['name'])} ({self.fitness_name} "
-                                       f"{best[0]['fitness']:.4g})", highlight=False)
+                    self.console.print(f"best so far: {shown(best[0]['name'])} ({_how_measured(best[0], self.fitness_name)})",
+                                       highlight=False)
             return self._finish()
 
     def _finish(self) -> dict:
@@ -386,13 +390,15 @@ class AutoRun:
             for name, h in finalists.items():
                 (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
             max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
-            self.console.rule(f"final evaluation: {len(finalists)} candidate(s) and {TASK_DEFAULT} × "
-                              f"{self.s.final_seeds} seeds (up to {max_seeds} until separable) × "
-                              f"{self.s.final_envs_per_candidate} envs")
+            self.console.rule("final evaluation")
+            more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
+            self.console.print(f"{len(finalists)} candidate(s) and {TASK_DEFAULT} × {self.s.final_seeds} seeds{more} × "
+                               f"{self.s.final_envs_per_candidate} envs", highlight=False)
             results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
                                      envs=self.s.final_envs_per_candidate, task_default=True,
                                      seeds_until_separable=max_seeds)
         calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
+        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations)]
         costs = [c["cost_usd"] for c in calls]
         summary = {
             "task": self.task.name, "task_description": self.description,
@@ -404,9 +410,12 @@ class AutoRun:
                     "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]
                                           and h["status"] == "ok"), None),
                     "compile": r.get("compile", {}), "halving": r.get("halving", [])}
-                for r in (_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations))],
+                for r in records],
             "population": population_summary(self.out, self.s.iterations) if self.population_mode else None,
-            "evaluated": len(self.history),
+            "offline": self.offline,
+            "files": {"valid": sum(r["valid"] for r in records), "starting": sum(r.get("starting", 0) for r in records),
+                      "proposed": sum(r["valid"] - r.get("starting", 0) for r in records)},
+            "trained": trained_groups(self.out),
             "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
             "input_tokens": sum(c["input_tokens"] for c in calls),
             "output_tokens": sum(c["output_tokens"] for c in calls),
@@ -428,6 +437,13 @@ class AutoRun:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
                                highlight=False, soft_wrap=True)  # paths stay whole, to copy
         return summary
+
+
+def _how_measured(row: dict, fitness: str) -> str:
+    """A table row's fitness with where it comes from: a halving rung's mean over its runs, or its evaluation."""
+    if row.get("rung"):
+        return f"{fitness} {row['fitness']:.4g}, the mean over its {row['seeds']} run(s) in halving rung {row['rung']}"
+    return f"{fitness} {row['fitness']:.4g} in iteration {row['iteration'] + 1}'s evaluation"
 
 
 def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:

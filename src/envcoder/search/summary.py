@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 from envcoder.candidates import TASK_DEFAULT
 from envcoder.runs.ranking import compare
+from envcoder.runs.results import fitness_digits
 
 
 def finite_number(value) -> bool:
@@ -16,9 +19,8 @@ def finite_number(value) -> bool:
 def summary_text(summary: dict) -> str:
     better = "higher" if summary["higher_is_better"] else "lower"
     lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
-             f"Proposer {summary['proposer']}; {summary['evaluated']} candidates evaluated"
-             + (f" over {len(summary['iterations'])} iteration(s)" if summary["iterations"] else "")
-             + f"; task fitness `{summary['fitness']}` ({better} is better).", ""]
+             f"Proposer {summary['proposer']}; {_account(summary)}; task fitness `{summary['fitness']}` ({better} is "
+             "better).", ""]
     best = summary["best"]
     if best is None:
         lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
@@ -31,16 +33,19 @@ def summary_text(summary: dict) -> str:
             lines += ["", summary["task_default"]["text"]]
         if summary.get("final_seeds"):
             lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
-        lines += ["", "| final rank | candidate | task fitness | 95% CI | seeds | AUC |", "|---|---|---|---|---|---|"]
-        for i, r in enumerate(summary["final_ranking"], 1):
-            auc = f"{r['auc']:.4g}" if finite_number(r.get("auc")) else "-"
-            lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.4g} | [{r['ci_low']:.4g}, {r['ci_high']:.4g}] "
-                         f"| {r['seeds']} | {auc} |")
+        lines += ["", "| rank | candidate | fitness | 95% CI | seeds | AUC |", "|---:|---|---:|---|---:|---:|"]
+        ranking = summary["final_ranking"]
+        digits = fitness_digits([r["fitness_mean"] for r in ranking])
+        for i, r in enumerate(ranking, 1):
+            auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"
+            ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
+            lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
     population = summary.get("population")
     if population:
         lines += ["", f"Population-based training: {population['copies']} copies trained; {population['takeovers']} "
-                      f"takeovers in {population['exploit_steps']} exploit steps (every {population['interval']} "
-                      "iterations)." if population["interval"] else
+                      f"takeovers in {population['exploit_steps']} exploit steps ("
+                      + ("every iteration" if population["interval"] == 1 else f"every {population['interval']} "
+                         "iterations") + ")." if population["interval"] else
                       f"Random search: {population['copies']} copies with random constants trained; no exploit step."]
         rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
         if rungs:
@@ -58,11 +63,36 @@ def summary_text(summary: dict) -> str:
             compiles += "; halving rungs " + ", ".join(f"{c['compiles']} ({c['seconds']:.1f})" for c in rungs)
         lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} "
                      f"| {compiles} |")
-    cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
-        else f"${summary['cost_usd']:.2f}"
-    lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
-                  f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
+    if summary.get("offline"):
+        lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed), offline: no "
+                      "model, no tokens, no cost."]
+    else:
+        cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
+            else f"${summary['cost_usd']:.2f}"
+        lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
+                      f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
     return "\n".join(lines) + "\n"
+
+
+def _account(summary: dict) -> str:
+    """What the search trained, counted from its run directories (`trained_groups`)."""
+    files = summary.get("files") or {}
+    text = (f"{files.get('valid', 0)} candidate file(s) ({files.get('proposed', 0)} proposed, "
+            f"{files.get('starting', 0)} starting) over {len(summary['iterations'])} iteration(s)")
+    trained = summary.get("trained") or {}
+    stages = [f"{trained[key]} in {label}" for key, label in (
+        ("search", "the search's evaluations"), ("halving", "its halving rungs"), ("final", "the final evaluation"))
+        if trained.get(key)]
+    return text + (f"; groups trained: {', '.join(stages)}" if stages else "")
+
+
+def trained_groups(out: Path) -> dict[str, int]:
+    """The groups (one candidate file or copy, one seed) that each stage of the search in `out` trained, read
+    from its evaluations' results.json: the iterations' own, their halving rungs' and the final's."""
+    def count(pattern: str) -> int:
+        return sum(len(json.loads(p.read_text()).get("groups", [])) for p in sorted(out.glob(pattern)))
+    return {"search": count("iter_*/eval/results.json"), "halving": count("iter_*/rung_*/eval/results.json"),
+            "final": count("final/eval/results.json")}
 
 
 def evaluation_table(iteration: int, variants: dict[str, str], results) -> tuple[list, list]:
@@ -94,8 +124,15 @@ def against_default(results, best, higher_is_better: bool) -> dict | None:
     if default is None:
         return None
     verdict = compare(best, default, higher_is_better)
+    low, high = results.fitness_bounds
+    clipped = ""
+    if verdict["ci"] and low is not None and high is not None:  # a difference of two values in [low, high]
+        width = high - low
+        inside = [min(max(v, -width), width) for v in verdict["ci"]]
+        clipped = f", clipped to ±{width:g}" if inside != verdict["ci"] else ""
+        verdict["ci"] = inside
     amount = f"{abs(verdict['difference']):.4g}"
-    interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}]" if verdict["ci"] else ""
+    interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}{clipped}]" if verdict["ci"] else ""
     p = f"P(beats) = {verdict['p_beats']:.2f}" if verdict["p_beats"] is not None else "one seed: P(beats) unknown"
     if verdict["beats"]:
         text = f"{best.name} beats the task default by {amount}{interval} ({p})."
