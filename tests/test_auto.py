@@ -697,7 +697,7 @@ def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch,
                                   "final": groups("final/eval")}
     assert summary["trained"]["search"] == len(list((out / "iter_00" / "candidates").glob("*.py")))
     text = " ".join((out / "summary.md").read_text().split())
-    assert ("3 candidate file(s) (2 proposed, 1 starting) over 1 iteration(s); groups trained: "
+    assert ("3 candidate files (2 proposed, 1 starting) over 1 iteration; groups trained: "
             f"{summary['trained']['search']} in the search's evaluations") in text
     assert "no model, no tokens, no cost" in text and "tokens in 0" not in text
     low, high = summary["task_default"]["ci"]  # 0.5 ± t(0.975, 1) · 0.5 = [-5.85, 6.85] unclipped

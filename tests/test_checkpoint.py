@@ -153,6 +153,8 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     assert status == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "good_upright#1 (best.npz" in out and "mean" in out
+    said = " ".join(out.split())  # before the silent first compile and before rendering, a line each
+    assert said.index("good_upright#1: compiling the policy") < said.index("rendering ") < said.index("video: ")
     lengths = [int(line.split("│")[3]) for line in out.splitlines() if line.count("│") == 5 and
                line.split("│")[1].strip().isdigit()]
     assert len(lengths) == 2 and all(1 <= n <= 500 for n in lengths)
@@ -281,6 +283,7 @@ def test_a_write_that_fails_midway_leaves_the_previous_file_and_no_temporary_one
 def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, capsys):
     copy = tmp_path / "copy"
     shutil.copytree(runs / "whole", copy)
+    (copy / "results.json").unlink()  # cut off before its results: a run to go on with
     config = json.loads((copy / "config.json").read_text())
     functions = tmp_path / "functions"
     shutil.copytree(config["functions"], functions)
@@ -292,6 +295,53 @@ def test_resume_refuses_changed_candidates_and_extra_options(runs, tmp_path, cap
     assert "give no --task" in capsys.readouterr().err
     assert main(["eval", "--resume", str(tmp_path / "nothing")]) == 2
     assert "is not an `envcoder eval` run directory" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_training_checkpoints_the_next_iteration_and_resumes_from_it(runs, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """The first Ctrl-C while training asks for a checkpoint after the iteration under way (the run's own
+    checkpoints are off here: without it, a Ctrl-C would lose all the work); the run then ends with 130, and
+    resuming it gives the uninterrupted run's results. (The metrics are written in a thread of their own, a
+    little behind the training: the Ctrl-C sent at iteration 2's row stops the run at a later iteration.)"""
+    import signal
+
+    functions = Path(json.loads((runs / "whole" / "config.json").read_text())["functions"])
+    append = RunDirectory.append_metrics
+
+    def ctrl_c_at_iteration_2(self, iteration, *args):  # in the writer's thread: Python handles it in the main one
+        if iteration == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return append(self, iteration, *args)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        with pytest.MonkeyPatch.context() as killing:
+            killing.setattr(RunDirectory, "append_metrics", ctrl_c_at_iteration_2)
+            assert main(eval_args(functions, tmp_path / "r", "ppo.save_frequency=0")) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    done = json.loads((tmp_path / "r" / "checkpoints" / "progress.json").read_text())["iteration"]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert 3 <= done < ITERATIONS and f"Ctrl-C: stopped after iteration {done - 1}, checkpointed" in printed
+    assert main(["eval", "--resume", str(tmp_path / "r")]) == 0
+    a, b = json.loads((runs / "whole" / "results.json").read_text()), json.loads((tmp_path / "r" / "results.json").read_text())
+    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"] and b["timings"]["resumed_after_iteration"] == done
+
+
+def test_resume_of_a_finished_run_shows_its_results_and_trains_nothing(runs, tmp_path, capsys):
+    copy = tmp_path / "finished"
+    shutil.copytree(runs / "whole", copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(["eval", "--resume", str(copy)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{copy} is finished: nothing to resume. Its results:" in out
+    assert "good_upright" in out and "alive_bonus" in out and "compiling" not in out and "resuming" not in out
+    assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before  # nothing written
+    from envcoder.files import file_mode
+
+    modes = {oct(p.stat().st_mode & 0o777) for p in (runs / "whole").rglob("*") if p.is_file()}
+    assert modes == {oct(file_mode())}  # every file of a run as `open` makes one, not 0o600 for some
 
 
 @pytest.mark.slow  # 45 s

@@ -37,7 +37,10 @@ def _eval(args) -> int:
         args.run_dir = args.resume
         watchdog.RESTART_ARGS = ["eval", "--resume", str(args.resume), *_device_args(args)]
         try:
-            run_evaluation(dataclasses.replace(settings_from_run(args.resume), devices=args.devices), resume=True)
+            settings = settings_from_run(args.resume)
+            if _finished(args.resume, settings):
+                return 0
+            run_evaluation(dataclasses.replace(settings, devices=args.devices), resume=True)
         except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
             return _fail("eval", str(err))
         return 0
@@ -186,6 +189,24 @@ def _tasks(args) -> int:
     settings = {algo: task_settings(task, algo) for algo in task.algorithms}
     print(describe_task(task, settings=settings), end="")
     return 0
+
+
+def _finished(run: Path, settings) -> bool:
+    """Whether `run` is a finished `eval` run (its results written, its rounds of seeds too); if so, its results
+    are printed again for `eval --resume`, with nothing trained or evaluated."""
+    from rich.console import Console
+
+    from envcoder.runs.results import RunResults, print_results
+
+    if not (run / "results.json").exists():
+        return False
+    results = RunResults.read(run)
+    if settings.seeds_until_separable is not None and results.seed_rounds is None:
+        return False  # its rounds of added seeds go on
+    console = Console(soft_wrap=True)
+    console.print(f"{run} is finished: nothing to resume. Its results:", highlight=False)
+    print_results(console, results)
+    return True
 
 
 def _fail(command: str, message: str) -> int:

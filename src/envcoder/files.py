@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from pathlib import Path
+
+
+@functools.cache
+def file_mode() -> int:
+    """The mode that `open` gives a new file in this process (0o666 less the umask): a file written here has the
+    same mode as one the run's other writers (TensorBoard, NumPy) create, not the temporary file's 0o600."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def write_atomically(path: str | Path, data: bytes | str) -> None:
@@ -16,6 +26,7 @@ def write_atomically(path: str | Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(handle, file_mode())
         with os.fdopen(handle, "wb") as file:
             file.write(data.encode() if isinstance(data, str) else data)
         os.replace(temporary, path)

@@ -39,3 +39,8 @@ def unparse(node: ast.AST) -> str:
     """`ast.unparse(node)`, one thread at a time."""
     with _AST:
         return ast.unparse(node)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n` and `word` agreeing in number: "1 candidate", "2 candidates" (`many`: where it is not word + "s")."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import queue
+import signal
 import sys
 import threading
 import time
@@ -124,3 +125,28 @@ class LoggedProgress:
         parts = [f"training {self.completed}/{self.total}", self.fields["rate"], str(elapsed), self.fields["best"]]
         self.console.print(" | ".join(p for p in parts if p), highlight=False, soft_wrap=True)
         self.last, self.printed = now, self.completed
+
+
+class DeferredInterrupt:
+    """While training: the first Ctrl-C asks for a checkpoint after the iteration under way (`requested`), where
+    `worth_it()` says one would keep work that the last checkpoint lacks; else, and at a second Ctrl-C, the run
+    stops at once (KeyboardInterrupt, as without this). Only in the main thread, and only where Ctrl-C raises
+    KeyboardInterrupt (a background job that ignores SIGINT keeps ignoring it)."""
+
+    def __init__(self, worth_it: Callable[[], bool]):
+        self.worth_it, self.requested, self._previous = worth_it, False, None
+
+    def _handle(self, signum, frame):
+        if self.requested or not self.worth_it():
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> "DeferredInterrupt":
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)

@@ -22,7 +22,7 @@ import numpy as np
 from rich.console import Console
 
 from envcoder.compile_cache import CompileMeter
-from envcoder.runs.background import BackgroundWriter, training_progress
+from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, training_progress
 from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
@@ -34,7 +34,7 @@ from envcoder.runs.results import GroupResult, RunResults, print_results, ranked
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
 from envcoder.runs.watchdog import describe_compile, describe_run, guard, leave_out
 from envcoder.env.grouping import GroupPlan
-from envcoder.text import shown
+from envcoder.text import plural, shown
 
 
 class TrainingDriver:
@@ -100,12 +100,12 @@ class TrainingDriver:
         count = len({g.candidate.name for g in trainer.groups})
         kind = trainer.devices[0].device_kind
         devices = kind if len(trainer.devices) == 1 else f"{len(trainer.devices)} × {kind}"
-        self.console.print(f"[bold]{self.job.task.name}[/bold]: {count} candidates × {len(settings.seeds)} seed(s) × "
+        self.console.print(f"[bold]{self.job.task.name}[/bold]: {plural(count, 'candidate')} × {plural(len(settings.seeds), 'seed')} × "
                            f"{trainer.num_envs} envs = {self.steps_per_iteration // self.config.horizon_length} "
                            f"environments in one process on {devices}, {trainer.physics} physics", highlight=False)
         if len(schedule) > 1:
             self.console.print("successive halving: " + "; ".join(
-                f"iterations {a}–{r.end - 1}: {r.candidates} candidate(s) × {r.envs_per_candidate} envs"
+                f"iterations {a}–{r.end - 1}: {plural(r.candidates, 'candidate')} × {r.envs_per_candidate} envs"
                 for a, r in zip([0] + [r.end for r in schedule[:-1]], schedule)), highlight=False)
 
     def start(self):
@@ -279,7 +279,7 @@ class TrainingDriver:
                 and (iteration + 1) % self.population.settings.interval == 0 \
                 and iteration + 1 < rung_end  # every group's fitness up to this iteration is read first
             due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
-                iteration + 1, settings, self.config) else [pending])
+                iteration + 1, settings, self.config) or self.interrupt.requested else [pending])
             stopped = False
             for item in due:
                 if item is None:
@@ -304,6 +304,11 @@ class TrainingDriver:
                 if state.done == rung_end and not last_rung and not stopped:
                     state.next_survivors = self.end_rung(train_state)
                 self.checkpoint(train_state)
+                self.checkpointed = state.done
+                if self.interrupt.requested:
+                    self.progress.console.print(f"Ctrl-C: stopped after iteration {state.done - 1}, checkpointed",
+                                                highlight=False)
+                    raise KeyboardInterrupt
             if stopped:
                 self.progress.update(self.bar, total=state.done)
                 self.progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
@@ -317,9 +322,11 @@ class TrainingDriver:
     def train(self):
         """Every rung; the last rung's train state."""
         train_state = self.start()
+        self.checkpointed = self.state.first
+        self.interrupt = DeferredInterrupt(lambda: self.state.done > self.checkpointed)
         try:
-            with training_progress(self.console, self.settings.iterations, self.state.first) as (self.progress,
-                                                                                                    self.bar):
+            with self.interrupt, training_progress(self.console, self.settings.iterations,
+                                                   self.state.first) as (self.progress, self.bar):
                 diverged_at, solved_at = self.trainer.group_status(train_state)
                 self.state.reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
                 stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped

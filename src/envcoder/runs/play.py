@@ -78,6 +78,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
     path = _checkpoint(run, candidate, seed, which, config, console)
     chosen, spec = _trained_candidate(run, settings, task, candidate)
+    console.print(f"{candidate}#{seed}: compiling the policy and the {task.name} physics, then {episodes} deterministic "
+                  f"episode(s) from {path.name} (a first run compiles for a minute or two)…", highlight=False)
     sim = Simulator(task.model_file, task.substeps)
     trainer = trainer_class(settings.algo)(task, [chosen], {candidate: spec}, config, episodes, (seed,),
                                            sim, fitness=fitness_name)
@@ -101,6 +103,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
                   f"{np.mean(result.shaped_return):.2f}")
     console.print(table)
     if video:
+        console.print(f"rendering {int(np.sum(result.episode_length))} frames at {width}×{height}…", highlight=False)
         frames = render(sim, out["qpos"][:, 0], result.episode_length, width, height)
         write_video(Path(video), frames, fps=1.0 / sim.control_dt)
         console.print(f"video: {video} ({len(frames)} frames at {1.0 / sim.control_dt:g} fps)", highlight=False,

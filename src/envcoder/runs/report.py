@@ -120,9 +120,9 @@ def _ranking_html(results: dict) -> str:
         following = ranking[i]["name"] if i < len(ranking) else None
         beats = win.get(r["name"], {}).get(following)
         table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
-                     f"<td>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td><td>{_fmt(beats, 2)}</td>"
+                     f"<td class=ci>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td><td>{_fmt(beats, 2)}</td>"
                      f"<td>{_fmt(r['shaped_return'], 2)}</td>"
-                     f"<td>{_fmt(r['episode_length'], 0)}</td><td>{e(status)}</td></tr>")
+                     f"<td>{_fmt(r['episode_length'], 0)}</td><td class=status>{e(status)}</td></tr>")
     table.append("</table>")
     unseparated, tied = record.not_separable_from_best, record.tied_with_best
     notes = (f"<p>Not separable from the best at 95%: {e(', '.join(unseparated))}.</p>" if unseparated else "")
@@ -183,10 +183,12 @@ def write_report(run: str | Path) -> Path:
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>envcoder: {e(results['task'])} run report</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; color: #222; padding: 0 1em; }}
-table {{ border-collapse: collapse; margin: 1em 0; }}
-th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.8em; text-align: right; }}
-th {{ background: #f3f3f3; }} td.name, th.name {{ text-align: left; }} td.name {{ font-family: monospace; }}
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 76em; color: #222; padding: 0 1em; }}
+table {{ border-collapse: collapse; margin: 1em 0; width: 100%; }}
+th, td {{ border-bottom: 1px solid #ddd; padding: 0.3em 0.5em; text-align: right; }}
+th {{ background: #f3f3f3; font-weight: 600; }} td.name, th.name, td.status {{ text-align: left; }}
+td.name {{ font-family: monospace; overflow-wrap: anywhere; min-width: 10em; }} td.status {{ min-width: 8em; }}
+td.ci {{ white-space: nowrap; }}
 img {{ max-width: 100%; display: block; margin: 1em 0; }}
 code {{ white-space: pre-wrap; }} .meta {{ color: #666; }}
 </style></head><body>

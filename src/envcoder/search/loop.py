@@ -58,7 +58,7 @@ from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, 
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text, trained_groups
 from envcoder.tasks import get_task
-from envcoder.text import shown
+from envcoder.text import plural, shown
 
 
 def _read_json(path: Path):
@@ -287,8 +287,8 @@ class AutoRun:
             (candidates_dir / f"{name}.py").write_text(source)
         starts = {name: source for name, source in files.items() if name in self.initial}
         tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
-        self.console.print(f"{len(sources)} groups train together: {len(files)} candidate(s) ({len(starts)} starting "
-                           "file(s))" + (f", {self.s.copies} copies of each of the {tuned} with constants to tune and "
+        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} ({len(starts)} starting) "
+                           "" + (f", {self.s.copies} copies of each of the {tuned} with constants to tune and "
                                          "one of each other" if tuned else "") + "; " + ("the worst take over the best and perturb their constants"
                                                  if self.s.proposer == "population" else "no exploit step"),
                            highlight=False)
@@ -392,7 +392,7 @@ class AutoRun:
             max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
             self.console.rule("final evaluation")
             more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
-            self.console.print(f"{len(finalists)} candidate(s) and {TASK_DEFAULT} × {self.s.final_seeds} seeds{more} × "
+            self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} seeds{more} × "
                                f"{self.s.final_envs_per_candidate} envs", highlight=False)
             results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
                                      envs=self.s.final_envs_per_candidate, task_default=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 from envcoder.candidates import TASK_DEFAULT
 from envcoder.runs.ranking import compare
 from envcoder.runs.results import fitness_digits
+from envcoder.text import plural
 
 
 def finite_number(value) -> bool:
@@ -27,7 +28,7 @@ def summary_text(summary: dict) -> str:
     else:
         ci = f" (95% CI [{best['ci_low']:.4g}, {best['ci_high']:.4g}])" if best["seeds"] > 1 else ""
         lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
-                     f"{best['fitness_mean']:.4g}{ci} over {best['seeds']} seed(s) in the final evaluation; "
+                     f"{best['fitness_mean']:.4g}{ci} over {plural(best['seeds'], 'seed')} in the final evaluation; "
                      f"its code is best.py.")
         if summary.get("task_default"):
             lines += ["", summary["task_default"]["text"]]
@@ -77,8 +78,8 @@ def summary_text(summary: dict) -> str:
 def _account(summary: dict) -> str:
     """What the search trained, counted from its run directories (`trained_groups`)."""
     files = summary.get("files") or {}
-    text = (f"{files.get('valid', 0)} candidate file(s) ({files.get('proposed', 0)} proposed, "
-            f"{files.get('starting', 0)} starting) over {len(summary['iterations'])} iteration(s)")
+    text = (f"{plural(files.get('valid', 0), 'candidate file')} ({files.get('proposed', 0)} proposed, "
+            f"{files.get('starting', 0)} starting) over {plural(len(summary['iterations']), 'iteration')}")
     trained = summary.get("trained") or {}
     stages = [f"{trained[key]} in {label}" for key, label in (
         ("search", "the search's evaluations"), ("halving", "its halving rungs"), ("final", "the final evaluation"))

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from envcoder.shaping.helpers import heading_and_up, unscale
 from envcoder.tasks import locomotion
-from envcoder.tasks.base import Fitness, StateField, Task
+from envcoder.tasks.base import Fitness, StateField, Task, action_field
 
 FEET = ("foot_1", "foot_2", "foot_3", "foot_4")
 
@@ -84,8 +84,7 @@ TASK = Task(
         "contact_forces": StateField("[E, 4, 3]", "N", "net contact force of the floor on each foot "
                                                        "(foot_1…foot_4), world frame; zero in an episode's first "
                                                        "state (a reset places the robot without a physics step)"),
-        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
-                                             "largest A)"),
+        "actions": action_field(8),
         "torques": StateField("[E, 8]", "N·m", "last motor torques (after the limits), joint order"),
         "progress_buf": StateField("[E]", "steps", "control steps since the episode began"),
     },

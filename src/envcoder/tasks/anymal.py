@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from envcoder.shaping.helpers import quat_rotate_inverse
 from envcoder.tasks import locomotion
-from envcoder.tasks.base import Fitness, StateField, Task
+from envcoder.tasks.base import Fitness, StateField, Task, action_field
 
 JOINTS = tuple(f"{leg}_{joint}" for leg in ("LF", "LH", "RF", "RH") for joint in ("HAA", "HFE", "KFE"))
 FEET = ("LF_FOOT", "LH_FOOT", "RF_FOOT", "RH_FOOT")
@@ -146,8 +146,7 @@ TASK = Task(
                                                        "RH), world frame; only the feet collide in this model; zero "
                                                        "in an episode's first state (a reset places the robot "
                                                        "without a physics step)"),
-        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
-                                             "largest A)"),
+        "actions": action_field(12),
         "torques": StateField("[E, 12]", "N·m", "joint torques of the last physics step (after the 80 N·m limit)"),
         "progress_buf": StateField("[E]", "steps", "control steps (0.02 s) since the episode began"),
         **{name: StateField("[E, 1]", "-", f"observation scale {value} of IsaacGymEnvs' Anymal")

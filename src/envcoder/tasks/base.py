@@ -24,6 +24,14 @@ class StateField:
     """What the field holds."""
 
 
+def action_field(size: int, one_hot: bool = False) -> StateField:
+    """The state's `actions` of a task whose policy action has `size` entries (or picks one of `size` actions)."""
+    what = (f"last action, one-hot over the {size} actions" if one_hot else
+            "last policy action, clipped to [-1, 1]")
+    return StateField(f"[E, {size}]", "-", f"{what}; a run with a candidate whose `ACTION_DIM` differs: the largest "
+                                          "of the run, zero beyond a candidate's own")
+
+
 @dataclasses.dataclass(frozen=True)
 class Fitness:
     """One ground-truth measure of how well an episode did the task (never a candidate's own reward).

@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from envcoder.tasks.base import Fitness, StateField, Task
+from envcoder.tasks.base import Fitness, StateField, Task, action_field
 
 MAX_PUSH_FORCE = 30.0
 """Newtons applied for a policy action of 1."""
@@ -87,7 +87,7 @@ TASK = Task(
         "dof_vel": StateField("[E, 2]", "m/s, rad/s", "cart velocity; pole angular velocity"),
         "commands": StateField("[E, 1]", "m", "target cart position from sample_goal (default 0: the centre; "
                                              "the default reward and observation ignore it)"),
-        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's largest A)"),
+        "actions": action_field(1),
         "torques": StateField("[E, 1]", "N", "last force command applied to the cart"),
         "progress_buf": StateField("[E]", "steps", "control steps since the episode began"),
     },
@@ -119,7 +119,6 @@ DISCRETE_TASK = dataclasses.replace(
     name="CartpoleDiscrete",
     description="Balance a pole on a cart by pushing the cart left or right (a discrete choice each step).",
     num_actions=2,
-    state_fields={**TASK.state_fields, "actions": StateField(
-        "[E, A]", "-", "last action, one-hot over the A actions (zero-padded to the run's largest A)")},
+    state_fields={**TASK.state_fields, "actions": action_field(2, one_hot=True)},
     defaults={**TASK.defaults, "compute_torque": compute_discrete_torque},
 )

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from envcoder.shaping.helpers import heading_and_up, unscale
 from envcoder.tasks import locomotion
-from envcoder.tasks.base import Fitness, StateField, Task
+from envcoder.tasks.base import Fitness, StateField, Task, action_field
 
 JOINTS = ("abdomen_z", "abdomen_y", "abdomen_x",
           "right_hip_x", "right_hip_z", "right_hip_y", "right_knee", "right_ankle_y", "right_ankle_x",
@@ -96,8 +96,7 @@ TASK = Task(
                                                        "world frame; only the feet collide in this model; zero in an "
                                                        "episode's first state (a reset places the robot without a "
                                                        "physics step)"),
-        "actions": StateField("[E, A]", "-", "last policy action, clipped to [-1, 1] (zero-padded to the run's "
-                                             "largest A)"),
+        "actions": action_field(21),
         "torques": StateField("[E, 21]", "N·m", "last motor torques (after the limits), joint order"),
         "progress_buf": StateField("[E]", "steps", "control steps (1/60 s) since the episode began"),
     },
