@@ -506,6 +506,10 @@ def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():
     # parsing, and MJX's imports (1-2 s) would come before them (docs/benchmarks/throughput.md § 8).
     code = "import sys, envcoder.cli; envcoder.cli.build_parser(); print('mujoco.mjx' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+    # `--version` answers before any of that: no JAX, no MuJoCo.
+    code = "import sys, envcoder.cli; envcoder.cli.main(['--version']); print('jax' in sys.modules)"
+    printed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
+    assert printed[:1] == ["envcoder"] and printed[-1] == "False"
 
 
 @pytest.mark.slow

@@ -225,6 +225,10 @@ def _resume_hint(args) -> str:
 def main(argv=None) -> int:
     """Every command ends with one clear line on an error (`--debug` shows the traceback instead)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv in (["--version"], ["-V"]):  # at once: the parser's imports take a second or more
+        import envcoder
+        print(f"envcoder {envcoder.__version__}")
+        return 0
     if argv[:1] == ["play"] and "--video" in argv:
         from envcoder.runs.gl import choose_gl_backend
         choose_gl_backend()  # before the parser's imports bring in MuJoCo
