@@ -27,7 +27,7 @@ from envcoder.candidates.validate import rollout_states, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
-BUNDLED = Path(__file__).resolve().parents[1] / "user_functions"
+BUNDLED = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples"
 CASES = (("Cartpole", "ppo"), ("CartpoleDiscrete", "ppo"), ("CartpoleDiscrete", "dqn"))
 
 

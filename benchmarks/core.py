@@ -41,7 +41,7 @@ def stamp() -> dict:
 
 
 def candidates_for(task, sim, n: int):
-    files = sorted((ROOT / "user_functions" / task.name.lower()).glob("*.py"))
+    files = sorted((ROOT / "src" / "envcoder" / "examples" / task.name.lower()).glob("*.py"))
     state = sample_state(task, sim)
     chosen, specs = [], {}
     for i in range(n):
@@ -123,7 +123,7 @@ def bench_cartpole(args):
     """Wall time for the good Cartpole candidate to reach training task fitness >= the bar."""
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
-    candidate = load_candidate(ROOT / "user_functions" / "cartpole" / "good_upright.py", ("compute_reward",))
+    candidate = load_candidate(ROOT / "src" / "envcoder" / "examples" / "cartpole" / "good_upright.py", ("compute_reward",))
     specs = {candidate.name: validate_candidate(task, sim, candidate)}
     config = PPOConfig.for_task(task)
     start = time.perf_counter()

@@ -37,7 +37,7 @@ def point(args) -> dict:
     groups, devices = args.groups[0], args.devices[0]  # one point
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
-    candidates, _ = load_candidates(ROOT / "user_functions" / args.task.lower(), SHAPER_TYPES)
+    candidates, _ = load_candidates(ROOT / "src" / "envcoder" / "examples" / args.task.lower(), SHAPER_TYPES)
     seeds = -(-groups // len(candidates))
     if seeds * len(candidates) != groups:
         raise SystemExit(f"--groups {groups} must be a multiple of the {len(candidates)} bundled candidates")

@@ -48,7 +48,7 @@ def worker(args):
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, sim)
-    folder = ROOT / "user_functions" / task.name.lower()
+    folder = ROOT / "src" / "envcoder" / "examples" / task.name.lower()
     files = sorted(folder.glob("*.py"))
     if args.codes == "bundled":  # the bundled candidates, cycled
         candidates = expand_sweeps([load_candidate(f, SHAPER_TYPES) for f in files])

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def _functions(task_name: str, groups: int | None) -> Path:
     """The bundled candidates of the task; with `groups`, that many copies of them, cycled and named apart."""
-    folder = ROOT / "user_functions" / task_name.lower()
+    folder = ROOT / "src" / "envcoder" / "examples" / task_name.lower()
     if groups is None:
         return folder
     files = sorted(folder.glob("*.py"))

@@ -184,7 +184,7 @@ def sandbox(*argv: str) -> None:
     args = parser.parse_args(argv)
     enable_compilation_cache()
     _wrap(pool.Worker, "__init__", "a worker is launched")
-    folder = Path(__file__).resolve().parents[1] / "user_functions" / args.task.lower()
+    folder = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / args.task.lower()
     drafts = [(path.stem, path.read_text(), str(path)) for path in sorted(folder.glob("*.py"))]
     with box.SandboxValidator(args.task, SHAPER_TYPES, workers=args.workers) as validator:
         validator.validate(drafts)

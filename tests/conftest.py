@@ -23,7 +23,7 @@ jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().pare
 enable_compilation_cache()
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-BUNDLED = Path(__file__).resolve().parents[1] / "user_functions"
+BUNDLED = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples"
 
 
 class FakeEvaluations:

@@ -47,7 +47,7 @@ def compute_reward(state):
 
 def candidates(scratch: Path):
     (scratch / "weight_sweep.py").write_text(SWEEP)
-    files = [ROOT / "user_functions/cartpole/good_upright.py", ROOT / "user_functions/cartpole/alive_bonus.py",
+    files = [ROOT / "src/envcoder/examples/cartpole/good_upright.py", ROOT / "src/envcoder/examples/cartpole/alive_bonus.py",
              ROOT / "tests/candidates/shaping/two_actions.py", ROOT / "tests/candidates/shaping/nan_later.py",
              ROOT / "tests/candidates/shaping/wide_reset.py", scratch / "weight_sweep.py"]
     apis = ("compute_reward", "compute_observation", "compute_torque", "sample_initial_state")

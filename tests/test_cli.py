@@ -240,8 +240,9 @@ def test_unknown_task_exit_status_and_a_guess(capsys):
 
 
 def test_version(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--version"])
+    assert main(["--version"]) == 0 and capsys.readouterr().out.strip() == f"envcoder {envcoder.__version__}"
+    with pytest.raises(SystemExit) as exit_info:  # with a command too: argparse's answer
+        main(["--version", "tasks"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"envcoder {envcoder.__version__}"
 
 

@@ -19,7 +19,7 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
     task = get_task("Cartpole")
     simulator = Simulator(task.model_file, task.substeps)
     states = rollout_states(task, simulator)
-    folder = Path(__file__).resolve().parents[1] / "user_functions" / "cartpole"
+    folder = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole"
     parents = [Parent(p.stem, p.read_text(), 0.5) for p in sorted(folder.glob("*.py"))]
     good = next(p for p in parents if p.name == "good_upright")  # terms: upright, motion
     parents.append(Parent("centred", "import jax.numpy as jnp\n\n\ndef compute_reward(state):\n"

@@ -13,8 +13,8 @@ from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.ranking import RANK_BY
 from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
 
-BUNDLED_FUNCTIONS = Path(__file__).resolve().parents[2] / "user_functions"
-"""The example candidates shipped in the source tree (`user_functions/<task>/`)."""
+BUNDLED_FUNCTIONS = Path(__file__).resolve().parent / "examples"
+"""The example candidates shipped with the package (`envcoder/examples/<task>/`; `envcoder tasks` prints where)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,7 +135,7 @@ def _eval_parser(add_parser) -> None:
     option = functools.partial(_setting, ev, EvalSettings)
     _run_options(ev, EvalSettings, "")
     option("functions", "--functions", type=Path, nargs="+", metavar="PATH",
-           note="E.g. your own folder next to the bundled one (default: the bundled user_functions/<task>).")
+           note="E.g. your own folder next to the bundled one (default: the bundled examples of the task, envcoder/examples/<task>).")
     option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
            default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
     option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")
@@ -180,7 +180,7 @@ def _auto_parser(add_parser) -> None:
     option("iterations", "--iterations", type=_positive_int)
     option("retries", "--retries", type=int)
     option("initial", "--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
-           note="Files or directories (offline default: the bundled user_functions/<task>).")
+           note="Files or directories (offline default: the bundled examples of the task, envcoder/examples/<task>).")
     option("train_iterations", "--train-iterations", type=_positive_int)
     option("schedule", "--schedule", choices=SCHEDULES)
     auto.add_argument("--seeds", type=_positive_int, default=1, help="seeds per candidate during the search (default 1)")
