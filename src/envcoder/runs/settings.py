@@ -62,7 +62,7 @@ class EvalSettings:
     """Rungs of the halving schedule (None: 4); fewer where the candidates halve to one sooner, or where there
     are fewer iterations."""
     overrides: dict = dataclasses.field(default_factory=dict)
-    """The algorithm's settings that override the task's and `config_file`'s (the `ALGO.NAME=VALUE` overrides)."""
+    """The algorithm's settings that override the task's and the --config file's (`ALGO.NAME=VALUE` arguments)."""
     config_file: Path | None = None
     """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
     fitness: str | None = None
