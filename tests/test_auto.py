@@ -704,3 +704,30 @@ def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch,
     assert (low, high) == (-1.0, 1.0) and "clipped to ±1" in summary["task_default"]["text"]
     printed = " ".join(capsys.readouterr().out.split())
     assert "best so far:" in printed and "(every 1 iterations)" not in text
+
+
+def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_not_fit(tmp_path, monkeypatch, capsys):
+    """`--budget MINUTES`: after each iteration the search goes on only where another iteration and the final
+    evaluation (estimated from the iterations so far) fit; the final always runs, and the summary counts the
+    iterations that ran. (The evaluations are stood in for.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    fake = FakeEvaluations(lambda name, seed: 0.2 if name == "task_default" else 0.5)
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    common = ["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+              "--candidates-per-iteration", "1", "--copies", "2", "--final-top", "1", "--iterations", "3"]
+    assert main([*common, "--budget", "0.0001", "--out", str(tmp_path / "tight")]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "budget: 1 iteration in" in printed and "would pass 0.0001 min: the search ends here" in printed
+    summary = json.loads((tmp_path / "tight" / "summary.json").read_text())
+    assert len(summary["iterations"]) == 1 and not (tmp_path / "tight" / "iter_01").exists()
+    assert summary["final_ranking"] and summary["trained"]["final"] > 0
+    record = json.loads((tmp_path / "tight" / "iter_00" / "iteration.json").read_text())
+    assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 + \
+        summary["trained"]["halving"] * 64  # groups × the CPU default's 64 envs
+    assert main([*common, "--budget", "600", "--out", str(tmp_path / "roomy")]) == 0
+    assert "the search ends here" not in capsys.readouterr().out
+    assert len(json.loads((tmp_path / "roomy" / "summary.json").read_text())["iterations"]) == 3
+    assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2
+    assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err

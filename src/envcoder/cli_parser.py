@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import sys
 from pathlib import Path
 
 import envcoder
 from envcoder.rl.config import ALGORITHMS
 from envcoder.runs.ranking import RANK_BY
-from envcoder.runs.schedule import FINAL_ENVS, SCHEDULES
+from envcoder.runs.schedule import SCHEDULES
 
 BUNDLED_FUNCTIONS = Path(__file__).resolve().parent / "examples"
 """The example candidates shipped with the package (`envcoder/examples/<task>/`; `envcoder tasks` prints where)."""
@@ -73,7 +74,11 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
     kwargs.setdefault("default", list(default) if isinstance(default, tuple) else
                       None if default is dataclasses.MISSING else default)
     shown = kwargs["default"]
-    if not note and shown is not None and not isinstance(shown, (bool, list, dict)):
+    sized = getattr(sys.modules[settings_class.__module__], "SIZES", {})  # defaults by device kind
+    if field in sized.get("gpu", {}):
+        gpu, cpu = (f"{v:,}" if isinstance(v, int) else v for v in (sized["gpu"][field], sized["cpu"][field]))
+        note = " ".join(filter(None, (note, f"(default {gpu} on a GPU, {cpu} on a CPU)")))
+    elif not note and shown is not None and not isinstance(shown, (bool, list, dict)):
         note = f"(default {shown})"
     if flags[0].startswith("-"):
         kwargs["dest"] = field
@@ -178,6 +183,7 @@ def _auto_parser(add_parser) -> None:
     option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
     option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)
     option("iterations", "--iterations", type=_positive_int)
+    option("budget_minutes", "--budget", type=float, metavar="MINUTES")
     option("retries", "--retries", type=int)
     option("initial", "--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",
            note="Files or directories (offline default: the bundled examples of the task, envcoder/examples/<task>).")
@@ -188,8 +194,7 @@ def _auto_parser(add_parser) -> None:
     option("final_max_seeds", "--final-max-seeds", type=_positive_int)
     option("rank_by", "--rank-by", choices=RANK_BY)
     option("final_top", "--final-top", type=_positive_int)
-    option("final_envs_per_candidate", "--final-envs", type=_positive_int, metavar="N",
-           note=f"(FINAL_ENVS = {FINAL_ENVS}, the full-budget ranking of docs/benchmarks/fidelity.md)")
+    option("final_envs_per_candidate", "--final-envs", type=_positive_int, metavar="N")
     option("request_timeout_s", "--request-timeout", type=float, metavar="S")
     option("api_retries", "--api-retries", type=int)
     option("concurrency", "--concurrency", type=_positive_int)

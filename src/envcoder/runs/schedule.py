@@ -21,10 +21,6 @@ SCHEDULES = ("flat", "halving")
 RUNG_KEYS = ("task_fitness", "shaped_return", "episode_length")
 """The metrics of each iteration that a rung keeps to decide who survives it and to report the others."""
 
-FINAL_ENVS = 4096
-"""`envcoder auto`'s final evaluation's envs per candidate on an accelerator: the full-budget reference of
-docs/benchmarks/fidelity.md (at the search's 256 envs a fast early learner can win on Ant)."""
-
 WINDOW = 0.25
 """The share of a rung's last iterations whose training-episode fitness decides who survives it."""
 

@@ -56,7 +56,8 @@ from envcoder.runs.population import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.summary import against_default, evaluation_table, finite_number, summary_text, trained_groups
+from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
+                                     summary_text, trained_groups)
 from envcoder.tasks import get_task
 from envcoder.text import plural, shown
 
@@ -217,6 +218,7 @@ class AutoRun:
         record_file = iter_dir / "iteration.json"
         if record_file.exists():
             return _read_json(record_file)
+        tick = time.perf_counter()
         iter_dir.mkdir(exist_ok=True)
         first_message = self._next_message(iteration)
         drafts_file = iter_dir / "drafts.json"
@@ -260,6 +262,8 @@ class AutoRun:
                                f"({compiled.get('seconds', 0):.1f} s compiling or loading; "
                                f"{compiled.get('cache_hits', 0)} from the compilation cache, "
                                f"{compiled.get('loaded', 0)} trace(s) loaded)", highlight=False)
+        record["seconds"] = time.perf_counter() - tick  # what `--budget` expects of the next one
+        record["environments"] = environments_trained(iter_dir)
         write_json(record_file, record)
         return record
 
@@ -366,15 +370,40 @@ class AutoRun:
     # ---- the whole run ----------------------------------------------------------------------------
 
     def run(self) -> dict:
+        started, self.done = time.perf_counter(), 0
         with self.validator:  # its worker processes stay up for the whole run
             for iteration in range(self.s.iterations):
+                if iteration and self._over_budget(time.perf_counter() - started):
+                    break
                 record = self._iteration(iteration)
+                self.done = iteration + 1
                 self.history += record["table"]
                 best = self._ranked(self.history)
                 if best:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({_how_measured(best[0], self.fitness_name)})",
                                        highlight=False)
             return self._finish()
+
+    def _over_budget(self, elapsed: float) -> bool:
+        """Whether another iteration and the final evaluation would pass `budget_minutes`: each iteration is
+        expected to take as long as those so far took on average; the final, as long per environment trained as
+        they took (its finalists at the most seeds it may add), and `elapsed`: this process's time so far, or, where
+        the iterations were read back, the time they took when they ran."""
+        if self.s.budget_minutes is None:
+            return False
+        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
+        seconds = sum(r.get("seconds", 0.0) for r in records)
+        envs = sum(r.get("environments", 0) for r in records)
+        finalists = self.s.final_top + len(self.initial) + 1
+        final = seconds / max(envs, 1) * finalists * max(self.s.final_max_seeds, self.s.final_seeds) * \
+            self.s.final_envs_per_candidate
+        spent = max(elapsed, seconds)
+        if spent + seconds / len(records) + final <= 60 * self.s.budget_minutes:
+            return False
+        self.console.print(f"budget: {plural(self.done, 'iteration')} in {spent / 60:.1f} min; another (about "
+                           f"{seconds / len(records) / 60:.1f} min) and the final evaluation (about {final / 60:.1f} "
+                           f"min) would pass {self.s.budget_minutes:g} min: the search ends here", highlight=False)
+        return True
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
@@ -398,7 +427,7 @@ class AutoRun:
                                      envs=self.s.final_envs_per_candidate, task_default=True,
                                      seeds_until_separable=max_seeds)
         calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
-        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.s.iterations)]
+        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
         costs = [c["cost_usd"] for c in calls]
         summary = {
             "task": self.task.name, "task_description": self.description,
@@ -411,7 +440,7 @@ class AutoRun:
                                           and h["status"] == "ok"), None),
                     "compile": r.get("compile", {}), "halving": r.get("halving", [])}
                 for r in records],
-            "population": population_summary(self.out, self.s.iterations) if self.population_mode else None,
+            "population": population_summary(self.out, self.done) if self.population_mode else None,
             "offline": self.offline,
             "files": {"valid": sum(r["valid"] for r in records), "starting": sum(r.get("starting", 0) for r in records),
                       "proposed": sum(r["valid"] - r.get("starting", 0) for r in records)},

@@ -6,12 +6,27 @@ import dataclasses
 import json
 from pathlib import Path
 
-from envcoder.runs.schedule import FINAL_ENVS
 from envcoder.runs.settings import EvalSettings
 
 
 PROPOSERS = ("population", "offline", "jitter", "random")
 """`AutoSettings.proposer`'s choices."""
+
+BUDGET_ITERATIONS = 20
+"""The most iterations a search with a budget (`--budget`) and no `--iterations` runs."""
+
+SIZES = {
+    "gpu": {"candidates_per_iteration": 12, "iterations": 1, "copies": 4, "envs_per_candidate": 256,
+            "train_iterations": 300, "final_envs_per_candidate": 1024, "final_seeds": 4, "final_max_seeds": 4,
+            "final_top": 2},
+    "cpu": {"candidates_per_iteration": 4, "iterations": 1, "copies": 2, "envs_per_candidate": 64,
+            "train_iterations": 30, "final_envs_per_candidate": "the search's", "final_seeds": 4, "final_max_seeds": 4,
+            "final_top": 2},
+}
+"""`envcoder auto`'s defaults by device kind: on an accelerator, the setting the search benchmark measures
+(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal); on a CPU, a search that ends on Cartpole in a
+few minutes. `train_iterations` is a cap on the task's own `max_epochs` (Cartpole's 60); on a CPU the final
+evaluation trains as many envs per candidate as the search's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +53,7 @@ class AutoSettings:
     (docs/benchmarks/search.md), without `llm`: "jitter", the offline proposer by constant jitter alone (the search
     before structural moves), and "random", the starting files' copies with random constants and no exploit step
     (a random search over the same constants)."""
-    copies: int = 4
+    copies: int | None = None
     """With "population" or "random": the groups that each candidate of an iteration trains as."""
     halving_rungs: int | None = None
     """With "population" or "random": rungs of successive halving after the population run, in which each file's
@@ -49,16 +64,21 @@ class AutoSettings:
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
     """An OpenAI-compatible server (vLLM, Ollama, ...), or another endpoint for the SDK."""
-    candidates_per_iteration: int = 8
+    candidates_per_iteration: int | None = None
     """Candidates proposed and evaluated together per iteration."""
-    iterations: int = 3
-    """Search iterations."""
+    iterations: int | None = None
+    """Search iterations (with `budget_minutes`: at most this many, by default `BUDGET_ITERATIONS`)."""
+    budget_minutes: float | None = None
+    """Minutes the search may take from its start, final evaluation included: after each iteration it goes on only
+    where another iteration and the final evaluation are expected to fit (each estimated from the iterations so far
+    and their environments), and says so where they would not."""
     retries: int = 2
     """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
-    envs_per_candidate: int = 256
+    envs_per_candidate: int | None = None
     """Parallel environments of each (candidate, seed) group in the search's evaluations."""
     train_iterations: int | None = None
-    """Training iterations per evaluation (None: the resolved settings' `max_epochs`)."""
+    """Training iterations per evaluation: by default the task's `max_epochs` up to the device's cap below, or an
+    `ALGO.max_epochs=N` override."""
     seeds: int = 1
     """Seeds per candidate during the search."""
     schedule: str = "flat"
@@ -66,20 +86,19 @@ class AutoSettings:
     candidate to the end; "halving" (two rungs) stops the worse half of the candidates halfway and gives their
     environments to the others. The final evaluation is always flat. Flat is the default because halving saved
     no GPU time at equal rank fidelity in docs/benchmarks/fidelity.md."""
-    final_seeds: int = 4
+    final_seeds: int | None = None
     """Seeds per finalist of the final evaluation's first round."""
-    final_max_seeds: int = 16
+    final_max_seeds: int | None = None
     """The final evaluation adds rounds of `final_seeds` seeds until the best finalist is separable from the runner-up
     at 95% or a finalist has this many seeds (`EvalSettings.seeds_until_separable`)."""
-    final_top: int = 3
+    final_top: int | None = None
     """How many of the best finds the final evaluation trains again, next to the best starting file and the task's
     own default shaping (`task_default`)."""
     rank_by: str = "final"
     """The primary ranking key of every evaluation (`EvalSettings.rank_by`): "final" fitness, ties by learning
     speed, or learning speed ("auc")."""
     final_envs_per_candidate: int | None = None
-    """Envs per candidate of the final evaluation (as long as the search's: `train_iterations`). None: on an
-    accelerator `envcoder.runs.schedule.FINAL_ENVS`, on a CPU the search's own."""
+    """Envs per candidate of the final evaluation, which trains as long as the search's evaluations."""
     seed: int = 0
     """The first seed."""
     initial: tuple[Path, ...] = ()
@@ -164,20 +183,33 @@ class AutoSettings:
             raise ValueError(f"--proposer {self.proposer} is a search without a model: leave out --llm, or choose "
                              "--proposer population (the LLM writes code, the population tunes its constants) or "
                              "offline (the LLM's candidates train as written)")
-        if self.copies < 1:
+        if self.budget_minutes is not None and self.budget_minutes <= 0:
+            raise ValueError(f"--budget {self.budget_minutes:g}: pass a number of minutes above 0")
+        if self.copies is not None and self.copies < 1:
             raise ValueError(f"--copies {self.copies}: pass 1 or more")
         if self.halving_rungs is not None and self.halving_rungs < 0:
             raise ValueError(f"--halving-rungs {self.halving_rungs}: pass 0 or more")
 
     def resolved(self) -> "AutoSettings":
-        """These settings with the defaults that depend on the machine filled in (saved so: a resumed run keeps
-        them on another machine)."""
-        if self.final_envs_per_candidate is not None:
+        """These settings with every default that depends on the device and the task filled in (`SIZES`; saved
+        so: a resumed run keeps them on another machine)."""
+        unset = [f.name for f in dataclasses.fields(self) if f.name in SIZES["gpu"] and getattr(self, f.name) is None]
+        if not unset:
             return self
+        if self.budget_minutes is not None and self.iterations is None:
+            return dataclasses.replace(self, iterations=BUDGET_ITERATIONS).resolved()
         import jax
 
-        final = FINAL_ENVS if jax.default_backend() != "cpu" else self.envs_per_candidate
-        return dataclasses.replace(self, final_envs_per_candidate=final)
+        from envcoder.rl.config import ALGORITHMS, task_settings
+        from envcoder.tasks import get_task
+
+        sizes = dict(SIZES["cpu" if jax.default_backend() == "cpu" else "gpu"])
+        task_epochs = task_settings(get_task(self.task), self.algo).get(
+            "max_epochs", ALGORITHMS[self.algo].max_epochs)
+        sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
+        if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
+            sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
+        return dataclasses.replace(self, **{name: sizes[name] for name in unset})
 
     @property
     def halving_rung_count(self) -> int:

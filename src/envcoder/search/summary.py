@@ -96,6 +96,15 @@ def trained_groups(out: Path) -> dict[str, int]:
             "final": count("final/eval/results.json")}
 
 
+def environments_trained(folder: Path) -> int:
+    """The environments that the evaluations under `folder` trained: each one's groups × its envs per group."""
+    total = 0
+    for results in sorted(folder.glob("**/eval/results.json")):
+        envs = json.loads((results.parent / "config.json").read_text()).get("envs_per_candidate", 0)
+        total += len(json.loads(results.read_text()).get("groups", [])) * envs
+    return total
+
+
 def evaluation_table(iteration: int, variants: dict[str, str], results) -> tuple[list, list]:
     """An iteration's table (a row per candidate of `variants`, `{name: source}`, with its results in `results`, a
     `RunResults` or None) and the candidates that its evaluation left out."""
