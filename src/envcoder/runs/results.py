@@ -262,7 +262,7 @@ def print_table(console: Console, make: Table | Callable[[Sequence[str]], Table]
 
     def fits(table: Table) -> bool:  # every header and number whole at the console's width
         with console.capture() as captured:
-            console.print(table)
+            console.print(table, soft_wrap=False)
         text = captured.get()
         return "…" not in text and all(str(c.header) in text for c in table.columns)
 
@@ -276,11 +276,11 @@ def print_table(console: Console, make: Table | Callable[[Sequence[str]], Table]
                 break
             dropped.append(column)
             table = make(dropped)
-        console.print(table)
-        return
+        console.print(table, soft_wrap=False)  # a run's console soft-wraps its messages: a table it laid out wider
+        return                                 # than the terminal, with its last column's values blank
     width, console_width = Measurement.get(console, console.options.update(width=10_000), table).maximum, console.width
     console.width = max(width, console_width)
     try:
-        console.print(table)
+        console.print(table, soft_wrap=False)
     finally:
         console.width = console_width
