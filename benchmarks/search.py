@@ -21,6 +21,16 @@ and each find against the default, with 95% bootstrap intervals:
         --seeds 3 --gpus 0 1 2 3 --out runs/verify -- --envs-per-candidate 1024 --iterations 300
 
 writes `<out>/verify.json` and prints a table (`--report-only` recomputes it from the parts already run).
+
+From a *sparse* start, the task's fitness as the only reward (`benchmarks/search_starts/sparse/<task>.py`, one per
+task that Eureka shares with us), the gap closed is Eureka's human-normalized score, HNS = (find − sparse) /
+|default − sparse|, with the task's own shaping as the human's; `envcoder auto` runs with its defaults:
+
+    python benchmarks/search.py --task Anymal --starts benchmarks/search_starts/sparse/anymal.py --out runs/hns_anymal_0
+    python benchmarks/search.py verify --runs runs/hns_anymal_* --starts benchmarks/search_starts/sparse \
+        --seeds 4 --gpus 0 1 2 3 --out runs/hns_verify_anymal -- --envs-per-candidate 1024 --iterations 300
+
+HNS is defined where sparse and default are separable at the retraining's budget (`gap_defined` in verify.json).
 """
 
 from __future__ import annotations
@@ -232,7 +242,8 @@ def main() -> None:
         sys.exit(verify(sys.argv[2:]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True)
-    parser.add_argument("--starts", type=Path, required=True, help="folder of deliberately poor starting files")
+    parser.add_argument("--starts", type=Path, required=True,
+                        help="folder of deliberately poor starting files, or one file (a sparse start)")
     parser.add_argument("--proposer", choices=PROPOSERS, default="population")
     parser.add_argument("--out", type=Path, required=True)
     args, rest = parser.parse_known_args()
@@ -243,7 +254,7 @@ def main() -> None:
                        "--out", str(args.out), *rest])
     wall_s = time.time() - START
     summary = json.loads((args.out / "summary.json").read_text())
-    starts = {f"init_{p.stem}" for p in args.starts.glob("*.py")}
+    starts = {f"init_{p.stem}" for p in ([args.starts] if args.starts.is_file() else args.starts.glob("*.py"))}
     result = {"task": args.task, "proposer": args.proposer, "arguments": rest, "status": status,
               "wall_s_from_process_start": wall_s, **gap_closed(summary, starts),
               "compile": [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),

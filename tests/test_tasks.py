@@ -2,6 +2,7 @@
 NaN, legged robots standing under their default controller, and hand-computed Anymal rewards."""
 
 import re
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -191,3 +192,26 @@ def test_root_states_round_trip_through_physics():
     back = jax.vmap(lambda d: task.build_state(sim, d, jnp.zeros((4, 3)), jnp.zeros(3), jnp.zeros(8), jnp.zeros(8),
                                                0))(data)
     np.testing.assert_allclose(back["root_states"], root, atol=1e-5)
+
+
+SPARSE = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+
+
+def test_each_sparse_start_pays_the_task_fitness_as_its_only_reward(rollout):
+    """The search benchmark's sparse starts (issue: HNS; `benchmarks/search.py`): each task's default fitness,
+    written as a candidate's reward (negated where lower is better), on states of random-action rollouts."""
+    from envcoder.candidates.load import call_with_params
+    from envcoder.candidates.validate import rollout_states
+
+    task = rollout["task"]
+    path = SPARSE / f"{task.name.lower()}.py"
+    if not path.exists():
+        pytest.skip(f"{task.name} is not among Eureka's tasks")
+    candidate = load_candidate(path, ("compute_reward",))
+    states = rollout_states(task, rollout["sim"])
+    reward = call_with_params(candidate.functions["compute_reward"], candidate.function_params.get(
+        "compute_reward", {}), states)
+    _, fitness = task.get_fitness()
+    expected = fitness.step(states) * (1.0 if fitness.higher_is_better else -1.0)
+    assert np.std(np.asarray(expected)) > 0  # states that tell a wrong reward apart
+    np.testing.assert_allclose(np.asarray(reward), np.asarray(expected), atol=1e-5)
