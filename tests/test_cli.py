@@ -625,3 +625,35 @@ def test_a_log_file_shows_training_while_it_runs(tmp_path):
     text = log.read_text()
     assert "training 400/400 |" in text and "\x1b[" not in text
     assert any(line.startswith("Cartpole: ") and line.endswith("jax physics") for line in text.splitlines())
+
+
+XLA_ALARM = b"""2026-11-27 12:00:02.045318: E external/xla/xla/service/slow_operation_alarm.cc:73] 
+********************************
+[Compiling module jit_iteration] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.
+********************************
+E1127 12:00:03.000000 1 slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:
+
+  %reduce.10 = f32[] reduce()
+
+This isn't necessarily a bug; constant-folding is inherently a trade-off.
+
+If you'd like to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.
+"""
+
+
+@pytest.mark.parametrize("level", ["2", "0"])
+def test_xla_slow_compile_alarms_stay_off_the_terminal_and_everything_else_passes(level):
+    """XLA logs a slow compile as an error block with no switch to turn it off: `eval` and `auto` drop those blocks
+    from standard error and pass every other byte on, also a message written just before the process dies;
+    TF_CPP_MIN_LOG_LEVEL=0 keeps them."""
+    code = ("import os, sys; from envcoder.alarms import hide_xla_alarms; hide_xla_alarms(); "
+            f"os.write(2, b'first\\n' + {XLA_ALARM!r} + b'after the alarm\\n'); print('printed', file=sys.stderr); "
+            "sys.stderr.flush(); os.write(2, b'last words\\n'); os._exit(3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": level})
+    assert done.returncode == 3
+    lines = done.stderr.decode().splitlines()
+    if level == "0":
+        assert "Very slow compile?" in done.stderr.decode()
+        return
+    assert lines == ["first", "after the alarm", "printed", "last words"], lines

@@ -265,7 +265,11 @@ def run() -> None:
     """The `envcoder` command: `main`'s exit status. A command that fails or is interrupted ends at once, after its
     exit handlers (the sandbox's workers are stopped): a compile that JAX runs in a background thread, or device
     buffers still held after an out-of-memory error, would otherwise crash the interpreter's shutdown
-    ("terminate called ...", or a segmentation fault on a GPU) and lose the status."""
+    ("terminate called ...", or a segmentation fault on a GPU) and lose the status. XLA's slow-compile alarms are
+    kept off the terminal while JAX compiles (`envcoder.alarms`)."""
+    if sys.argv[1:2] in (["eval"], ["auto"]):
+        from envcoder.alarms import hide_xla_alarms
+        hide_xla_alarms()
     status = main()
     if status != 0:
         import atexit
