@@ -52,7 +52,7 @@ def candidate_directory(task: str, into: Path, only: list[str] | None = None) ->
 
 def run(args) -> None:
     from envcoder.runs.evaluation import EvalSettings, run_evaluation
-    from envcoder.runs.settings import settings_from_run
+    from envcoder.runs.eval_settings import settings_from_run
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from envcoder.search.settings import PROPOSERS
+from envcoder.search.auto_settings import PROPOSERS
 
 START = time.time()  # process start, as near as a script gets
 

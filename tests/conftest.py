@@ -34,7 +34,7 @@ class FakeEvaluations:
     def __init__(self, values):
         self.values, self.calls, self.outs = values, [], []
 
-    def __call__(self, settings, console=None, resume=False, validator=None):
+    def __call__(self, settings, console=None, resume=False, validator=None, restart=None):
         from envcoder.candidates import TASK_DEFAULT, candidate_files
         from envcoder.runs.directory import RunDirectory
         from envcoder.runs.results import GroupResult, ranked_results

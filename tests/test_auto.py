@@ -468,7 +468,7 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     stood in for: their training is tested in test_schedule.py.)"""
     seen = []
 
-    def evaluate(settings, console=None, resume=False, validator=None):
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
         seen.append((settings.schedule, settings.rungs))
         names = sorted(p.stem for p in settings.functions.glob("*.py"))
         ranking = [{"name": name, "fitness_mean": 0.9 - 0.1 * i, "fitness_std": 0.0, "ci_low": 0.9 - 0.1 * i,

@@ -123,7 +123,7 @@ def test_the_likely_number_of_candidates_is_read_without_running_a_file(tmp_path
     from pathlib import Path
 
     from envcoder.candidates.prepare import likely_count
-    from envcoder.runs.settings import EvalSettings
+    from envcoder.runs.eval_settings import EvalSettings
 
     reward = "def compute_reward(state, action):\n    return state.obs[..., 0]\n"
     (tmp_path / "plain.py").write_text(reward)

@@ -382,8 +382,8 @@ def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkey
 def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_field_docs(tmp_path, capsys):
     from envcoder.cli import build_parser
     from envcoder.cli_parser import in_user_words
-    from envcoder.runs.settings import EvalSettings, field_docs
-    from envcoder.search.settings import AutoSettings
+    from envcoder.runs.eval_settings import EvalSettings, field_docs
+    from envcoder.search.auto_settings import AutoSettings
 
     settings = EvalSettings(task="Cartpole", functions=tmp_path / "f", out=tmp_path / "o", seeds=(3, 4),
                             shaper_types=("compute_reward", "sample_goal"), overrides={"gamma": 0.9}, rungs=2,
@@ -576,7 +576,7 @@ def test_every_default_that_envcoder_tasks_shows_works_as_a_candidate_file(tmp_p
     from envcoder.candidates import SHAPER_TYPES
     from envcoder.candidates.describe import describe_task
     from envcoder.candidates.prepare import sandboxed_candidates
-    from envcoder.runs.settings import EvalSettings
+    from envcoder.runs.eval_settings import EvalSettings
     from envcoder.tasks import TASKS
 
     for task in TASKS.values():

@@ -16,7 +16,7 @@ from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.cli import main
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.grouped_ppo import GroupedPPO
-from envcoder.runs.settings import EvalSettings
+from envcoder.runs.eval_settings import EvalSettings
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -141,7 +141,7 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     """Four copies of one file (one class): after an iteration, the worst (by the fitness given) takes over the
     best's training state and perturbs its constants; every other group, and every group's environments and
     randomness, stay as they were; training goes on with the same compiled programs."""
-    from envcoder.runs.population import Population, PopulationSettings
+    from envcoder.runs.pbt import Population, PopulationSettings
 
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)

@@ -14,7 +14,7 @@ from envcoder.candidates import TASK_DEFAULT
 from envcoder.runs import evaluation
 from envcoder.runs.ranking import compare, learning_auc, mean_ci, rank, separation
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
-from envcoder.runs.settings import EvalSettings
+from envcoder.runs.eval_settings import EvalSettings
 from envcoder.tasks import get_task
 
 CARTPOLE = get_task("Cartpole")
@@ -112,16 +112,14 @@ def run_rounds(tmp_path, monkeypatch, means, budget, task_default=False, stop_at
     fake = FakeEvaluations(lambda name, seed: alternating(means[name])(seed))
     evaluate = fake
     if stop_at_call is not None:
-        def evaluate(*args):  # Ctrl-C in the evaluation `stop_at_call`
+        def evaluate(*args, **kwargs):  # Ctrl-C in the evaluation `stop_at_call`
             if len(fake.calls) + 1 == stop_at_call:
                 raise KeyboardInterrupt
-            return fake(*args)
+            return fake(*args, **kwargs)
     monkeypatch.setattr(evaluation, "evaluate_once", evaluate)
     settings = EvalSettings(task="Cartpole", functions=folder, out=tmp_path / "run", seeds=(0, 1, 2, 3),
                             seeds_until_separable=budget, task_default=task_default)
-    from envcoder.runs.seed_rounds import evaluate_until_separable
-
-    return evaluate_until_separable(settings, Console(file=io.StringIO())), fake.calls
+    return evaluation.run_evaluation(settings, Console(file=io.StringIO())), fake.calls
 
 
 def test_seed_rounds_stop_exactly_when_the_best_is_separable(tmp_path, monkeypatch):
@@ -156,7 +154,7 @@ def test_a_run_that_separates_at_once_adds_no_round(tmp_path, monkeypatch):
 
 
 def test_an_interrupted_round_starts_again_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path, monkeypatch):
-    from envcoder.runs.settings import settings_from_run
+    from envcoder.runs.eval_settings import settings_from_run
 
     means = {"a": 0.8, "b": 0.65, "c": 0.3}
     whole, _ = run_rounds(tmp_path / "whole", monkeypatch, means, budget=16)

@@ -24,9 +24,8 @@ def _eval(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs import watchdog
     from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
-    from envcoder.runs.settings import settings_from_run
+    from envcoder.runs.eval_settings import settings_from_run
     from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
 
@@ -35,12 +34,12 @@ def _eval(args) -> int:
             return _fail("eval", "--resume continues a run with the settings in RUN/config.json; give no --task, "
                                  "overrides or other options with it (but --devices and the multi-host options)")
         args.run_dir = args.resume
-        watchdog.RESTART_ARGS = ["eval", "--resume", str(args.resume), *_device_args(args)]
         try:
             settings = settings_from_run(args.resume)
             if _finished(args.resume, settings):
                 return 0
-            run_evaluation(dataclasses.replace(settings, devices=args.devices), resume=True)
+            run_evaluation(dataclasses.replace(settings, devices=args.devices), resume=True,
+                           restart=_restart("eval", args.resume, args))
         except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
             return _fail("eval", str(err))
         return 0
@@ -58,12 +57,11 @@ def _eval(args) -> int:
         "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": tuple(range(args.seed, args.seed + args.seeds)),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     args.run_dir = out
-    watchdog.RESTART_ARGS = ["eval", "--resume", str(out), *_device_args(args)]
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
         settings = dataclasses.replace(settings, algo=args.algo, overrides=parse_overrides(args.overrides, args.algo))
-        run_evaluation(settings)
+        run_evaluation(settings, restart=_restart("eval", out, args))
     except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
             ValueError) as err:
         return _fail("eval", str(err))
@@ -83,7 +81,7 @@ def _start_validation(args) -> None:
     if (os.cpu_count() or 1) < 8:
         return
     if args.command == "auto":
-        from envcoder.search.settings import AutoSettings
+        from envcoder.search.auto_settings import AutoSettings
         count = AutoSettings.validation_workers  # its validator's, kept up for the whole run
     else:
         paths = [Path(p) for p in args.functions] if args.functions else [BUNDLED_FUNCTIONS / args.task.lower()]
@@ -92,9 +90,10 @@ def _start_validation(args) -> None:
         start_workers(args.task, tuple(dict.fromkeys(args.shaper_types)), args.validation_memory_gib, count)
 
 
-def _device_args(args) -> list[str]:
-    """The options of `eval` that a resumed run takes again (the devices are not a setting of the run)."""
-    return ["--devices", str(args.devices)] if getattr(args, "devices", None) else []
+def _restart(command: str, run: Path, args) -> list[str]:
+    """The arguments that continue the run in `run` (`envcoder.runs.watchdog.restart`): `COMMAND --resume RUN`
+    with this process's device option (the devices are not a setting of the run)."""
+    return [command, "--resume", str(run), *(["--devices", str(args.devices)] if args.devices else [])]
 
 
 def _initial_files(paths, task, shaper_types) -> tuple[Path, ...]:
@@ -118,7 +117,6 @@ def _auto(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs import watchdog
     from envcoder.runs.evaluation import OutOfGPUMemoryError
     from envcoder.search.loop import AutoSettings, load_settings, run_auto
     from envcoder.search.proposers import ProposerError
@@ -131,8 +129,8 @@ def _auto(args) -> int:
                 return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
                                      "or other options with it")
             args.run_dir = args.resume
-            watchdog.RESTART_ARGS = ["auto", "--resume", str(args.resume), *_device_args(args)]
-            run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True)
+            run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True,
+                     restart=_restart("auto", args.resume, args))
             return 0
         if args.task is None:
             return _fail("auto", "--task is required (or --resume RUN)")
@@ -144,8 +142,7 @@ def _auto(args) -> int:
             "shaper_types": tuple(dict.fromkeys(args.shaper_types)),
             "overrides": parse_overrides(args.overrides, args.algo), "price": tuple(args.price) if args.price else None})
         args.run_dir = out
-        watchdog.RESTART_ARGS = ["auto", "--resume", str(out), *_device_args(args)]
-        run_auto(settings)
+        run_auto(settings, restart=_restart("auto", out, args))
     except (UnknownTaskError, ProposerError, SandboxError, OutOfGPUMemoryError, FileNotFoundError, FileExistsError,
             ValueError) as err:
         return _fail("auto", str(err))

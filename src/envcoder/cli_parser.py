@@ -68,7 +68,7 @@ def _hosts(parser) -> None:
 def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
     """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
     its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
-    from envcoder.runs.settings import field_docs
+    from envcoder.runs.eval_settings import field_docs
 
     default = next(f.default for f in dataclasses.fields(settings_class) if f.name == field)
     kwargs.setdefault("default", list(default) if isinstance(default, tuple) else
@@ -133,7 +133,7 @@ def _run_options(parser, settings_class, command: str) -> None:
 
 
 def _eval_parser(add_parser) -> None:
-    from envcoder.runs.settings import EvalSettings
+    from envcoder.runs.eval_settings import EvalSettings
     from envcoder.shaping.api import SHAPER_TYPES
 
     ev = add_parser("eval", help="train every candidate of a directory and rank them by task fitness")
@@ -165,7 +165,7 @@ def _eval_parser(add_parser) -> None:
 
 
 def _auto_parser(add_parser) -> None:
-    from envcoder.search.settings import PROPOSERS, AutoSettings
+    from envcoder.search.auto_settings import PROPOSERS, AutoSettings
     from envcoder.shaping.api import SHAPER_TYPES
 
     auto = add_parser("auto", help="automatic shaping: a proposer (LLM or offline search) writes candidates, "

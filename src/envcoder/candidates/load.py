@@ -23,6 +23,10 @@ from envcoder.candidates.policy import LOAD_TIME_LIMIT_S, candidate_namespace, c
 from envcoder.shaping.api import ALIASES, FALLBACKS, OPTIONAL_ARGUMENTS, SHAPER_TYPES, SIGNATURES, CandidateError
 from envcoder.shaping.curriculum import TableError, parse_table, table_curriculum, table_sampler
 
+MAX_VARIANTS = 1024
+"""The most combinations a `PARAMS` sweep may make (a 753-byte file asked for a million and grew the process by
+gigabytes): checked before anything is expanded."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Candidate:
@@ -235,8 +239,6 @@ def _parse_sweep(table, namespace: dict, file: str) -> dict[str, tuple[float, ..
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
             raise CandidateError(file, f"PARAMS[{key!r}] must be a non-empty list of numbers")
         sweep[key] = tuple(float(v) for v in values)
-    from envcoder.candidates.variants import MAX_VARIANTS
-
     combinations = math.prod(len(v) for v in sweep.values())
     if combinations > MAX_VARIANTS:
         raise CandidateError(file, f"PARAMS makes {combinations:,} combinations; at most {MAX_VARIANTS:,}: sweep fewer "

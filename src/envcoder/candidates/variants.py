@@ -10,13 +10,8 @@ import itertools
 import math
 from typing import Sequence
 
-from envcoder.candidates.load import Candidate
+from envcoder.candidates.load import MAX_VARIANTS, Candidate
 from envcoder.text import parse as parse_source
-
-
-MAX_VARIANTS = 1024
-"""The most combinations a `PARAMS` sweep may make (a 753-byte file asked for a million and grew the process by
-gigabytes): checked before anything is expanded."""
 
 
 def expand_sweeps(candidates: Sequence[Candidate]) -> list[Candidate]:

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import sys
 import time
+from typing import Sequence
 
 import jax
 import numpy as np
@@ -26,7 +27,7 @@ from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, traini
 from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
-from envcoder.runs.population import Population
+from envcoder.runs.pbt import Population
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
@@ -40,8 +41,9 @@ from envcoder.text import plural, shown
 class TrainingDriver:
     """Trains, records and ranks one run; see the module docstring."""
 
-    def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float):
-        self.job, self.run_dir, self.console = job, run_dir, console
+    def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
+                 restart: Sequence[str] | None = None):
+        self.job, self.run_dir, self.console, self.restart = job, run_dir, console, restart
         self.settings, self.config = job.settings, job.config
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
@@ -93,7 +95,7 @@ class TrainingDriver:
         """A hung iteration: restart the run without its suspects where others are left (`watchdog.leave_out`)."""
         if jax.process_count() == 1 and self.run_dir.writes:
             leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
-                      message)
+                      message, self.restart)
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 import jax
 from rich.console import Console
@@ -24,7 +25,7 @@ from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
 from envcoder.runs.job import Job
 from envcoder.runs.results import RunResults
-from envcoder.runs.settings import EvalSettings
+from envcoder.runs.eval_settings import EvalSettings
 from envcoder.runs.schedule import rungs
 from envcoder.runs.seed_rounds import evaluate_until_separable
 from envcoder.candidates import LoadFailure, candidate_files
@@ -64,18 +65,21 @@ def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
 
 
 def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False,
-                   validator: SandboxValidator | None = None) -> RunResults:
+                   validator: SandboxValidator | None = None, restart: Sequence[str] | None = None) -> RunResults:
     """Run the whole job (`envcoder.runs.driver`) and return its results (what `results.json` holds); with
     `settings.seeds_until_separable`, in rounds of seeds (`envcoder.runs.seed_rounds`). With `resume`, continue the
     run in `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate
-    the candidates with (default: a new one for this run)."""
+    the candidates with (default: a new one for this run). `restart`: the `envcoder` arguments that continue the
+    run (`eval --resume RUN`), with which a run whose iteration hangs on a candidate's loop restarts itself without
+    it (`envcoder.runs.watchdog`); None (a library call): the watchdog ends the process."""
     if settings.seeds_until_separable is not None:
-        return evaluate_until_separable(settings, console, resume, validator)
-    return evaluate_once(settings, console, resume, validator)
+        return evaluate_until_separable(settings, functools.partial(evaluate_once, restart=restart), console, resume,
+                                        validator)
+    return evaluate_once(settings, console, resume, validator, restart=restart)
 
 
 def evaluate_once(settings: EvalSettings, console: Console | None = None, resume: bool = False,
-                  validator: SandboxValidator | None = None) -> RunResults:
+                  validator: SandboxValidator | None = None, restart: Sequence[str] | None = None) -> RunResults:
     """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
@@ -129,7 +133,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
     driver = None
     try:
-        driver = TrainingDriver(job, run_dir, console, resume, validation_s)
+        driver = TrainingDriver(job, run_dir, console, resume, validation_s, restart)
         return driver.run()
     except (jax.errors.JaxRuntimeError, MemoryError) as err:
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):

@@ -17,7 +17,7 @@ from envcoder.rl.config import ALGORITHMS, load_config_file
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.candidates.prepare import sandboxed_candidates
-from envcoder.runs.settings import settings_from_run
+from envcoder.runs.eval_settings import settings_from_run
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 

@@ -27,12 +27,11 @@ from envcoder.runs.results import RunResults, print_results, ranked_results
 from envcoder.tasks import get_task
 
 
-def evaluate_until_separable(settings, console: Console | None = None, resume: bool = False,
+def evaluate_until_separable(settings, evaluate_once, console: Console | None = None, resume: bool = False,
                              validator=None) -> RunResults:
-    """`run_evaluation` of `settings`, then rounds of new seeds until the best is separable or the budget
-    (`settings.seeds_until_separable` seeds per candidate) is spent; the results of all rounds, ranked together."""
-    from envcoder.runs.evaluation import evaluate_once  # it calls this module
-
+    """`evaluate_once` (`envcoder.runs.evaluation`'s: one round of seeds) of `settings`, then rounds of new seeds
+    until the best is separable or the budget (`settings.seeds_until_separable` seeds per candidate) is spent; the
+    results of all rounds, ranked together."""
     budget = settings.seeds_until_separable
     _check(settings)
     console = console or Console(soft_wrap=True)

@@ -23,42 +23,39 @@ EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""
 
 
-RESTART_ARGS: list[str] | None = None
-"""The `envcoder` arguments that continue this process's run (`eval --resume RUN`), set by the command line: a run
-whose iteration hangs on a candidate's loop restarts itself without that candidate (`TrainingDriver`). None (a
-library call, `auto`): the watchdog ends the process."""
-
-
 MAX_RESTARTS = 8
 """Restarts of one command (`ENVCODER_RESTARTS` counts them across the process images): past it, the watchdog ends
 the run, whatever else hangs."""
 
 
-def restart(message: str) -> None:
-    """Replace this process with `envcoder RESTART_ARGS` (XLA cannot be interrupted from inside it): the device's
-    hung program ends with the process image. Returns only where there is nothing to restart."""
+def restart(message: str, command: Sequence[str] | None) -> None:
+    """Replace this process with `envcoder COMMAND` (the arguments that continue its run, `eval --resume RUN`; XLA
+    cannot be interrupted from inside it): the device's hung program ends with the process image. Returns only where
+    there is nothing to restart (`command` None: a library call)."""
     restarts = int(os.environ.get("ENVCODER_RESTARTS", "0"))
-    if RESTART_ARGS is None or restarts >= MAX_RESTARTS:
+    if command is None or restarts >= MAX_RESTARTS:
         return
     os.environ["ENVCODER_RESTARTS"] = str(restarts + 1)
     sys.stderr.write(f"envcoder: {message}\n")
     sys.stderr.flush()
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-c", "from envcoder.cli import run; run()", *RESTART_ARGS])
+    os.execv(sys.executable, [sys.executable, "-c", "from envcoder.cli import run; run()", *command])
 
 
-def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, message: str) -> None:
+def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, message: str,
+              command: Sequence[str] | None) -> None:
     """A hung iteration whose suspects (`loop_candidates` of the current `candidates`, less those `left_out` already)
     are not all of the run's `total` candidates: record them in `run_dir`'s `hung.json` (`done`: the iterations read)
-    and restart the run from its last checkpoint without them. Returns where there is nothing to do."""
+    and restart the run from its last checkpoint without them (`restart` with `command`). Returns where there is
+    nothing to do."""
     suspects = [n for n in loop_candidates(candidates) if n not in left_out]
-    if not suspects or len(suspects) + len(left_out) >= total or RESTART_ARGS is None:
+    if not suspects or len(suspects) + len(left_out) >= total or command is None:
         return
     from envcoder.runs.directory import write_json
 
     write_json(run_dir.path / "hung.json", run_dir.read_hung() + [
         {"candidates": suspects, "after_iteration": done, "reason": message}])
-    restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint")
+    restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint", command)
 
 
 @contextlib.contextmanager
@@ -127,5 +124,4 @@ def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) 
     return describe
 
 
-__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "loop_candidates", "restart", "EXIT_STATUS",
-           "RESTART_ARGS"]
+__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "loop_candidates", "restart", "EXIT_STATUS"]

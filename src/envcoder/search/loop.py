@@ -52,10 +52,10 @@ from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
-from envcoder.runs.population import PopulationSettings
+from envcoder.runs.pbt import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
-from envcoder.search.settings import AutoRunExistsError, AutoSettings, load_settings
+from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
                                      summary_text, trained_groups)
 from envcoder.tasks import get_task
@@ -69,7 +69,11 @@ def _read_json(path: Path):
 class AutoRun:
     """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
 
-    def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False):
+    def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False,
+                 restart: Sequence[str] | None = None):
+        """`restart`: the `envcoder` arguments that continue this run (`auto --resume RUN`), with which an evaluation
+        whose iteration hangs restarts the process without the candidate that hung (`run_evaluation`)."""
+        self.restart = restart
         settings.check()
         settings = settings.resolved()
         self.s = settings
@@ -207,7 +211,7 @@ class AutoRun:
         elif eval_dir.exists():
             shutil.rmtree(eval_dir)
         try:
-            return run_evaluation(settings, self.console, resume=resume, validator=self.validator)
+            return run_evaluation(settings, self.console, resume=resume, validator=self.validator, restart=self.restart)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
             return None
@@ -475,8 +479,9 @@ def _how_measured(row: dict, fitness: str) -> str:
     return f"{fitness} {row['fitness']:.4g} in iteration {row['iteration'] + 1}'s evaluation"
 
 
-def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False) -> dict:
-    return AutoRun(settings, console, resume).run()
+def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False,
+             restart: Sequence[str] | None = None) -> dict:
+    return AutoRun(settings, console, resume, restart).run()
 
 
 __all__ = ["AutoSettings", "AutoRun", "run_auto", "load_settings", "summary_text", "AutoRunExistsError"]

@@ -1,5 +1,5 @@
 """`envcoder auto --proposer population`: each iteration's candidates trained as populations of copies whose constants
-population-based training tunes (`envcoder.runs.population`), then the winners written as plain files.
+population-based training tunes (`envcoder.runs.pbt`), then the winners written as plain files.
 
 Each candidate of an iteration (a starting file, one of the best finds so far, or a new one: the LLM's, or without
 `--llm` the offline proposer's structural children) trains as `copies` groups: copy 0 is the file itself, the others

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from envcoder.runs.settings import EvalSettings
+from envcoder.runs.eval_settings import EvalSettings
 
 
 PROPOSERS = ("population", "offline", "jitter", "random")

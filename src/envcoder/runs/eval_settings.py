@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from envcoder.runs.directory import RunDirectory
-from envcoder.runs.population import PopulationSettings
+from envcoder.runs.pbt import PopulationSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class EvalSettings:
     round) until the best is separable from the runner-up at 95% or a candidate has this many seeds (None: one
     round)."""
     population: PopulationSettings | None = None
-    """Population-based training over the candidates' constants (`envcoder.runs.population`): every `interval`
+    """Population-based training over the candidates' constants (`envcoder.runs.pbt`): every `interval`
     iterations the worst copies of a file take over the state of its best and perturb their constants (None: off;
     `envcoder auto --proposer population` sets it)."""
     cross: bool = False
