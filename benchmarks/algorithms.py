@@ -20,7 +20,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS
 from envcoder.candidates import SHAPER_TYPES, load_candidate
 from envcoder.candidates.validate import rollout_states, validate_candidate
@@ -37,9 +36,9 @@ def time_to_target(task_name: str, algo: str, envs: int, seeds: int, iterations:
     sim = Simulator(task.model_file, task.substeps)
     candidate = load_candidate(BUNDLED / task.name.lower() / "good_upright.py", SHAPER_TYPES)
     spec = validate_candidate(task, sim, candidate, rollout_states(task, sim))
-    config = ALGORITHMS[algo].for_task(task, **{**overrides, "max_epochs": iterations})
+    config = ALGORITHMS[algo].config.for_task(task, **{**overrides, "max_epochs": iterations})
     start = time.perf_counter()
-    trainer = trainer_class(algo)(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)), sim)
+    trainer = ALGORITHMS[algo].learner(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)), sim)
     ts = trainer.init()
     reached = [None] * seeds
     curve, first_done = [], None

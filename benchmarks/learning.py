@@ -25,7 +25,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envcoder.rl.algorithms import trainer_class
 from envcoder.rl.config import ALGORITHMS
 from envcoder.candidates import Candidate
 from envcoder.candidates.validate import sample_state, validate_candidate
@@ -55,9 +54,9 @@ def main():
     sim = Simulator(task.model_file, task.substeps)
     reference = Candidate("reference", None, "", {}, "reference")
     spec = validate_candidate(task, sim, reference, sample_state(task, sim))
-    config = ALGORITHMS[args.algo].for_task(task, **json.loads(args.ppo))
+    config = ALGORITHMS[args.algo].config.for_task(task, **json.loads(args.ppo))
     seeds = tuple(range(args.seed, args.seed + args.seeds))
-    trainer = trainer_class(args.algo)(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
+    trainer = ALGORITHMS[args.algo].learner(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
                                        fitness=args.fitness)
     budget_s = 60.0 * args.minutes
     steps_per_iteration = args.envs * config.horizon_length  # per seed

@@ -33,7 +33,7 @@ class Settings:
     @classmethod
     def for_task(cls, task, **changes: Any):
         """Defaults, then the task's settings of this algorithm (`task_settings`), then explicit changes."""
-        algo = next(name for name, settings_class in ALGORITHMS.items() if settings_class is cls)
+        algo = next(name for name, a in ALGORITHMS.items() if a.config is cls)
         return cls.resolve([(str(task.config_file), task_settings(task, algo)), ("arguments", changes)])
 
     @classmethod
@@ -262,8 +262,41 @@ class SACConfig(OffPolicySettings):
         return self.actor_lr
 
 
-ALGORITHMS = {"ppo": PPOConfig, "dqn": DQNConfig, "sac": SACConfig}
-"""Each algorithm's name (`--algo`) and settings class."""
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """One training algorithm (`--algo`): its settings class and its grouped learner, which is imported when it is
+    asked for (the command line reads this registry without importing JAX)."""
+
+    config: type
+    """The settings class (`PPOConfig`, ...)."""
+    learner_path: str
+    """`module:Class` of its `envcoder.rl.learner.GroupedLearner`."""
+
+    @property
+    def learner(self) -> type:
+        import importlib
+
+        module, name = self.learner_path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+ALGORITHMS = {"ppo": Algorithm(PPOConfig, "envcoder.rl.grouped_ppo:GroupedPPO"),
+              "dqn": Algorithm(DQNConfig, "envcoder.rl.dqn:GroupedDQN"),
+              "sac": Algorithm(SACConfig, "envcoder.rl.sac:GroupedSAC")}
+"""Every algorithm by its name (`--algo`)."""
+
+
+def minibatch_size(section, batch: int) -> int:
+    """The minibatch of a PPO section (its own or its central value's) for one group's batch of `batch` samples:
+    `minibatch_size`, else the batch split in `num_minibatches`. It must divide the batch."""
+    return section.minibatch_size or max(batch // section.num_minibatches, 1)
+
+
+def algorithm(name: str) -> Algorithm:
+    """The algorithm called `name`, or an error that lists them."""
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown --algo {name!r}; choose from {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[name]
 
 NESTED = {"central_value_config": CentralValueConfig}
 """Settings that are themselves a section of settings."""
@@ -274,7 +307,7 @@ _RL_GAMES_NETWORK = {"name": ("actor_critic",), "central_value": (True,), "d2rl"
 
 
 def _section_name(cls) -> str:
-    return next((a.upper() for a, c in ALGORITHMS.items() if c is cls),
+    return next((name.upper() for name, a in ALGORITHMS.items() if a.config is cls),
                 next((n for n, c in NESTED.items() if c is cls), cls.__name__))
 
 

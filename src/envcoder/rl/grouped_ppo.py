@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from envcoder.rl import central_value
+from envcoder.rl.config import minibatch_size
 from envcoder.rl.learner import GroupedLearner, Transition, TrainState
 from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
@@ -49,14 +50,14 @@ class GroupedPPO(GroupedLearner):
         """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and
         return the optimizer of one group."""
         batch = self.num_envs * self.config.horizon_length
-        self.minibatch_size = self.config.minibatch_size or max(batch // self.config.num_minibatches, 1)
+        self.minibatch_size = minibatch_size(self.config, batch)
         if batch % self.minibatch_size:
             raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
                              f"= {batch}")
         self.num_minibatches = batch // self.minibatch_size
         cv = self.central_value
         if cv is not None:
-            self.critic_minibatch_size = cv.minibatch_size or max(batch // cv.num_minibatches, 1)
+            self.critic_minibatch_size = minibatch_size(cv, batch)
             if batch % self.critic_minibatch_size:
                 raise ValueError(f"central_value_config.minibatch_size {self.critic_minibatch_size} must divide "
                                  f"envs_per_candidate × horizon_length = {batch}")

@@ -19,8 +19,7 @@ from rich.console import Console
 import envcoder
 from envcoder.compile_cache import xla_options
 from envcoder.rl.staging import in_thread
-from envcoder.rl.algorithms import trainer_class
-from envcoder.rl.config import ALGORITHMS, Settings, load_config_file, task_settings
+from envcoder.rl.config import Settings, algorithm, load_config_file, minibatch_size, task_settings
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
 from envcoder.runs.job import Job
@@ -93,7 +92,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     layers.append(("command-line override", settings.overrides))
     if settings.iterations is not None:
         layers.append(("--iterations", {"max_epochs": settings.iterations}))
-    config = ALGORITHMS[settings.algo].resolve(layers)
+    config = algorithm(settings.algo).config.resolve(layers)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
@@ -125,11 +124,11 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
 
     def make_trainer(names, envs_per_candidate: int):
         """The trainer of the candidates `names` (a rung's survivors), each group with `envs_per_candidate` envs."""
-        return trainer_class(settings.algo)(task, [c for c in valid if c.name in names], specs, config,
-                                            envs_per_candidate, settings.seeds,
-                                            simulator if physics == simulator.physics else None,
-                                            fitness=fitness_name, physics=physics, devices=settings.devices,
-                                            evaluation_envs=settings.evaluation_envs)
+        return algorithm(settings.algo).learner(task, [c for c in valid if c.name in names], specs, config,
+                                                envs_per_candidate, settings.seeds,
+                                                simulator if physics == simulator.physics else None,
+                                                fitness=fitness_name, physics=physics, devices=settings.devices,
+                                                evaluation_envs=settings.evaluation_envs)
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
     driver = None
     try:
@@ -195,8 +194,7 @@ def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:
     if not hasattr(config, "num_minibatches"):
         return True
     batch = envs_per_candidate * config.horizon_length
-    minibatch = config.minibatch_size or max(batch // config.num_minibatches, 1)
-    return batch % minibatch == 0
+    return batch % minibatch_size(config, batch) == 0
 
 
 def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory, stage: str) -> str:

@@ -12,8 +12,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from envcoder.rl.algorithms import trainer_class
-from envcoder.rl.config import ALGORITHMS, load_config_file
+from envcoder.rl.config import algorithm, load_config_file
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.candidates.prepare import sandboxed_candidates
@@ -69,7 +68,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     task = get_task(settings.task)
     fitness_name, _ = task.get_fitness(settings.fitness)
     settings_file = run / f"{settings.algo}.yaml"
-    config = ALGORITHMS[settings.algo].resolve([(str(settings_file), load_config_file(settings_file, settings.algo))])
+    config = algorithm(settings.algo).config.resolve([(str(settings_file), load_config_file(settings_file, settings.algo))])
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
@@ -81,7 +80,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     console.print(f"{candidate}#{seed}: compiling the policy and the {task.name} physics, then {episodes} deterministic "
                   f"episode(s) from {path.name} (a first run compiles for a minute or two)…", highlight=False)
     sim = Simulator(task.model_file, task.substeps)
-    trainer = trainer_class(settings.algo)(task, [chosen], {candidate: spec}, config, episodes, (seed,),
+    trainer = algorithm(settings.algo).learner(task, [chosen], {candidate: spec}, config, episodes, (seed,),
                                            sim, fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),

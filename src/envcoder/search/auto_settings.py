@@ -205,7 +205,7 @@ class AutoSettings:
 
         sizes = dict(SIZES["cpu" if jax.default_backend() == "cpu" else "gpu"])
         task_epochs = task_settings(get_task(self.task), self.algo).get(
-            "max_epochs", ALGORITHMS[self.algo].max_epochs)
+            "max_epochs", ALGORITHMS[self.algo].config.max_epochs)
         sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
         if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
             sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
