@@ -106,10 +106,10 @@ def llm_run(tmp_path_factory):
 
 
 def without_compile_timings(record):
-    """A summary or iteration record without what each evaluation compiled and how long it took (a measurement of
-    the run, like results.json's timings), for comparing a resumed run with an uninterrupted one."""
+    """A summary or iteration record without what each evaluation compiled and how long it and the iteration took
+    (measurements of the run, like results.json's timings), for comparing a resumed run with an uninterrupted one."""
     if isinstance(record, dict):
-        return {k: without_compile_timings(v) for k, v in record.items() if k != "compile"}
+        return {k: without_compile_timings(v) for k, v in record.items() if k not in ("compile", "seconds")}
     if isinstance(record, list):
         return [without_compile_timings(v) for v in record]
     return record
@@ -506,7 +506,7 @@ def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys)
     settings; a task the algorithm cannot train is refused before anything runs."""
     out = tmp_path / "dqn"
     assert main(["auto", "--task", "CartpoleDiscrete", "--algo", "dqn", "--candidates-per-iteration", "2",
-                 "--iterations", "1", "--envs-per-candidate", "16", "--train-iterations", "3", "--final-seeds", "1",
+                 "--iterations", "1", "--copies", "4", "--envs-per-candidate", "16", "--train-iterations", "3", "--final-seeds", "1",
                  "--final-max-seeds", "1",
                  "--final-top", "1", "dqn.batch_size=16", "dqn.replay_buffer_size=256", "--out", str(out)]) == 0
     evaluations = sorted(out.glob("**/config.json"))

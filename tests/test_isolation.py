@@ -92,10 +92,17 @@ EXPECTED = {
     "delete_samples": "IndexError",
     "phase_forger": "while tracing it: took longer than 30 s in all (3 × the 10 s a step may take",
     # programs handed over that differ from what validation ran (the file tells its two traces apart)
-    "second_trace_complex": "its program returns dtype complex64 as the reward, expected float32",
-    "second_trace_wide": "its program returns shape (g, e, 2) as the reward, expected (g, e)",
-    "second_trace_observation": "its program returns dtype int32 as the observation, expected float32",
-    "second_trace_component": "its program names '[/x]' as the reward's components: names are identifiers",  # it emptied its own child's sample states: the next file's child has its own
+    # The worker runs each exported program against its function on the sample states (two batch sizes): a second
+    # trace that differs is refused there (the training process checks each output's declared signature too).
+    "second_trace_complex": "its program returns complex64[1, 68] on 1 group(s) of 68 environments, where the "
+                            "function returned float32[1, 68]: it behaves otherwise once exported",
+    "second_trace_wide": "where the function returned float32[1, 68]: it behaves otherwise once exported",
+    "second_trace_observation": "where the function returned float32[1, 68, 4]: it behaves otherwise once exported",
+    "second_trace_component": "on 1 group(s) of 68 environments, where the function returned PyTreeDef",
+    "second_trace_values": "its program's values on 1 group(s) of 68 environments differ from the function's on "
+                           "the same inputs: it behaves otherwise once exported",
+    "second_trace_memory": "its program fails on 1 group(s) of 68 environments: JaxRuntimeError: "
+                           "RESOURCE_EXHAUSTED: Out of memory allocating 73014444032 bytes",  # it emptied its own child's sample states: the next file's child has its own
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",

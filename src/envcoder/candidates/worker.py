@@ -251,7 +251,7 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     import jax.numpy as jnp
 
     from envcoder.candidates import CandidateError, api_callable, resolve_functions
-    from envcoder.candidates.programs import Program, abstract_arguments, export_function
+    from envcoder.candidates.programs import Program, abstract_arguments, check_handover, export_function
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
     first = next(v for v in variants if v.name in specs)
@@ -263,8 +263,10 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     for api, fn in base.functions.items():
         reply({"phase": [first.name, api, "exporting"]})
         arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
-        programs[api] = export_function(api_callable(api, fn), list(first.function_params.get(api, {})), arguments,
-                                        platform, file, api)
+        own = first.function_params.get(api, {})
+        programs[api] = export_function(api_callable(api, fn), list(own), arguments, platform, file, api)
+        reply({"phase": [first.name, api, "running its program"]})
+        check_handover(api_callable(api, fn), own, programs[api], arguments, states, file, api)
         size = {"compute_observation": "obs_dim", "compute_critic_observation": "critic_obs_dim"}.get(api)
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
             (out,) = Program(programs[api], file, api).exported[0].out_avals
