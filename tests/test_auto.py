@@ -244,7 +244,8 @@ def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
         monkeypatch.setenv(name, "secret")
     monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=0")  # the training process's; a worker compiles its own way
     env = worker_env(str(tmp_path))
-    assert "secret" not in env.values() and env["JAX_PLATFORMS"] == "cpu" and env["HOME"] == str(tmp_path)
+    assert "secret" not in env.values() and env["JAX_PLATFORMS"] == "cpu"
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path / "scratch")  # the one folder a candidate may write to
     assert env["XLA_FLAGS"] == WORKER_XLA_FLAGS == "--xla_backend_optimization_level=0"
 
 

@@ -291,3 +291,25 @@ def test_the_watchdog_ends_a_run_whose_only_candidates_hang(tmp_path):
     assert last.startswith("envcoder: error: ") and ("did not finish in 5 s; the candidates with a lax.while_loop, "
                                                       "which can run for ever on the device: hangs;") in last, last
     assert json.loads((tmp_path / "run" / "config.json").read_text())["candidates"] == ["hangs"]
+
+
+def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(tmp_path):
+    """The jail's mount namespace: the worker mounts a tmpfs on its scratch folder that only it sees, so what a
+    candidate's process writes there (8 files of 63 MiB filled the disk's temporary folder before) stops at its
+    size; the folder outside the namespace stays empty."""
+    from envcoder.candidates.jail import Jail, unshare_command
+
+    if not Jail.here().mount_namespace:
+        pytest.skip(Jail.here().weaker or "no mount namespace here")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code = ("import errno, sys; from envcoder.candidates.jail import mount_scratch\n"
+            f"assert mount_scratch({str(scratch)!r}, 2**20)\n"
+            "try:\n"
+            f"    open({str(scratch / 'big')!r}, 'wb').write(bytes(2 * 2**20))\n"
+            "except OSError as err:\n"
+            "    print('refused', errno.errorcode[err.errno])\n")
+    done = subprocess.run([*unshare_command(), sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert done.stdout.strip() == "refused ENOSPC", done.stderr
+    assert list(scratch.iterdir()) == []  # the tmpfs was the namespace's own

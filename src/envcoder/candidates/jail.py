@@ -69,15 +69,16 @@ def landlock_abi() -> int:
 
 @functools.lru_cache(maxsize=None)
 def unshare_command() -> tuple[str, ...]:
-    """The command prefix that starts a process in new user, network and PID namespaces (the process is the first of
-    its PID namespace: whatever it or its children start, a daemon too, dies with it), or () where that is
-    refused."""
+    """The command prefix that starts a process in new user, network, mount and PID namespaces (the process is the
+    first of its PID namespace: whatever it or its children start, a daemon too, dies with it; what it mounts only it
+    sees), or () where that is refused."""
     tool = shutil.which("unshare")
     if tool is None:
         return ()
-    for pid in (("--pid", "--fork", "--kill-child"), ()):  # without a PID namespace where it is refused
+    pid = ("--pid", "--fork", "--kill-child")
+    for extra in (("--mount", *pid), pid, ()):  # without a mount or a PID namespace where it is refused
         for mapping in ("--map-current-user", "--map-root-user"):
-            command = (tool, "--user", mapping, "--net", *pid, "--")
+            command = (tool, "--user", mapping, "--net", *extra, "--")
             try:
                 if subprocess.run(command + ("true",), capture_output=True, timeout=10).returncode == 0:
                     return command
@@ -93,11 +94,12 @@ class Jail:
     namespaces: bool
     landlock: int
     pid_namespace: bool = True
+    mount_namespace: bool = True
 
     @classmethod
     def here(cls) -> "Jail":
         command = unshare_command()
-        return cls(bool(command), landlock_abi(), "--pid" in command)
+        return cls(bool(command), landlock_abi(), "--pid" in command, "--mount" in command)
 
     @property
     def weaker(self) -> str | None:
@@ -107,6 +109,9 @@ class Jail:
         if self.namespaces and not self.pid_namespace:
             missing.append("no PID namespace (unshare --pid refused): a process a candidate starts can outlive the "
                            "worker")
+        if self.namespaces and not self.mount_namespace:
+            missing.append("no mount namespace (unshare --mount refused): a candidate's scratch folder has no size "
+                           "limit but the one on each file")
         if not unix_sockets_deniable():
             missing.append(f"no filter of Unix sockets on {os.uname().machine}: a candidate's process can connect to "
                            "a socket file it can reach")
@@ -115,6 +120,19 @@ class Jail:
         elif self.landlock < 4:
             missing.append(f"Landlock ABI {self.landlock} (< 4) cannot refuse TCP connections")
         return "; ".join(missing) or None
+
+
+SCRATCH_BYTES = 256 * 2**20
+"""The size of the private temporary folder in which a candidate's process may write (a tmpfs of the worker's mount
+namespace): 8 files of 63 MiB filled the disk's temporary folder before."""
+
+
+def mount_scratch(folder: str, size: int = SCRATCH_BYTES) -> bool:
+    """In the worker, in its own mount namespace: a tmpfs of `size` bytes on `folder` (the candidates' scratch
+    folder), which only this namespace sees. False where it cannot be mounted (no mount namespace)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={size},mode=0700".encode()
+    return libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 0, options) == 0
 
 
 def readable_folders(extra: tuple[str, ...] = ()) -> list[str]:

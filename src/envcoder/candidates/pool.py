@@ -42,14 +42,20 @@ compiles take a third to a half less time (Anymal on the 2-core CPU machine: the
 task's own functions 3.1 → 1.6 s; a worker's start 9.4 → 6.8 s on an H100 host; docs/benchmarks/throughput.md § 9)."""
 
 
+def scratch_folder(folder: str) -> str:
+    """The one folder under a worker's `folder` where a candidate's process may write (a size-limited tmpfs where
+    the jail has a mount namespace); the sample states beside it stay read-only to it."""
+    return str(Path(folder) / "scratch")
+
+
 def worker_env(folder: str) -> dict:
     """The worker's environment: nothing of the parent's but where Python's packages are and JAX's settings (no
-    credentials, whatever their names), CPU-only JAX, and its own folder as home."""
+    credentials, whatever their names), CPU-only JAX, and its scratch folder (`scratch_folder`) as home."""
     env = {k: v for k, v in os.environ.items() if k in _PASSED_ON or (k.startswith("JAX_") and "KEY" not in k)}
     # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
     # library that is not installed (`envcoder play` sets it for its process).
     env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
-               MUJOCO_GL="disable", HOME=folder, TMPDIR=folder, PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1",
+               MUJOCO_GL="disable", HOME=scratch_folder(folder), TMPDIR=scratch_folder(folder), PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1",
                XLA_FLAGS=WORKER_XLA_FLAGS)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
     src = str(Path(__file__).resolve().parents[2])
@@ -64,6 +70,7 @@ class Worker:
     def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
         self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
+        os.mkdir(scratch_folder(self.folder))
         self.stderr = tempfile.TemporaryFile()
         self.namespaced = "--pid" in unshare_command()  # the worker then reports PIDs of a namespace of its own
         self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
@@ -96,6 +103,7 @@ class Worker:
         import jax
 
         return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
+                "scratch": scratch_folder(self.folder), "mount_scratch": "--mount" in unshare_command(),
                 "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
 
     def ready(self, startup_timeout_s: float) -> None:

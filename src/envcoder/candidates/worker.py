@@ -64,6 +64,10 @@ def _serve() -> None:
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
         return
     header = json.loads(sys.stdin.readline())
+    if header.get("mount_scratch"):  # in its own mount namespace: the children's scratch folder, size-limited
+        from envcoder.candidates.jail import mount_scratch
+
+        mount_scratch(header["scratch"])
     try:
         task = get_task(header["task"])
         mj_model = mujoco.MjModel.from_xml_path(str(task.model_file))
@@ -205,7 +209,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     """One candidate file in a child: locked in (`envcoder.candidates.jail`), limited, then read, loaded, validated
     variant by variant and exported; one verdict line."""
     states_file = header["states_file"]
-    lock(header["folder"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
+    lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
     resource.setrlimit(resource.RLIMIT_DATA, (header["memory_bytes"], header["memory_bytes"]))
     resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_seconds"], request["cpu_seconds"] + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
