@@ -38,7 +38,8 @@ def time_to_target(task_name: str, algo: str, envs: int, seeds: int, iterations:
     spec = validate_candidate(task, sim, candidate, rollout_states(task, sim))
     config = ALGORITHMS[algo].config.for_task(task, **{**overrides, "max_epochs": iterations})
     start = time.perf_counter()
-    trainer = ALGORITHMS[algo].learner(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)), sim)
+    trainer = ALGORITHMS[algo].learner(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)),
+                                       sim)
     ts = trainer.init()
     reached = [None] * seeds
     curve, first_done = [], None

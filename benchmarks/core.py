@@ -123,7 +123,8 @@ def bench_cartpole(args):
     """Wall time for the good Cartpole candidate to reach training task fitness >= the bar."""
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
-    candidate = load_candidate(ROOT / "src" / "envcoder" / "examples" / "cartpole" / "good_upright.py", ("compute_reward",))
+    good = ROOT / "src" / "envcoder" / "examples" / "cartpole" / "good_upright.py"
+    candidate = load_candidate(good, ("compute_reward",))
     specs = {candidate.name: validate_candidate(task, sim, candidate)}
     config = PPOConfig.for_task(task)
     start = time.perf_counter()

@@ -40,7 +40,8 @@ KEPT = ("config.json", "metrics.csv", "results.json", "failures.json")
 def candidate_directory(task: str, into: Path, only: list[str] | None = None) -> Path:
     """The task's bundled candidates and the fidelity set's (or those named in `only`), in one directory."""
     into.mkdir(parents=True, exist_ok=True)
-    for source in (ROOT / "src" / "envcoder" / "examples" / task.lower(), ROOT / "benchmarks" / "fidelity" / task.lower()):
+    examples = ROOT / "src" / "envcoder" / "examples"
+    for source in (examples / task.lower(), ROOT / "benchmarks" / "fidelity" / task.lower()):
         for path in sorted(source.glob("*.py")):
             if only and path.stem not in only:
                 continue

@@ -33,7 +33,8 @@ from envcoder.tasks import get_task  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Anymal")
-    parser.add_argument("--functions", default=None, help="candidate directory (default src/envcoder/examples/anymal_dr)")
+    parser.add_argument("--functions", default=None,
+                        help="candidate directory (default src/envcoder/examples/anymal_dr)")
     parser.add_argument("--files", nargs="+", default=["nominal", "friction_mass", "wide_noisy"])
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--envs", type=int, default=2048)
@@ -43,7 +44,8 @@ def main() -> None:
 
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps, "jax")
-    directory = Path(args.functions) if args.functions else ROOT / "src" / "envcoder" / "examples" / f"{task.name.lower()}_dr"
+    examples = ROOT / "src" / "envcoder" / "examples"
+    directory = Path(args.functions) if args.functions else examples / f"{task.name.lower()}_dr"
     config = PPOConfig.for_task(task)
     state = sample_state(task, sim)
     results = []

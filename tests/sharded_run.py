@@ -47,7 +47,8 @@ def compute_reward(state):
 
 def candidates(scratch: Path):
     (scratch / "weight_sweep.py").write_text(SWEEP)
-    files = [ROOT / "src/envcoder/examples/cartpole/good_upright.py", ROOT / "src/envcoder/examples/cartpole/alive_bonus.py",
+    examples = ROOT / "src" / "envcoder" / "examples" / "cartpole"
+    files = [examples / "good_upright.py", examples / "alive_bonus.py",
              ROOT / "tests/candidates/shaping/two_actions.py", ROOT / "tests/candidates/shaping/nan_later.py",
              ROOT / "tests/candidates/shaping/wide_reset.py", scratch / "weight_sweep.py"]
     apis = ("compute_reward", "compute_observation", "compute_torque", "sample_initial_state")

@@ -507,7 +507,8 @@ def test_auto_trains_its_evaluations_with_the_chosen_algorithm(tmp_path, capsys)
     settings; a task the algorithm cannot train is refused before anything runs."""
     out = tmp_path / "dqn"
     assert main(["auto", "--task", "CartpoleDiscrete", "--algo", "dqn", "--candidates-per-iteration", "2",
-                 "--iterations", "1", "--copies", "4", "--envs-per-candidate", "16", "--train-iterations", "3", "--final-seeds", "1",
+                 "--iterations", "1", "--copies", "4", "--envs-per-candidate", "16", "--train-iterations", "3",
+                 "--final-seeds", "1",
                  "--final-max-seeds", "1",
                  "--final-top", "1", "dqn.batch_size=16", "dqn.replay_buffer_size=256", "--out", str(out)]) == 0
     evaluations = sorted(out.glob("**/config.json"))

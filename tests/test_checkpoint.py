@@ -324,8 +324,10 @@ def test_ctrl_c_during_training_checkpoints_the_next_iteration_and_resumes_from_
     printed = " ".join(capsys.readouterr().out.split())
     assert 3 <= done < ITERATIONS and f"Ctrl-C: stopped after iteration {done - 1}, checkpointed" in printed
     assert main(["eval", "--resume", str(tmp_path / "r")]) == 0
-    a, b = json.loads((runs / "whole" / "results.json").read_text()), json.loads((tmp_path / "r" / "results.json").read_text())
-    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"] and b["timings"]["resumed_after_iteration"] == done
+    a = json.loads((runs / "whole" / "results.json").read_text())
+    b = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert a["ranking"] == b["ranking"] and a["groups"] == b["groups"]
+    assert b["timings"]["resumed_after_iteration"] == done
 
 
 def test_resume_of_a_finished_run_shows_its_results_and_trains_nothing(runs, tmp_path, capsys):

@@ -629,7 +629,8 @@ def test_a_log_file_shows_training_while_it_runs(tmp_path):
 
 XLA_ALARM = b"""2026-11-27 12:00:02.045318: E external/xla/xla/service/slow_operation_alarm.cc:73] 
 ********************************
-[Compiling module jit_iteration] Very slow compile? If you want to file a bug, run with envvar XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.
+[Compiling module jit_iteration] Very slow compile? If you want to file a bug, run with envvar \
+XLA_FLAGS=--xla_dump_to=/tmp/foo and attach the results.
 ********************************
 E1127 12:00:03.000000 1 slow_operation_alarm.cc:65] Constant folding an instruction is taking > 1s:
 

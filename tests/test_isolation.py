@@ -89,11 +89,11 @@ EXPECTED = {
     "leaked_tracer": "changes the module-level value '_seen' in place",
     "mutable_default": "changes its argument '_calls' in place",
     "many_terms": "RecursionError",
-    "delete_samples": "IndexError",
+    "delete_samples": "IndexError",  # it emptied its own child's sample states: the next file's child has its own
     "phase_forger": "while tracing it: took longer than 30 s in all (3 × the 10 s a step may take",
-    # programs handed over that differ from what validation ran (the file tells its two traces apart)
-    # The worker runs each exported program against its function on the sample states (two batch sizes): a second
-    # trace that differs is refused there (the training process checks each output's declared signature too).
+    # programs handed over that differ from what validation ran (the file tells its two traces apart): the worker
+    # runs each exported program against its function on the sample states (two batch sizes), and a second trace
+    # that differs is refused there (the training process checks each output's declared signature too).
     "second_trace_complex": "its program returns complex64[1, 68] on 1 group(s) of 68 environments, where the "
                             "function returned float32[1, 68]: it behaves otherwise once exported",
     "second_trace_wide": "where the function returned float32[1, 68]: it behaves otherwise once exported",
@@ -102,7 +102,7 @@ EXPECTED = {
     "second_trace_values": "its program's values on 1 group(s) of 68 environments differ from the function's on "
                            "the same inputs: it behaves otherwise once exported",
     "second_trace_memory": "its program fails on 1 group(s) of 68 environments: JaxRuntimeError: "
-                           "RESOURCE_EXHAUSTED: Out of memory allocating 73014444032 bytes",  # it emptied its own child's sample states: the next file's child has its own
+                           "RESOURCE_EXHAUSTED: Out of memory allocating 73014444032 bytes",
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",
@@ -309,7 +309,8 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
             f"    open({str(scratch / 'big')!r}, 'wb').write(bytes(2 * 2**20))\n"
             "except OSError as err:\n"
             "    print('refused', errno.errorcode[err.errno])\n")
+    src = str(Path(__file__).resolve().parents[1] / "src")
     done = subprocess.run([*unshare_command(), sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+                          timeout=60, env={**os.environ, "PYTHONPATH": src})
     assert done.stdout.strip() == "refused ENOSPC", done.stderr
     assert list(scratch.iterdir()) == []  # the tmpfs was the namespace's own

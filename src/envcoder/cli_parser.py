@@ -140,7 +140,8 @@ def _eval_parser(add_parser) -> None:
     option = functools.partial(_setting, ev, EvalSettings)
     _run_options(ev, EvalSettings, "")
     option("functions", "--functions", type=Path, nargs="+", metavar="PATH",
-           note="E.g. your own folder next to the bundled one (default: the bundled examples of the task, envcoder/examples/<task>).")
+           note="E.g. your own folder next to the bundled one (default: the bundled examples of the task, "
+                "envcoder/examples/<task>).")
     option("shaper_types", "--shaper-types", "--shaper_types", nargs="+", type=_shaper_type, metavar="TYPE",
            default=list(SHAPER_TYPES), note=f"Default: whichever of them a file defines ({', '.join(SHAPER_TYPES)}).")
     option("cross", "--cross", action="store_true", note="(5 reward × 3 observation files = 15 candidates)")

@@ -55,7 +55,8 @@ def worker_env(folder: str) -> dict:
     # MUJOCO_GL=disable: the worker never renders, and `import mujoco` fails outright where MUJOCO_GL names an OpenGL
     # library that is not installed (`envcoder play` sets it for its process).
     env.update(JAX_PLATFORMS="cpu", XLA_PYTHON_CLIENT_PREALLOCATE="false", PYTHONUNBUFFERED="1", MALLOC_ARENA_MAX="2",
-               MUJOCO_GL="disable", HOME=scratch_folder(folder), TMPDIR=scratch_folder(folder), PATH=os.defpath, PYTHONDONTWRITEBYTECODE="1",
+               MUJOCO_GL="disable", HOME=scratch_folder(folder), TMPDIR=scratch_folder(folder), PATH=os.defpath,
+               PYTHONDONTWRITEBYTECODE="1",
                XLA_FLAGS=WORKER_XLA_FLAGS)
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # the header names it; the candidates' children only read it
     src = str(Path(__file__).resolve().parents[2])

@@ -102,7 +102,8 @@ class TrainingDriver:
         count = len({g.candidate.name for g in trainer.groups})
         kind = trainer.devices[0].device_kind
         devices = kind if len(trainer.devices) == 1 else f"{len(trainer.devices)} × {kind}"
-        self.console.print(f"[bold]{self.job.task.name}[/bold]: {plural(count, 'candidate')} × {plural(len(settings.seeds), 'seed')} × "
+        self.console.print(f"[bold]{self.job.task.name}[/bold]: {plural(count, 'candidate')} × "
+                           f"{plural(len(settings.seeds), 'seed')} × "
                            f"{trainer.num_envs} envs = {self.steps_per_iteration // self.config.horizon_length} "
                            f"environments in one process on {devices}, {trainer.physics} physics", highlight=False)
         if len(schedule) > 1:

@@ -68,7 +68,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     task = get_task(settings.task)
     fitness_name, _ = task.get_fitness(settings.fitness)
     settings_file = run / f"{settings.algo}.yaml"
-    config = algorithm(settings.algo).config.resolve([(str(settings_file), load_config_file(settings_file, settings.algo))])
+    config = algorithm(settings.algo).config.resolve([(str(settings_file),
+                                                       load_config_file(settings_file, settings.algo))])
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
@@ -77,8 +78,9 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
     path = _checkpoint(run, candidate, seed, which, config, console)
     chosen, spec = _trained_candidate(run, settings, task, candidate)
-    console.print(f"{candidate}#{seed}: compiling the policy and the {task.name} physics, then {episodes} deterministic "
-                  f"episode(s) from {path.name} (a first run compiles for a minute or two)…", highlight=False)
+    console.print(f"{candidate}#{seed}: compiling the policy and the {task.name} physics, then {episodes} "
+                  f"deterministic episode(s) from {path.name} (a first run compiles for a minute or two)…",
+                  highlight=False)
     sim = Simulator(task.model_file, task.substeps)
     trainer = algorithm(settings.algo).learner(task, [chosen], {candidate: spec}, config, episodes, (seed,),
                                            sim, fitness=fitness_name)

@@ -120,7 +120,8 @@ def _ranking_html(results: dict) -> str:
         following = ranking[i]["name"] if i < len(ranking) else None
         beats = win.get(r["name"], {}).get(following)
         table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
-                     f"<td class=ci>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td><td>{_fmt(beats, 2)}</td>"
+                     f"<td class=ci>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td>"
+                     f"<td>{_fmt(beats, 2)}</td>"
                      f"<td>{_fmt(r['shaped_return'], 2)}</td>"
                      f"<td>{_fmt(r['episode_length'], 0)}</td><td class=status>{e(status)}</td></tr>")
     table.append("</table>")

@@ -295,11 +295,11 @@ class AutoRun:
             (candidates_dir / f"{name}.py").write_text(source)
         starts = {name: source for name, source in files.items() if name in self.initial}
         tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
-        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} ({len(starts)} starting) "
-                           "" + (f", {self.s.copies} copies of each of the {tuned} with constants to tune and "
-                                         "one of each other" if tuned else "") + "; " + ("the worst take over the best and perturb their constants"
-                                                 if self.s.proposer == "population" else "no exploit step"),
-                           highlight=False)
+        copies = f", {self.s.copies} copies of each of the {tuned} with constants to tune and one of each other"
+        exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
+                   else "no exploit step")
+        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
+                           f"({len(starts)} starting){copies if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"
         results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
             seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
@@ -384,8 +384,8 @@ class AutoRun:
                 self.history += record["table"]
                 best = self._ranked(self.history)
                 if best:
-                    self.console.print(f"best so far: {shown(best[0]['name'])} ({_how_measured(best[0], self.fitness_name)})",
-                                       highlight=False)
+                    how = _how_measured(best[0], self.fitness_name)
+                    self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
     def _over_budget(self, elapsed: float) -> bool:
@@ -425,8 +425,8 @@ class AutoRun:
             max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
             self.console.rule("final evaluation")
             more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
-            self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} seeds{more} × "
-                               f"{self.s.final_envs_per_candidate} envs", highlight=False)
+            self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} "
+                               f"seeds{more} × {self.s.final_envs_per_candidate} envs", highlight=False)
             results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
                                      envs=self.s.final_envs_per_candidate, task_default=True,
                                      seeds_until_separable=max_seeds)
