@@ -552,6 +552,7 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert verdict["text"] == text and text in (out / "summary.md").read_text()
     assert summary["final_seeds"]["stopped"] == "separable"
     assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())
+    assert summary["readable"] is None or "_split" in (out / "best.py").read_text()  # only a structural child
 
 
 def test_halving_gives_each_kept_set_of_constants_neighbouring_groups_of_its_file():
@@ -733,3 +734,31 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert len(json.loads((tmp_path / "roomy" / "summary.json").read_text())["iterations"]) == 3
     assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err
+
+
+def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_program(tmp_path, monkeypatch):
+    """The find, a structural child of the start (the stand-in evaluations rank such children first), is also
+    written flat (`best_readable.py`), checked in the sandbox to be the same program as `best.py`, and summary.md
+    says what changed from the start, in words and as a diff."""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    out = tmp_path / "auto"
+
+    def value(name, seed):
+        if name == "task_default":
+            return 0.4
+        files = [f for f in out.glob(f"**/candidates/{name}.py") if f.parent.parent.name != "eval"]  # not the copies
+        return 0.9 if files and "_split" in files[0].read_text() else 0.1
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(value))
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--proposer", "offline", "--candidates-per-iteration", "6", "--iterations", "1", "--final-top", "1",
+                 "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    readable = summary["readable"]
+    assert "_split" in (out / "best.py").read_text() and readable["same_program"], readable
+    flat = (out / "best_readable.py").read_text()
+    assert "_split" not in flat and flat.count("def ") == 1 and readable["start"] == "init_poor_weights"
+    text = (out / "summary.md").read_text()
+    assert "`best_readable.py` is best.py written flat" in text and "```diff\n--- start\n+++ find" in text
+    assert f"Against the best starting file, init_poor_weights: {readable['change']}." in text

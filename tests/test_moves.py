@@ -55,3 +55,55 @@ def test_a_file_without_float_constants_is_a_parent_for_structural_moves():
              .sample(request).text.split(";")[1].split("(")[0].strip() for s in range(12)}
     assert texts and all(t for t in texts)  # every call wrote a child
     assert OfflineProposer(seed=0).sample(request).error is None  # re-weighting or dropping its one term
+
+
+def _children(seed: int = 3):
+    """Cartpole children of every move (a donor and the task's fitness available), and a grandchild."""
+    task = get_task("Cartpole")
+    folder = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole"
+    parents = [Parent(p.stem, p.read_text(), 0.5) for p in sorted(folder.glob("*.py"))]
+    good = next(p for p in parents if p.name == "good_upright")
+    parents.append(Parent("centred", "import jax.numpy as jnp\n\n\ndef compute_reward(state):\n"
+                                     "    centred = -0.1 * jnp.abs(state['dof_pos'][:, 0])\n"
+                                     "    return centred, {'centred': centred}\n", 0.4))
+    fitness = (fitness_term_source(task.get_fitness()[1].step), True)
+    children = {}
+    for move in ("reweight", "drop", "add", "cross"):
+        children[move], _ = structural_child(random.Random(seed), good, parents, fitness, move=move)
+    children["grandchild"], _ = structural_child(random.Random(seed), Parent("c", children["add"], 0.6), parents,
+                                                 fitness, move="add")
+    return task, children
+
+
+def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
+    """`flatten`: every child of the offline search written as one `compute_reward` with no helper of the move
+    left (`_split`, the parent's renamed copy), the start's names kept, the same components; on the sample states
+    the flat file's reward equals the child's bit for bit."""
+    import numpy as np
+
+    from envcoder.candidates.load import call_with_params
+    from envcoder.search.readable import describe_change, flatten
+
+    task, children = _children()
+    simulator = Simulator(task.model_file, task.substeps)
+    states = rollout_states(task, simulator)
+    start = (Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole" /
+             "good_upright.py").read_text()
+    for move, child in children.items():
+        flat = flatten(child)
+        assert "_split" in child and "_split" not in flat and "_p_compute_reward" not in flat, (move, flat)
+        assert flat.count("def ") == 1 and "def compute_reward(state):" in flat, (move, flat)
+        assert "pole_angle" in flat  # the start's own name, kept
+        outputs = []
+        for source in (child, flat):
+            candidate = load_candidate(Path(f"{move}.py"), source=source)
+            spec = validate_candidate(task, simulator, candidate, states)
+            fn = candidate.functions["compute_reward"]
+            reward, terms = call_with_params(fn, candidate.function_params.get("compute_reward", {}), states)
+            outputs.append((spec.reward_components, np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+        (names_a, reward_a, terms_a), (names_b, reward_b, terms_b) = outputs
+        assert names_a == names_b and np.array_equal(reward_a, reward_b), move
+        assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), move
+    words, diff = describe_change(start, flatten(children["add"]), reward_terms)
+    assert words.startswith("terms added: ") and diff.startswith("--- start\n+++ find\n")
+    assert describe_change(start, flatten(children["drop"]), reward_terms)[0].startswith("terms dropped: ")

@@ -56,6 +56,8 @@ from envcoder.runs.pbt import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
+from envcoder.search.moves import reward_terms
+from envcoder.search.readable import describe_change, flatten, same_programs
 from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
                                      summary_text, trained_groups)
 from envcoder.tasks import get_task
@@ -388,6 +390,21 @@ class AutoRun:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
+    def _readable(self, source: str, starting: list[dict]) -> dict | None:
+        """The find written flat (`envcoder.search.readable`) as `best_readable.py`, checked in the sandbox to be the
+        same program as `best.py` (the worker's StableHLO of each function, names and source locations aside), and
+        what changed from the best starting file, in words and as a diff. None where there is nothing to
+        flatten."""
+        flat = flatten(source)
+        if flat == source:
+            return None
+        same = same_programs(self.validator, source, flat)
+        (self.out / "best_readable.py").write_text(flat)
+        start = next((h["source"] for h in starting), None)
+        words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
+        return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
+                "change": words, "diff": diff}
+
     def _over_budget(self, elapsed: float) -> bool:
         """Whether another iteration and the final evaluation would pass `budget_minutes`: each iteration is
         expected to take as long as those so far took on average; the final, as long per environment trained as
@@ -463,6 +480,7 @@ class AutoRun:
                                "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
             summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
+            summary["readable"] = self._readable(finalists[top.name]["source"], starting)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source

@@ -41,6 +41,14 @@ def summary_text(summary: dict) -> str:
             auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"
             ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
+    readable = summary.get("readable")
+    if readable:
+        checked = ("checked in the sandbox to be the same program" if readable["same_program"] else
+                   "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
+        lines += ["", f"`{readable['file']}` is best.py written flat (helpers inlined, names kept; {checked})."]
+        if readable.get("start"):
+            lines += ["", f"Against the best starting file, {readable['start']}: {readable['change']}.", "",
+                      "```diff", readable["diff"].rstrip("\n"), "```"]
     population = summary.get("population")
     if population:
         lines += ["", f"Population-based training: {population['copies']} copies trained; {population['takeovers']} "
