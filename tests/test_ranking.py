@@ -188,3 +188,20 @@ def test_the_ranking_fits_a_narrow_terminal_with_every_name_and_number_whole(col
         assert name[:20] in printed and name[-6:] in printed, name
     for value in ("0.305", "0.205", "0.105", "0.005"):
         assert value in printed
+
+
+def test_a_narrow_ranking_keeps_each_value_under_its_own_column():
+    """At 80 columns a one-seed ranking drops `length` and `return` but keeps `P(>next)`: its values stay under it
+    (they were added before the columns were taken out, and the dropped columns took them along: the column
+    showed blank)."""
+    names = ["good_upright", "alive_bonus", "weighted_upright[UPRIGHT_WEIGHT=2,SPEED_WEIGHT=0.01]"]
+    results = ranked_results("Cartpole", "upright", UPRIGHT, "flat",
+                             [GroupResult(n, 0, 0.1 * i, 500.0, 1.0, 0.5, None, None, {}, training_auc=0.3)
+                              for i, n in enumerate(names)], [], {}, lambda name: {})
+    text = io.StringIO()
+    print_results(Console(file=text, width=80, force_terminal=True, color_system=None, soft_wrap=True), results)
+    lines = text.getvalue().splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("rank"))
+    rows = [line for line in lines if line.strip()[:1].isdigit() and line.lstrip().split()[0].isdigit()]
+    assert header.rstrip().endswith("P(>next)") and "length" not in header and len(rows) == len(names)
+    assert all(row.rstrip().endswith(" -") and len(row.rstrip()) == len(header.rstrip()) for row in rows), rows

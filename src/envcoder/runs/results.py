@@ -227,8 +227,8 @@ def ranking_table(ranking: Sequence[Ranked], fitness_doc: str, win_probability: 
             row.append("-" if p is None else f"{p:.2f}")
         if "dropped at" in columns:  # the iteration where a halving schedule stopped training it
             row.append("-" if r.eliminated_at is None else str(r.eliminated_at))
-        table.add_row(*(value for column, value in zip(columns, row) if column not in drop))
-    for column in [c for c in table.columns if c.header in drop]:
+        table.add_row(*row)
+    for column in [c for c in table.columns if c.header in drop]:  # with its cells
         table.columns.remove(column)
     return table
 
