@@ -330,6 +330,28 @@ def test_ctrl_c_during_training_checkpoints_the_next_iteration_and_resumes_from_
     assert b["timings"]["resumed_after_iteration"] == done
 
 
+def test_a_ctrl_c_that_python_swallows_is_raised_again_where_the_run_may_stop():
+    """A KeyboardInterrupt raised inside a garbage collector's callback (JAX's, while it traces) is printed as
+    "Exception ignored" and lost, and the run went on; the run's handler remembers it and raises it again at the
+    next point where training may stop."""
+    import signal
+
+    from envcoder.runs.background import DeferredInterrupt
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        with DeferredInterrupt(lambda: False) as interrupt:
+            try:  # where a gc callback would swallow it
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(1000))
+            except KeyboardInterrupt:
+                pass
+            with pytest.raises(KeyboardInterrupt):
+                interrupt.check()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_resume_of_a_finished_run_shows_its_results_and_trains_nothing(runs, tmp_path, capsys):
     copy = tmp_path / "finished"
     shutil.copytree(runs / "whole", copy)

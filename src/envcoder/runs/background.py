@@ -130,16 +130,24 @@ class LoggedProgress:
 class DeferredInterrupt:
     """While training: the first Ctrl-C asks for a checkpoint after the iteration under way (`requested`), where
     `worth_it()` says one would keep work that the last checkpoint lacks; else, and at a second Ctrl-C, the run
-    stops at once (KeyboardInterrupt, as without this). Only in the main thread, and only where Ctrl-C raises
-    KeyboardInterrupt (a background job that ignores SIGINT keeps ignoring it)."""
+    stops at once (KeyboardInterrupt, as without this). A KeyboardInterrupt that Python swallows (raised inside a
+    garbage collector's callback, JAX's among them: "Exception ignored in …") is raised again at the next `check`.
+    Only in the main thread, and only where Ctrl-C raises KeyboardInterrupt (a background job that ignores SIGINT
+    keeps ignoring it)."""
 
     def __init__(self, worth_it: Callable[[], bool]):
-        self.worth_it, self.requested, self._previous = worth_it, False, None
+        self.worth_it, self.requested, self.stopping, self._previous = worth_it, False, False, None
 
     def _handle(self, signum, frame):
         if self.requested or not self.worth_it():
+            self.stopping = True
             raise KeyboardInterrupt
         self.requested = True
+
+    def check(self) -> None:
+        """Where the run may stop: raise the KeyboardInterrupt of a Ctrl-C that was swallowed."""
+        if self.stopping:
+            raise KeyboardInterrupt
 
     def __enter__(self) -> "DeferredInterrupt":
         if threading.current_thread() is threading.main_thread() and \

@@ -273,6 +273,7 @@ class TrainingDriver:
             with self._compiling("compiling the training iteration") if iteration == state.first else self._running(
                     f"dispatching training iteration {iteration}"):
                 train_state, metrics = trainer.iteration(train_state)
+            self.interrupt.check()
             # Compiled now: the evaluation compiles meanwhile (after training where a device is full).
             if self.evaluation_compiled is None and last_rung and trainer.compiles_evaluation_early:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
@@ -324,9 +325,13 @@ class TrainingDriver:
 
     def train(self):
         """Every rung; the last rung's train state."""
-        train_state = self.start()
+        self.checkpointed = None  # the iterations the last checkpoint holds, once training has started
+        self.interrupt = DeferredInterrupt(lambda: self.checkpointed is not None
+                                           and self.state.done > self.checkpointed)
+        with self.interrupt:
+            train_state = self.start()
+        self.interrupt.check()
         self.checkpointed = self.state.first
-        self.interrupt = DeferredInterrupt(lambda: self.state.done > self.checkpointed)
         try:
             with self.interrupt, training_progress(self.console, self.settings.iterations,
                                                    self.state.first) as (self.progress, self.bar):
