@@ -762,3 +762,22 @@ def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_progr
     text = (out / "summary.md").read_text()
     assert "`best_readable.py` is best.py written flat" in text and "```diff\n--- start\n+++ find" in text
     assert f"Against the best starting file, init_poor_weights: {readable['change']}." in text
+
+
+def test_auto_s_defaults_are_sized_from_the_device_and_the_task(tmp_path):
+    """Unset sizes come from `SIZES` for this device (the CPU here), the training iterations capped by the task's
+    own `max_epochs` or set by an `ALGO.max_epochs` override; a value given is kept; a budget lifts the iteration
+    default to `BUDGET_ITERATIONS`."""
+    from envcoder.search.auto_settings import BUDGET_ITERATIONS, SIZES, AutoSettings
+
+    cpu = SIZES["cpu"]
+    s = AutoSettings(task="Cartpole", out=tmp_path).resolved()
+    assert (s.candidates_per_iteration, s.iterations, s.copies, s.envs_per_candidate, s.final_seeds, s.final_top) == (
+        cpu["candidates_per_iteration"], cpu["iterations"], cpu["copies"], cpu["envs_per_candidate"],
+        cpu["final_seeds"], cpu["final_top"])
+    assert s.train_iterations == min(cpu["train_iterations"], 60)  # Cartpole's max_epochs is 60
+    assert s.final_envs_per_candidate == s.envs_per_candidate  # on a CPU, the search's
+    given = AutoSettings(task="Anymal", out=tmp_path, copies=8, envs_per_candidate=16, overrides={"max_epochs": 7})
+    assert (given.resolved().copies, given.resolved().train_iterations, given.resolved().final_envs_per_candidate) \
+        == (8, 7, 16)
+    assert AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=5).resolved().iterations == BUDGET_ITERATIONS

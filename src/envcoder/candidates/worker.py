@@ -58,7 +58,7 @@ def _serve() -> None:
         import numpy  # noqa: F401 - imported before the children fork, as everything they use
 
         from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
-        from envcoder.candidates import programs, samples, validate  # noqa: F401
+        from envcoder.candidates import handover, programs, samples, validate  # noqa: F401
         from envcoder.tasks import get_task
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
@@ -255,7 +255,8 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     import jax.numpy as jnp
 
     from envcoder.candidates import CandidateError, api_callable, resolve_functions
-    from envcoder.candidates.programs import Program, abstract_arguments, check_handover, export_function
+    from envcoder.candidates.handover import check_handover
+    from envcoder.candidates.programs import Program, abstract_arguments, export_function
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
     first = next(v for v in variants if v.name in specs)

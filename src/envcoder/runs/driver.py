@@ -279,9 +279,7 @@ class TrainingDriver:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
-            exploit = self.population is not None and self.population.settings.interval > 0 \
-                and (iteration + 1) % self.population.settings.interval == 0 \
-                and iteration + 1 < rung_end  # every group's fitness up to this iteration is read first
+            exploit = self._exploit_due(iteration + 1, rung_end)
             due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
                 iteration + 1, settings, self.config) or self.interrupt.requested else [pending])
             stopped = False
@@ -322,6 +320,12 @@ class TrainingDriver:
             if state.done != iteration + 1:
                 pending = (iteration, metrics)
         return train_state, False
+
+    def _exploit_due(self, done: int, rung_end: int) -> bool:
+        """Whether population-based training exploits after `done` iterations (every group's fitness up to them is
+        read first)."""
+        interval = self.population.settings.interval if self.population is not None else 0
+        return interval > 0 and done % interval == 0 and done < rung_end
 
     def train(self):
         """Every rung; the last rung's train state."""

@@ -211,6 +211,25 @@ class AutoSettings:
             sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
         return dataclasses.replace(self, **{name: sizes[name] for name in unset})
 
+    def past_budget(self, records: list[dict], starts: int, elapsed: float) -> str | None:
+        """Why the search ends after the iterations `records` (their `iteration.json`), or None where another
+        iteration and the final evaluation fit `budget_minutes`: each iteration is expected to take as long as those
+        so far took on average; the final, as long per environment trained as they took (its finalists, the best
+        finds, the `starts` starting files and the task default, at the most seeds it may add); `elapsed`: this
+        process's time so far, or, where the iterations were read back, the time they took when they ran."""
+        if self.budget_minutes is None or not records:
+            return None
+        seconds = sum(r.get("seconds", 0.0) for r in records)
+        envs = sum(r.get("environments", 0) for r in records)
+        final = seconds / max(envs, 1) * (self.final_top + starts + 1) * max(self.final_max_seeds, self.final_seeds) \
+            * self.final_envs_per_candidate
+        spent, each = max(elapsed, seconds), seconds / len(records)
+        if spent + each + final <= 60 * self.budget_minutes:
+            return None
+        done = f"{len(records)} iteration{'' if len(records) == 1 else 's'}"
+        return (f"budget: {done} in {spent / 60:.1f} min; another (about {each / 60:.1f} min) and the final "
+                f"evaluation (about {final / 60:.1f} min) would pass {self.budget_minutes:g} min: the search ends here")
+
     @property
     def halving_rung_count(self) -> int:
         """The halving rungs of a population or random search (`halving_rungs`, its default resolved; not

@@ -56,10 +56,9 @@ from envcoder.runs.pbt import PopulationSettings
 from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.moves import reward_terms
-from envcoder.search.readable import describe_change, flatten, same_programs
-from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
-                                     summary_text, trained_groups)
+from envcoder.search.readable import readable_find
+from envcoder.search.summary import (against_default, environments_trained, evaluation_table, files_count,
+                                     finite_number, summary_text, trained_groups)
 from envcoder.tasks import get_task
 from envcoder.text import plural, shown
 
@@ -390,41 +389,14 @@ class AutoRun:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
-    def _readable(self, source: str, starting: list[dict]) -> dict | None:
-        """The find written flat (`envcoder.search.readable`) as `best_readable.py`, checked in the sandbox to be the
-        same program as `best.py` (the worker's StableHLO of each function, names and source locations aside), and
-        what changed from the best starting file, in words and as a diff. None where there is nothing to
-        flatten."""
-        flat = flatten(source)
-        if flat == source:
-            return None
-        same = same_programs(self.validator, source, flat)
-        (self.out / "best_readable.py").write_text(flat)
-        start = next((h["source"] for h in starting), None)
-        words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
-        return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
-                "change": words, "diff": diff}
-
     def _over_budget(self, elapsed: float) -> bool:
-        """Whether another iteration and the final evaluation would pass `budget_minutes`: each iteration is
-        expected to take as long as those so far took on average; the final, as long per environment trained as
-        they took (its finalists at the most seeds it may add), and `elapsed`: this process's time so far, or, where
-        the iterations were read back, the time they took when they ran."""
-        if self.s.budget_minutes is None:
-            return False
+        """Whether another iteration and the final evaluation would pass `--budget` (`AutoSettings.past_budget`);
+        says so where they would."""
         records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
-        seconds = sum(r.get("seconds", 0.0) for r in records)
-        envs = sum(r.get("environments", 0) for r in records)
-        finalists = self.s.final_top + len(self.initial) + 1
-        final = seconds / max(envs, 1) * finalists * max(self.s.final_max_seeds, self.s.final_seeds) * \
-            self.s.final_envs_per_candidate
-        spent = max(elapsed, seconds)
-        if spent + seconds / len(records) + final <= 60 * self.s.budget_minutes:
-            return False
-        self.console.print(f"budget: {plural(self.done, 'iteration')} in {spent / 60:.1f} min; another (about "
-                           f"{seconds / len(records) / 60:.1f} min) and the final evaluation (about {final / 60:.1f} "
-                           f"min) would pass {self.s.budget_minutes:g} min: the search ends here", highlight=False)
-        return True
+        message = self.s.past_budget(records, len(self.initial), elapsed)
+        if message:
+            self.console.print(message, highlight=False)
+        return message is not None
 
     def _finish(self) -> dict:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
@@ -463,9 +435,7 @@ class AutoRun:
                 for r in records],
             "population": population_summary(self.out, self.done) if self.population_mode else None,
             "offline": self.offline,
-            "files": {"valid": sum(r["valid"] for r in records), "starting": sum(r.get("starting", 0) for r in records),
-                      "proposed": sum(r["valid"] - r.get("starting", 0) for r in records)},
-            "trained": trained_groups(self.out),
+            "files": files_count(records), "trained": trained_groups(self.out),
             "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
             "input_tokens": sum(c["input_tokens"] for c in calls),
             "output_tokens": sum(c["output_tokens"] for c in calls),
@@ -480,7 +450,7 @@ class AutoRun:
                                "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
             summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
-            summary["readable"] = self._readable(finalists[top.name]["source"], starting)
+            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starting)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source

@@ -20,7 +20,6 @@ judged as a researcher will use them, trained from the start, and over more than
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 from collections.abc import Callable

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import ast
 import csv
 import math
 import re

@@ -41,14 +41,7 @@ def summary_text(summary: dict) -> str:
             auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"
             ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
-    readable = summary.get("readable")
-    if readable:
-        checked = ("checked in the sandbox to be the same program" if readable["same_program"] else
-                   "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
-        lines += ["", f"`{readable['file']}` is best.py written flat (helpers inlined, names kept; {checked})."]
-        if readable.get("start"):
-            lines += ["", f"Against the best starting file, {readable['start']}: {readable['change']}.", "",
-                      "```diff", readable["diff"].rstrip("\n"), "```"]
+    lines += _readable_lines(summary.get("readable"))
     population = summary.get("population")
     if population:
         lines += ["", f"Population-based training: {population['copies']} copies trained; {population['takeovers']} "
@@ -84,6 +77,19 @@ def summary_text(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _readable_lines(readable: dict | None) -> list[str]:
+    """What summary.md says of `best_readable.py` (`envcoder.search.readable.readable_find`)."""
+    if not readable:
+        return []
+    checked = ("checked in the sandbox to be the same program" if readable["same_program"] else
+               "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
+    lines = ["", f"`{readable['file']}` is best.py written flat (helpers inlined, names kept; {checked})."]
+    if readable.get("start"):
+        lines += ["", f"Against the best starting file, {readable['start']}: {readable['change']}.", "",
+                  "```diff", readable["diff"].rstrip("\n"), "```"]
+    return lines
+
+
 def _account(summary: dict) -> str:
     """What the search trained, counted from its run directories (`trained_groups`)."""
     files = summary.get("files") or {}
@@ -94,6 +100,12 @@ def _account(summary: dict) -> str:
         ("search", "the search's evaluations"), ("halving", "its halving rungs"), ("final", "the final evaluation"))
         if trained.get(key)]
     return text + (f"; groups trained: {', '.join(stages)}" if stages else "")
+
+
+def files_count(records: list[dict]) -> dict[str, int]:
+    """The candidate files that the iterations (`iteration.json` records) validated: valid, starting, proposed."""
+    valid, starting = sum(r["valid"] for r in records), sum(r.get("starting", 0) for r in records)
+    return {"valid": valid, "starting": starting, "proposed": valid - starting}
 
 
 def trained_groups(out: Path) -> dict[str, int]:
