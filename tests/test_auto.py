@@ -355,7 +355,7 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         assert good_copy.candidate.functions["compute_reward"].text == good.candidate.functions["compute_reward"].text
         assert "NaN or inf" in log_bad.error and log_fixed.ok  # its code failed with W = -5: checked with W = -2
         assert log_fixed.candidate.function_params == {"compute_reward": {"W": -2.0, "_K_0": 3.0}}
-        monkeypatch.setattr(first, "_worker", lambda: pytest.fail("a source that passed went to the sandbox again"))
+        monkeypatch.setattr(pool.Worker, "check", lambda *_: pytest.fail("a source that passed was checked again"))
         [later] = first.validate([("good_later", with_constants(GOOD_A, {"_K_0": -1.0}))])  # a later call's too
         assert later.candidate.function_params == {"compute_reward": {"_K_0": -1.0}}
         [renamed] = first.validate([("good_r1", GOOD_A)])  # a search's new seeds of one file: new names
@@ -781,3 +781,65 @@ def test_auto_s_defaults_are_sized_from_the_device_and_the_task(tmp_path):
     assert (given.resolved().copies, given.resolved().train_iterations, given.resolved().final_envs_per_candidate) \
         == (8, 7, 16)
     assert AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=5).resolved().iterations == BUDGET_ITERATIONS
+
+
+@pytest.mark.slow
+def test_auto_parses_no_candidate_text_in_its_own_process(tmp_path, monkeypatch):
+    """Start files that broke `auto` while it read them in the training process (two sweep tables, a sweep of an
+    annotated constant, a syntax error, a NUL byte, a million combinations) and a good one, searched by the offline
+    and the population proposer: both runs end with exit 0, the bad starts left out with their reasons, and no
+    candidate's text is parsed or tokenized in this process: sweeps, children, copies and constants are written in
+    the sandbox (`SandboxValidator.jailed`)."""
+    import ast
+    import tokenize
+    import zlib
+
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    mark = "# candidate " + "text"  # (pytest parses this file: the mark is not in it)
+    parse, tokens, seen = ast.parse, tokenize.generate_tokens, []
+
+    def guarded_parse(source, *args, **kwargs):
+        if mark in str(source):
+            seen.append(("parsed", str(source)))
+            raise AssertionError("a candidate's text was parsed in the training process")
+        return parse(source, *args, **kwargs)
+
+    def guarded_tokens(readline):
+        def read():
+            line = readline()
+            if mark in line:
+                seen.append(("tokenized", line))
+                raise AssertionError("a candidate's text was tokenized in the training process")
+            return line
+        return tokens(read)
+    monkeypatch.setattr(ast, "parse", guarded_parse)
+    monkeypatch.setattr(tokenize, "generate_tokens", guarded_tokens)
+    starts = tmp_path / "starts"
+    starts.mkdir()
+    good = (HERE / "candidates" / "auto" / "poor_weights.py").read_text()
+    reward = "\n\ndef compute_reward(state):\n    return K * state['dof_pos'][:, 1]\n"
+    bad = {"two_tables": "PARAMS = {'K': [1.0]}\nPARAMS = {'NOPE': [1.0, 2.0]}\nK = 1.0" + reward,
+           "annotated": "PARAMS = {'K': [1.0, 2.0]}\nK: float = 1.0" + reward,
+           "syntax": "def compute_reward(state:\n", "nul": "K = 1.0\x00" + reward,
+           "million": "PARAMS = {" + ", ".join(f"'K{i}': [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]"
+                                               for i in range(6)) + "}\n" + "".join(f"K{i} = 1.0\n" for i in range(6))
+           + reward.replace("K *", "K0 *")}
+    for name, source in {"good": good, **bad}.items():
+        (starts / f"{name}.py").write_text(f"{mark}\n{source}")
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(
+        lambda name, seed: 0.4 if name == "task_default" else zlib.crc32(name.encode()) % 100 / 100))
+    for proposer in ("offline", "population"):
+        out = tmp_path / proposer
+        assert main(["auto", "--task", "Cartpole", "--initial", str(starts), "--proposer", proposer,
+                     "--candidates-per-iteration", "4", "--iterations", "2", "--final-top", "1",
+                     "--out", str(out)]) == 0
+        first = json.loads((out / "iter_00" / "iteration.json").read_text())
+        failed = {f["name"]: f["error"] for f in first["failures"]}
+        assert "syntax error" in failed["init_syntax"] and "null bytes" in failed["init_nul"], failed
+        assert "PARAMS makes 1,000,000 combinations; at most 1,024" in failed["init_million"], failed
+        assert "defines no constant NOPE" in failed["init_two_tables"], failed
+        assert any(row["name"].startswith("init_good") for row in first["table"])
+        assert json.loads((out / "summary.json").read_text())["best"] is not None
+    assert not seen, seen

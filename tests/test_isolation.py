@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from envcoder.runs.evaluation import EvalSettings, run_evaluation
+from envcoder.shaping.api import CandidateError
 from envcoder.runs.watchdog import EXIT_STATUS
 
 from conftest import BUNDLED
@@ -103,6 +104,8 @@ EXPECTED = {
                            "the same inputs: it behaves otherwise once exported",
     "second_trace_memory": "its program fails on 1 group(s) of 68 environments: JaxRuntimeError: "
                            "RESOURCE_EXHAUSTED: Out of memory allocating 73014444032 bytes",
+    # work far beyond the task's own functions, found in XLA's cost analysis of the program before it trains
+    "heavy_no_loop": "operations per environment and step at 8 environments",
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",
@@ -110,7 +113,8 @@ EXPECTED = {
     "huge": "is 51,200 KiB; a candidate file may be at most 256 KiB",
     "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
-CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "unix_socket")
+CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "square_memory",
+             "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
 computation (ranked next to the good candidates, which they must not change)."""
 
@@ -278,6 +282,81 @@ def test_a_candidate_that_hangs_in_training_costs_only_itself(tmp_path):
         assert with_hung[(g["candidate"], g["seed"])]["task_fitness"] == g["task_fitness"]
 
 
+FINITE_LOOP = """import jax
+import jax.numpy as jnp
+
+
+def compute_reward(state):
+    steps = jax.lax.while_loop(lambda c: c < 3.0, lambda c: c + 1.0, jnp.float32(0.0))
+    return jnp.cos(state["dof_pos"][:, 1]) + 0.0 * steps
+"""
+
+
+@pytest.mark.slow
+def test_which_of_several_candidates_hung_is_found_by_halves(tmp_path):
+    """Two candidates could have hung (both have a `lax.while_loop`; one ends, one does not on later states): the run
+    trains again from its checkpoint without one of them; it hangs again or gets past the hang, which names the
+    culprit, and restarts without it alone (`test_a_hang_is_found_by_halves_in_few_restarts` walks both ways). The innocent one with a loop and the good one are ranked, each with
+    the results of a run without the hung one (no checkpoint is written while halving)."""
+    functions, alone = tmp_path / "functions", tmp_path / "alone"
+    for folder in (functions, alone):
+        folder.mkdir()
+        shutil.copy(GOOD, folder / "good.py")
+        (folder / "b_loop.py").write_text(FINITE_LOOP)
+    (functions / "a_hangs.py").write_text(LOOPS_ON_THE_DEVICE)
+    proc = _eval(functions, tmp_path / "run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ("2 candidates could have hung: training again from the last checkpoint without " in proc.stderr
+            and "leaving out a_hangs and going on from the last checkpoint" in proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr
+    run = tmp_path / "run"
+    failures = {f["name"]: f["error"] for f in json.loads((run / "failures.json").read_text())}
+    assert "found among the candidates with a lax.while_loop by training half of them" in failures["a_hangs"]
+    results = json.loads((run / "results.json").read_text())
+    assert sorted(r["name"] for r in results["ranking"]) == ["b_loop", "good"]
+    assert _eval(alone, tmp_path / "run_alone").returncode == 0
+    with_hung = {(g["candidate"], g["seed"]): g for g in results["groups"]}
+    for g in json.loads((tmp_path / "run_alone" / "results.json").read_text())["groups"]:
+        assert with_hung[(g["candidate"], g["seed"])]["task_fitness"] == g["task_fitness"]
+
+
+@pytest.mark.parametrize("culprit", range(7))
+def test_a_hang_is_found_by_halves_in_few_restarts(tmp_path, monkeypatch, culprit):
+    """The watchdog's search for the candidate that hung, one of 7 whose programs have no `lax.while_loop`, against a
+    stand-in run: a restart hangs again while the culprit trains, and gets past the hang while it is left out
+    (`hang_passed`). It ends with the culprit alone in `hung.json`, after at most 1 + ceil(log2 7) restarts."""
+    from types import SimpleNamespace
+
+    from envcoder.runs import watchdog
+    from envcoder.runs.directory import RunDirectory
+
+    run_dir = RunDirectory(tmp_path / "run")
+    names = [f"c{i}" for i in range(7)]
+    candidates = [SimpleNamespace(name=n, functions={"compute_reward": None}, source="") for n in names]
+    restarts = []
+
+    class Restarted(Exception):
+        pass
+
+    def restart(message, command):
+        restarts.append(message)
+        raise Restarted
+    monkeypatch.setattr(watchdog, "restart", restart)
+    with pytest.raises(Restarted):  # the first hang
+        watchdog.leave_out(run_dir, candidates, frozenset(), len(names), 3, "iteration 3 hung", ["eval"])
+    while "bisecting" in run_dir.read_hung()[-1]:
+        out = {n for entry in run_dir.read_hung() for n in entry["candidates"]}
+        with pytest.raises(Restarted):
+            if f"c{culprit}" in out:  # the run gets past the hang
+                watchdog.hang_passed(run_dir, ["eval"])
+            else:
+                watchdog.leave_out(run_dir, candidates, frozenset(out), len(names), 3, "iteration 3 hung", ["eval"])
+    assert run_dir.read_hung() == [{"candidates": [f"c{culprit}"], "after_iteration": 3, "reason": (
+        "iteration 3 hung (no lax.while_loop explains it: found by training half of the candidates at a time)")}]
+    assert len(restarts) <= 4 and restarts[-1].endswith(f"leaving out c{culprit} and going on from the last "
+                                                        "checkpoint")
+
+
 @pytest.mark.slow
 def test_the_watchdog_ends_a_run_whose_only_candidates_hang(tmp_path):
     """With nothing left to train, the hung run ends with one line naming the candidate; the run directory stays
@@ -314,3 +393,32 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
                           timeout=60, env={**os.environ, "PYTHONPATH": src})
     assert done.stdout.strip() == "refused ENOSPC", done.stderr
     assert list(scratch.iterdir()) == []  # the tmpfs was the namespace's own
+
+
+def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
+    """The worker measures each program's cost at two sizes (XLA's cost and memory analyses); the training process
+    extrapolates them to its own size and refuses what would stall or overfill the run. A reward that builds an
+    array of every pair of environments costs nothing much at the sample's size and grows as the square: refused at
+    4,096 environments for its work, at 16 groups of 64 on a small device for its memory; the good file passes."""
+    import math
+
+    from envcoder.candidates.prepare import COST_FACTOR, check_costs, cost_at
+    from envcoder.candidates.sandbox import SandboxValidator
+
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
+        good, square = validator.validate([("good", GOOD.read_text(), str(GOOD)),
+                                           ("square", (ATTACKS / "square_memory.py").read_text(), "square.py")])
+    cost = square.candidate.functions["compute_reward"].cost
+    assert cost["envs"] == [64, 256] and cost["own"]["flops"] > 0
+    ratio = cost["temporary"][1] / cost["temporary"][0]
+    assert ratio > 10  # 4× the environments, 16× the pairs
+    assert math.isclose(cost_at(cost, "temporary", 512), cost["temporary"][1] * 2 ** math.log(ratio, 4))
+    assert cost_at(good.candidate.functions["compute_reward"].cost, "flops", 4096) < COST_FACTOR * 1e4 * 4096
+    check_costs(good.candidate, 16, 4096, 80 * 2**30)
+    check_costs(square.candidate, 1, 64, 80 * 2**30)
+    with pytest.raises(CandidateError, match=r"operations per environment and step at 4096 environments, [\d,]+× the "
+                                             r"task's own compute_reward\(\)"):
+        check_costs(square.candidate, 1, 4096, 80 * 2**30)
+    with pytest.raises(CandidateError, match=r"GiB of working memory at 16 group\(s\) of 64 environments, more than "
+                                             "50% of the device's"):
+        check_costs(square.candidate, 16, 64, 2**27)

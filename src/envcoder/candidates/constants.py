@@ -130,3 +130,22 @@ def with_constants(source: str, values: dict[str, float]) -> str:
         if line == end_line:
             lines[line - 1] = lines[line - 1][:column] + text + lines[line - 1][end_column:]
     return "".join(lines)
+
+
+def code_keys(sources: list[str]) -> list[list | None]:
+    """`[code key, constants]` of each source (`lift_constants`), or None where it does not parse: what identifies
+    its code whatever its float constants, and those. Run in the sandbox (`SandboxValidator.jailed`), on text a
+    candidate wrote."""
+    found = []
+    for source in sources:
+        try:
+            _, constants, key = lift_constants(parse_source(source))
+            found.append([key, constants])
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            found.append(None)
+    return found
+
+
+def sources_with_constants(pairs: list) -> list[str]:
+    """`with_constants(source, values)` of each `(source, values)`: run in the sandbox (`SandboxValidator.jailed`)."""
+    return [with_constants(source, values) for source, values in pairs]

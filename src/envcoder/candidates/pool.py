@@ -159,13 +159,24 @@ class Worker:
         """The child's verdict on one file (its programs exported for `platform`), or None when it hung
         (`timed_out`: a step took over `timeout_s`, or the whole file over `TOTAL_STEPS` × `timeout_s`, however
         often the child reported a step) or died (`exit`)."""
+        return self.ask({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
+                         "platform": platform}, timeout_s)
+
+    def work(self, name: str, work: str, arguments: dict, timeout_s: float, cpu_seconds: int) -> dict | None:
+        """The child's answer to a function of envcoder's on candidate text (`work`, "module:function", called with
+        `arguments`), `{"name", "result"}` or `{"name", "error"}`; or None when it hung or died, as in `check`."""
+        return self.ask({"name": name, "work": work, "args": arguments, "cpu_seconds": cpu_seconds}, timeout_s)
+
+    def ask(self, request: dict, timeout_s: float) -> dict | None:
+        """Send one request (a file to check, or work on text) and wait for the child's answer named as it is; None
+        when it hung (a step over `timeout_s`, or all of them over `TOTAL_STEPS` × `timeout_s`) or died."""
+        name = request["name"]
         self.phase = self.child = self.exit = None
         self.timed_out = self.over_total = False
         self.stderr.seek(0, os.SEEK_END)
         self._stderr_from = self.stderr.tell()
         try:
-            self._send({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
-                        "platform": platform})
+            self._send(request)
         except (BrokenPipeError, OSError):
             return None
         reply = self._receive(timeout_s, until=time.monotonic() + TOTAL_STEPS * timeout_s)

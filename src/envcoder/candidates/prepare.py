@@ -7,8 +7,9 @@ the sandbox's jailed workers, handed over as programs (no file's code runs here)
 
 from __future__ import annotations
 
-import ast
 import math
+import os
+import re
 
 from rich.console import Console
 
@@ -20,7 +21,6 @@ from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
-from envcoder.text import parse as parse_source
 
 
 def build_candidates(settings):
@@ -77,12 +77,81 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=(
                 f"{candidate.path}: the sandbox's verdict holds no sizes for {candidate.name}, nor why; it is left "
                 "out (an envcoder bug: please report it with this file)")))
+    candidates = _affordable(candidates, failures, len(settings.seeds), settings.envs_per_candidate)
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
         specs = {**specs, **{c.name: _crossed_spec(c, specs) for c in candidates}}
     if default is not None and default.name in specs:
         candidates.append(default)
     return candidates, {c.name: specs[c.name] for c in candidates}, failures
+
+
+COST_FACTOR = 100.0
+"""A program may cost this many times what the task's own function of its type costs per environment (each at least
+`COST_FLOOR`), in flops and in bytes accessed (`envcoder.candidates.handover.program_costs`): one far beyond it
+would slow every group of the run or stall it (work XLA cannot be interrupted in), so it is refused."""
+
+COST_FLOOR = {"flops": 1e4, "bytes": 1e5}
+"""Per environment: what any function may cost whatever the task's own does (a trivial default is no yardstick)."""
+
+MEMORY_SHARE = 0.5
+"""The share of the device's memory that one candidate's program may need for its temporaries at the run's size."""
+
+
+def cost_at(cost: dict, what: str, envs: int) -> float:
+    """A program's `what` (`flops`, `bytes`, `temporary`) at one group of `envs` environments, from the worker's two
+    measurements (`program_costs`): a power of the number of environments through them, at least linear (a cost
+    that grows as its square, an `[e, e]` array, is seen as one)."""
+    (small, large), (a, b) = cost["envs"], cost[what]
+    if a <= 0.0 or b <= 0.0:
+        return b * envs / large
+    power = max(1.0, math.log(b / a) / math.log(large / small))
+    return b * (envs / large) ** power
+
+
+def check_costs(candidate, groups: int, envs: int, memory_bytes: int | None) -> None:
+    """Refuse (`CandidateError`) a candidate whose programs, at the run's `envs` environments per group, cost far
+    more per environment than the task's own functions (`COST_FACTOR`), or whose temporaries at `groups` groups
+    would need more than `MEMORY_SHARE` of the device's memory (`memory_bytes`; None: not known)."""
+    units = {"flops": "operations", "bytes": "bytes of memory traffic"}
+    for api, program in candidate.functions.items():
+        cost = getattr(program, "cost", None)
+        if not cost:
+            continue
+        own = cost.get("own") or {}
+        for what, floor in COST_FLOOR.items():
+            each, yardstick = cost_at(cost, what, envs) / envs, max(own.get(what, 0.0), floor)
+            if each > COST_FACTOR * yardstick:
+                raise CandidateError(str(candidate.path), (
+                    f"its program does {each:.3g} {units[what]} per environment and step at {envs} environments, "
+                    f"{each / yardstick:,.0f}× the task's own {api}() ({own.get(what, 0.0):.3g}; counted as at least "
+                    f"{floor:g}), more than the {COST_FACTOR:g}× a candidate may: it would slow or stall every group "
+                    "of the run; compute less per environment"), function=api)
+        need = cost_at(cost, "temporary", envs) * groups
+        if memory_bytes and need > MEMORY_SHARE * memory_bytes:
+            raise CandidateError(str(candidate.path), (
+                f"its program needs {need / 2**30:,.1f} GiB of working memory at {groups} group(s) of {envs} "
+                f"environments, more than {MEMORY_SHARE:.0%} of the device's {memory_bytes / 2**30:,.0f} GiB: "
+                "compute less per environment, or run fewer environments"), function=api)
+
+
+def _affordable(candidates, failures: list, groups: int, envs: int) -> list:
+    """The candidates whose programs' costs pass `check_costs` at the run's size; the others become failures."""
+    import jax
+
+    memory = None
+    if candidates:
+        device = jax.devices()[0]
+        memory = ((device.memory_stats() or {}).get("bytes_limit") if device.platform != "cpu"
+                  else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))  # the CPU's is the host's
+    kept = []
+    for candidate in candidates:
+        try:
+            check_costs(candidate, groups, envs, memory)
+            kept.append(candidate)
+        except CandidateError as err:
+            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=str(err)))
+    return kept
 
 
 def likely_count(settings) -> int | None:
@@ -98,17 +167,34 @@ def likely_count(settings) -> int | None:
         return None
     count = 1 if getattr(settings, "task_default", False) else 0
     for path in paths:
-        variants = 1
         try:
-            for node in parse_source(read_source(path)).body:
-                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["PARAMS"]:
-                    table = ast.literal_eval(node.value)
-                    variants = math.prod(len(values) for values in table.values())
-                    variants = variants if variants <= MAX_VARIANTS else 1  # refused by the sandbox
-        except Exception:  # noqa: BLE001 - a file that does not parse counts once; the sandbox says why
-            variants = 1
-        count += max(variants, 1)
+            count += _sweep_size(read_source(path))
+        except (OSError, CandidateError):  # counts once; the sandbox says why
+            count += 1
     return count
+
+
+_TABLE = re.compile(r"^PARAMS\s*=\s*\{([^{}]*)\}", re.M)
+_NUMBER = r"[-+]?(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][-+]?\d+)?"
+_ENTRY = re.compile(rf"\s*(['\"])\w+\1\s*:\s*[\[(]\s*{_NUMBER}(?:\s*,\s*{_NUMBER})*\s*,?\s*[\])]\s*(?:,|$)")
+
+
+def _sweep_size(source: str) -> int:
+    """The variants of a file's `PARAMS` table where it is a plain `{"NAME": [numbers], ...}` literal, read as text
+    (the training process parses no candidate's text: the sandbox expands sweeps); 1 for a file without one, or any
+    other."""
+    table = _TABLE.search(source)
+    if table is None:
+        return 1
+    body, sizes, at = table.group(1).strip(), [], 0
+    while at < len(body):
+        entry = _ENTRY.match(body, at)
+        if entry is None or entry.end() == at:
+            return 1
+        sizes.append(len(re.findall(_NUMBER, entry.group(0).split(":", 1)[1])))
+        at = entry.end()
+    size = math.prod(sizes)
+    return size if 0 < size <= MAX_VARIANTS else 1  # a larger one is refused by the sandbox
 
 
 def _verdicts(drafts, settings, task, validator: SandboxValidator | None, console: Console | None):

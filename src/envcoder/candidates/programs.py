@@ -129,8 +129,10 @@ class Program:
 
     group_batched = True
 
-    def __init__(self, programs: Sequence[str], file: str, api: str):
-        self.file, self.api, self.text = file, api, tuple(programs)
+    def __init__(self, programs: Sequence[str], file: str, api: str, cost: Mapping | None = None):
+        """`cost`: what the worker measured of it per environment, and of the task's own function of its type
+        (`envcoder.candidates.handover.program_costs`)."""
+        self.file, self.api, self.text, self.cost = file, api, tuple(programs), cost
         self.exported = []
         for blob in programs:
             exported = export.deserialize(bytearray(base64.b64decode(blob)))
@@ -330,7 +332,8 @@ def handed_over(name: str, path: str, source: str, data: Mapping) -> "Candidate"
     from envcoder.candidates.load import Candidate
 
     return Candidate(name=name, path=Path(path), source=source,
-                     functions={api: Program(blobs, path, api) for api, blobs in data["programs"].items()},
+                     functions={api: Program(blobs, path, api, data.get("costs", {}).get(api))
+                                for api, blobs in data["programs"].items()},
                      code_key=data["code_key"], function_keys=dict(data["function_keys"]),
                      action_dim=data["action_dim"], sweep={k: tuple(v) for k, v in data["sweep"].items()},
                      function_params={api: dict(p) for api, p in data["function_params"].items()},

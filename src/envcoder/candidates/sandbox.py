@@ -20,17 +20,17 @@ verdict names the function and the step (tracing, compiling, running, exporting)
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import queue
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
-from envcoder.candidates.constants import lift_constants
+from envcoder.candidates.constants import code_keys
 from envcoder.candidates.pool import SandboxError, Worker, close_started, default_workers, start_workers, take_started
 from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
 
@@ -38,7 +38,11 @@ if TYPE_CHECKING:
     from envcoder.candidates.load import Candidate
     from envcoder.candidates.validate import CandidateSpec
 
-__all__ = ["SandboxValidator", "Verdict", "SandboxError", "default_workers", "start_workers"]
+__all__ = ["SandboxValidator", "Verdict", "SandboxError", "JailedError", "default_workers", "start_workers"]
+
+
+class JailedError(Exception):
+    """Work on candidate text (`SandboxValidator.jailed`) failed: the function raised, or its child hung or died."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +98,9 @@ class SandboxValidator:
         self.workers, self.startup_timeout_s = max(1, workers), startup_timeout_s
         self.platform = platform or export.default_export_platform()
         self._idle: queue.SimpleQueue = queue.SimpleQueue()
+        self._running, self._count = 0, threading.Lock()  # workers up (at most `workers`), and its lock
+        self._names = itertools.count()
+        self._keys: dict[str, tuple[str, dict] | None] = {}  # a source's code key and constants (`code_keys`)
         self._passed: dict[tuple[str, str], Verdict] = {}
         self._passed_sources: dict[str, tuple[str, dict]] = {}  # a source that passed: its name and reply
         self.same_code_once = same_code_once
@@ -105,14 +112,80 @@ class SandboxValidator:
         return int(self.timeout_s * (os.cpu_count() or 1)) + 1
 
     def _worker(self) -> Worker:
+        """An idle worker, a new one while fewer than `workers` are up, else the next that another thread gives
+        back (`_give_back`)."""
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                with self._count:
+                    new = self._running < self.workers
+                    self._running += new
+                if new:
+                    break
+                worker = self._idle.get()
+            if worker is not None:  # None: one was ended (`_gone`), so a new one may start
+                return worker
         try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        worker = (take_started((self.task.lower(), self.shaper_types, self.memory_bytes))
-                  or Worker(self.task, self.shaper_types, self.memory_bytes))
-        worker.ready(self.startup_timeout_s)
+            worker = (take_started((self.task.lower(), self.shaper_types, self.memory_bytes))
+                      or Worker(self.task, self.shaper_types, self.memory_bytes))
+            worker.ready(self.startup_timeout_s)
+        except BaseException:
+            self._gone()
+            raise
         return worker
+
+    def _gone(self) -> None:
+        with self._count:
+            self._running -= 1
+        self._idle.put(None)  # wakes a thread waiting in `_worker`
+
+    def _give_back(self, worker: Worker) -> None:
+        """An idle worker back to the others; one whose process is gone is ended (the next gets a new one)."""
+        if worker.alive():
+            self._idle.put(worker)
+        else:
+            worker.kill()
+            self._gone()
+
+    def jailed(self, function: Callable, **arguments):
+        """`function(**arguments)` (one of envcoder's, on candidate text; arguments and result JSON) in a child of a
+        worker, locked in and limited as a candidate file's check is: how the training process frees a sweep,
+        writes an offline search's child or flattens a find without parsing a candidate's text itself. Its result,
+        or `JailedError` with why it failed (what it raised; it hung or died)."""
+        name = f"work-{next(self._names)}"
+        worker = self._worker()
+        try:
+            reply = worker.work(name, f"{function.__module__}:{function.__qualname__}", arguments, self.timeout_s,
+                                self.cpu_seconds)
+            if reply is None:
+                why = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
+                raise JailedError(f"{function.__name__}: {why}")
+        finally:
+            self._give_back(worker)
+        if "error" in reply:
+            raise JailedError(reply["error"])
+        return reply["result"]
+
+    def _learn_keys(self, sources: Sequence[str]) -> None:
+        """The code keys and constants of `sources` (`code_keys`), in the jail: all at once, else one by one where
+        one of them made the batch fail (that one has none)."""
+        todo = list(dict.fromkeys(s for s in sources if s not in self._keys))
+        try:
+            found = self.jailed(code_keys, sources=todo) if todo else []
+        except JailedError:
+            found = []
+            for source in todo:
+                try:
+                    found += self.jailed(code_keys, sources=[source])
+                except JailedError:
+                    found.append(None)
+        self._keys.update({s: tuple(k) if k else None for s, k in zip(todo, found)})
+
+    def _code_key(self, source: str) -> str | None:
+        """What identifies `source`'s code whatever its float constants (learnt by `_learn_keys`), or None."""
+        known = self._keys.get(source)
+        return known[0] if known else None
 
     def validate(self, drafts: Sequence[tuple[str, str] | tuple[str, str, str]]) -> list[Verdict]:
         """`drafts`: `(name, source)` or `(name, source, path)` (the file named in messages; default `name.py`; None:
@@ -122,9 +195,10 @@ class SandboxValidator:
         drafts = [(name, source, path[0] if path else f"{name}.py") for name, source, *path in drafts]
         known: dict[tuple[str, str], Verdict] = {}
         if self.same_code_once:  # one file of each code first; the others then take its verdict if it passed
+            self._learn_keys([source for _, source, path in drafts if path is not None])
             firsts = {}
             for draft in drafts:
-                firsts.setdefault(_code_key(draft[1]) or object(), draft)
+                firsts.setdefault(self._code_key(draft[1]) or object(), draft)
             known = {(name, source): v for (name, source, _), v in zip(firsts.values(), self._check(firsts.values()))}
         return self._check(drafts, known)
 
@@ -158,13 +232,13 @@ class SandboxValidator:
                     else:
                         verdicts[i] = self._verdict(name, source, path, reply)
                     if not worker.alive():  # the worker itself is gone: the next file gets a new one
-                        worker.kill()
+                        self._give_back(worker)
                         worker = None
             except BaseException as err:  # noqa: BLE001 - reported to the caller below
                 errors.append(err)
             finally:
                 if worker is not None:
-                    self._idle.put(worker)
+                    self._give_back(worker)
 
         threads = [threading.Thread(target=serve, daemon=True) for _ in range(min(self.workers, todo.qsize()))]
         for thread in threads:
@@ -197,7 +271,7 @@ class SandboxValidator:
         if verdict.ok:
             self._passed[(name, source)] = verdict
             self._passed_sources[source] = (name, reply)
-            data, key = reply["candidate"], _code_key(source) if self.same_code_once and candidate else None
+            data, key = reply["candidate"], self._code_key(source) if self.same_code_once and candidate else None
             if (key is not None and data["constants_as_data"] and not data["sweep"]
                     and not any(k.endswith(":CURRICULUM") for k in data["function_keys"].values())):
                 self._passed_code.setdefault(key, (name, reply))
@@ -215,11 +289,11 @@ class SandboxValidator:
     def _same_code(self, name: str, source: str, path: str | None) -> Verdict | None:
         """With `same_code_once`, the verdict of a source whose code passed with other constants (see `__init__`),
         its programs' data its own constants; or None."""
-        key = _code_key(source) if self.same_code_once and path is not None else None
+        key = self._code_key(source) if self.same_code_once and path is not None else None
         if key is None or key not in self._passed_code:
             return None
         old, reply = self._passed_code[key]
-        constants = lift_constants(ast.parse(source))[1]
+        constants = self._keys[source][1]
         data = reply["candidate"]
         params = {api: {k: constants[k] for k in p} for api, p in data["function_params"].items()}
         return self._as(name, source, path, old, {**reply, "candidate": {**data, "function_params": params}})
@@ -259,9 +333,13 @@ class SandboxValidator:
         close_started()
         while True:
             try:
-                self._idle.get_nowait().kill()
+                worker = self._idle.get_nowait()
             except queue.Empty:
                 return
+            if worker is not None:
+                worker.kill()
+                with self._count:
+                    self._running -= 1
 
     def __enter__(self):
         return self
@@ -269,11 +347,3 @@ class SandboxValidator:
     def __exit__(self, *exc):
         self.close()
 
-
-def _code_key(source: str) -> str | None:
-    """What identifies `source`'s code whatever its float constants (`lift_constants`), or None where it does not
-    parse. Parsing runs none of it."""
-    try:
-        return lift_constants(ast.parse(source))[2]
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None

@@ -6,12 +6,17 @@ Protocol: the parent writes one JSON header line (task, shaper types, folders, l
 `{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds", "platform"}` line
 then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
 `{"name", "specs": {variant: spec}, "errors": {variant: reason}, "candidate": hand-over}` line and
-`{"exit": status}` when the child ended. A candidate's own `print` goes to stderr, never into the protocol.
+`{"exit": status}` when the child ended. A `{"name", "work": "envcoder.module:function", "args", "cpu_seconds"}`
+line runs that function of envcoder's on candidate *text* (a sweep frozen, an offline search's child written, a find
+flattened: `SandboxValidator.jailed`) in a child locked in and limited the same way, and gets one
+`{"name", "result"}` or `{"name", "error"}` line and `{"exit": status}`: the training process parses no candidate's
+text. A candidate's own `print` goes to stderr, never into the protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -31,6 +36,10 @@ CORES = 8
 may use, and every thread's stack counts towards a child's memory limit (`RLIMIT_DATA`): on a 64-core host a child
 compiling an Ant reward failed to start threads under the default 4 GiB ("pthread_create() failed", exit -6); on 8
 cores of that host it passed (docs/benchmarks/search.md § 10). Several workers run at once, each on its own share."""
+
+
+COST_ENVS = (64, 256)
+"""The environments (one group) at which the worker measures what each program costs (`program_costs`)."""
 
 
 def _fewer_cores() -> None:
@@ -81,8 +90,11 @@ def _serve() -> None:
     reply({"ready": True})
     for line in sys.stdin:
         request = json.loads(line)
-        _in_child(lambda answer: _check_file(header, task, mj_model, request, answer), reply, protocol,
-                  request["name"])
+        if "work" in request:
+            _in_child(lambda answer: _work(header, request, answer), reply, protocol, request["name"])
+        else:
+            _in_child(lambda answer: _check_file(header, task, mj_model, request, answer), reply, protocol,
+                      request["name"])
 
 
 MAX_REPLY_BYTES = 256 * 2**20
@@ -158,7 +170,8 @@ def _pass_on(line: bytes, name: str | None, answered: bool, reply) -> bool:
             and all(isinstance(x, str) for x in message["phase"]):
         reply(message)
         return False
-    if name is not None and message.get("name") == name and {"specs", "errors", "candidate"} <= set(message):
+    if name is not None and message.get("name") == name and (
+            {"specs", "errors", "candidate"} <= set(message) or set(message) in ({"name", "result"}, {"name", "error"})):
         reply(message)
         return True
     return answered
@@ -210,10 +223,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     variant by variant and exported; one verdict line."""
     states_file = header["states_file"]
     lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
-    resource.setrlimit(resource.RLIMIT_DATA, (header["memory_bytes"], header["memory_bytes"]))
-    resource.setrlimit(resource.RLIMIT_CPU, (request["cpu_seconds"], request["cpu_seconds"] + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    _limit(header["memory_bytes"], request["cpu_seconds"])
     import jax
     import numpy as np
 
@@ -248,6 +258,36 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     reply({"name": name, "specs": specs, "errors": errors, "candidate": handed})
 
 
+def _limit(memory_bytes: int, cpu_seconds: int) -> None:
+    """A child's limits: its memory, its CPU time, one file's size, no core dump."""
+    resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _work(header: dict, request: dict, reply) -> None:
+    """One function of envcoder's (`request["work"]`, "module:function") on candidate text, in a child locked in and
+    limited as a file's is; its result (JSON) or its error in one line. What it reads is candidate text, so parsing
+    it may raise anything or exhaust the limits: never in the training process."""
+    lock(header["scratch"])
+    _limit(header["memory_bytes"], request["cpu_seconds"])
+    module, _, function = request["work"].partition(":")
+    if module.split(".")[0] != "envcoder":
+        raise ValueError(f"not envcoder's: {request['work']}")
+    work = getattr(importlib.import_module(module), function)
+    try:
+        result = work(**request["args"])
+    except Exception as err:  # noqa: BLE001 - the candidate text's fault, reported to the parent
+        from envcoder.shaping.api import CandidateError
+
+        message = str(err) if isinstance(err, (CandidateError, ValueError)) and str(err) else (
+            f"{type(err).__name__}: {err}")
+        reply({"name": request["name"], "error": message})
+        return
+    reply({"name": request["name"], "result": result})
+
+
 def _export(task, states, base, variants, specs: dict, platform: str, reply) -> dict:
     """The file's functions as programs (`envcoder.candidates.programs`) and what the training process needs to
     know of it besides: the hand-over."""
@@ -255,7 +295,7 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     import jax.numpy as jnp
 
     from envcoder.candidates import CandidateError, api_callable, resolve_functions
-    from envcoder.candidates.handover import check_handover
+    from envcoder.candidates.handover import check_handover, program_costs
     from envcoder.candidates.programs import Program, abstract_arguments, export_function
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
@@ -264,7 +304,7 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     nan = {n: jnp.float32(jnp.nan) for n in CURRICULUM_METRICS}
     curriculum = jax.eval_shape(resolve_functions(first, task.defaults)["curriculum"], jnp.float32(0), nan, None)
     curriculum = {n: tuple(v.shape) for n, v in (curriculum or {}).items()}
-    programs = {}
+    programs, costs = {}, {}
     for api, fn in base.functions.items():
         reply({"phase": [first.name, api, "exporting"]})
         arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
@@ -272,6 +312,9 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
         programs[api] = export_function(api_callable(api, fn), list(own), arguments, platform, file, api)
         reply({"phase": [first.name, api, "running its program"]})
         check_handover(api_callable(api, fn), own, programs[api], arguments, states, file, api)
+        reply({"phase": [first.name, api, "measuring its program's cost"]})
+        task_own = api_callable(api, task.defaults[api]) if api in task.defaults else None
+        costs[api] = program_costs(task_own, own, programs[api], arguments, COST_ENVS)
         size = {"compute_observation": "obs_dim", "compute_critic_observation": "critic_obs_dim"}.get(api)
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
             (out,) = Program(programs[api], file, api).exported[0].out_avals
@@ -281,7 +324,7 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
                                            "state: its size must not depend on the action's", function=api)
     return {"code_key": base.code_key, "function_keys": dict(base.function_keys), "action_dim": base.action_dim,
             "sweep": {k: list(v) for k, v in base.sweep.items()}, "function_params": base.function_params,
-            "constants_as_data": base.constants_as_data, "programs": programs}
+            "constants_as_data": base.constants_as_data, "programs": programs, "costs": costs}
 
 
 def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs: dict, errors: dict) -> None:

@@ -33,7 +33,7 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
-from envcoder.runs.watchdog import describe_compile, describe_run, guard, leave_out
+from envcoder.runs.watchdog import describe_compile, describe_run, guard, hang_passed, leave_out
 from envcoder.env.grouping import GroupPlan
 from envcoder.text import plural, shown
 
@@ -56,6 +56,9 @@ class TrainingDriver:
             self.state.survivors = saved.get("survivors", self.state.survivors)
             self.state.next_survivors = saved.get("next_survivors")
         self.validation_s = validation_s
+        hung = run_dir.read_hung() if resume else []
+        self.halving = hung[-1] if hung and "bisecting" in hung[-1] else None
+        """The hang whose candidate this run is finding by halves (`watchdog.bisect`): checkpoints wait till then."""
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
         self.trainer = self._rung_trainer()
         self.population = Population.of_run(self.settings, job, self.trainer, read_progress(
@@ -95,7 +98,21 @@ class TrainingDriver:
         """A hung iteration: restart the run without its suspects where others are left (`watchdog.leave_out`)."""
         if jax.process_count() == 1 and self.run_dir.writes:
             leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
-                      message, self.restart)
+                      message, self.restart, evaluating=self.stage == "the final evaluation")
+
+    def _past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
+        """Where this run is finding which candidate hung (`halving`) and got past where it hung (two iterations on:
+        an iteration's metrics are read one late; or the end of training, or the evaluation where that hung) with
+        half the suspects left out: the culprit is among them (`watchdog.hang_passed` restarts to halve them)."""
+        hang = self.halving
+        if hang is None:
+            return
+        if hang["bisecting"]["evaluating"] != evaluated or not (evaluated or stopped or self.state.done >= min(
+                hang["after_iteration"] + 2, self.settings.iterations)):
+            return
+        if jax.process_count() == 1 and self.run_dir.writes:
+            hang_passed(self.run_dir, self.restart)
+        self.halving = None
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule
@@ -149,6 +166,8 @@ class TrainingDriver:
         """Write the train state, every group's last policy and the best policies that changed, in the
         background. The next dispatch donates `train_state`: it is copied on the device first where the memory
         allows (the device runs on while the copy is read back), else read back now."""
+        if self.halving is not None:  # the checkpoint before the hang is where each half of the search restarts
+            return
         trainer, labels, best_written = self.trainer, self.labels, self.state.best_written  # this rung's
         snapshot = trainer.snapshot(train_state)
         progress = self.state.progress()
@@ -305,6 +324,7 @@ class TrainingDriver:
             if stopped or state.done == iteration + 1:
                 if state.done == rung_end and not last_rung and not stopped:
                     state.next_survivors = self.end_rung(train_state)
+                self._past_hang(stopped)
                 self.checkpoint(train_state)
                 self.checkpointed = state.done
                 if self.interrupt.requested:
@@ -384,6 +404,7 @@ class TrainingDriver:
             evaluate = evaluate.lower(train_state).compile() if evaluate is trainer.evaluate else evaluate
         with self._running("the final evaluation"):
             evaluation = jax.device_get(evaluate(train_state))
+        self._past_hang(evaluated=True)
         self.timings["evaluation_s"] = time.perf_counter() - tick
         self._peak_memory("evaluation")
         self.stage = "writing the results"

@@ -23,9 +23,9 @@ EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""
 
 
-MAX_RESTARTS = 8
+MAX_RESTARTS = 12
 """Restarts of one command (`ENVCODER_RESTARTS` counts them across the process images): past it, the watchdog ends
-the run, whatever else hangs."""
+the run, whatever else hangs. Finding which of 100 candidates hung by halves takes 7 (`bisect`)."""
 
 
 def restart(message: str, command: Sequence[str] | None) -> None:
@@ -43,19 +43,69 @@ def restart(message: str, command: Sequence[str] | None) -> None:
 
 
 def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, message: str,
-              command: Sequence[str] | None) -> None:
-    """A hung iteration whose suspects (`loop_candidates` of the current `candidates`, less those `left_out` already)
-    are not all of the run's `total` candidates: record them in `run_dir`'s `hung.json` (`done`: the iterations read)
-    and restart the run from its last checkpoint without them (`restart` with `command`). Returns where there is
-    nothing to do."""
-    suspects = [n for n in loop_candidates(candidates) if n not in left_out]
-    if not suspects or len(suspects) + len(left_out) >= total or command is None:
+              command: Sequence[str] | None, evaluating: bool = False) -> None:
+    """A hung iteration (`evaluating`: the final evaluation): restart the run from its last checkpoint without the
+    candidate that hung, recorded in `run_dir`'s `hung.json` (`done`: the iterations read). The suspects are the
+    current `candidates` with a `lax.while_loop` (`loop_candidates`), or where none has, every candidate, less those
+    `left_out` already; one is left out at once, of several the one is found by halves (`bisect`; where the hang came
+    back while halving, it is among the half that stayed in). Returns where nothing can be done (`command` None: a
+    library call; fewer than two of the run's `total` candidates left)."""
+    if command is None:
+        return
+    entries = run_dir.read_hung()
+    if entries and "bisecting" in entries[-1]:  # it hung again with half the suspects out: among the others
+        open_entry = entries[-1]
+        kept = [n for n in open_entry["bisecting"]["suspects"] if n not in open_entry["candidates"]]
+        bisect(run_dir, kept, entries[:-1], open_entry, command)
+        return
+    if total - len(left_out) < 2:  # nothing would be left to train
+        return
+    loops = [n for n in loop_candidates(candidates) if n not in left_out]
+    suspects = loops or [c.name for c in candidates if c.functions and c.name not in left_out]
+    bisect(run_dir, suspects, entries, {"after_iteration": done, "reason": message, "bisecting": {
+        "suspects": suspects, "evaluating": evaluating, "loops": bool(loops)}}, command)
+
+
+def bisect(run_dir, suspects: list[str], entries: list[dict], hang: dict, command: Sequence[str] | None) -> None:
+    """Narrow down which of `suspects` hung (`hang`: the entry of the hang, `after_iteration`, `reason` and the
+    search's `bisecting`) with the run's earlier `entries` of `hung.json` kept: one suspect is left out for good;
+    of more, the first half is left out for now (an entry with `bisecting`) and the run restarts from its last
+    checkpoint (which it does not overwrite while halving: `TrainingDriver.checkpoint`). If it gets past the hang, the
+    culprit was in that half (`bisect` again with it: `hang_passed`); if it hangs again, in the other (`leave_out`).
+    About log2 of the suspects restarts (`MAX_RESTARTS`); none where there is no suspect."""
+    if not suspects:
         return
     from envcoder.runs.directory import write_json
 
-    write_json(run_dir.path / "hung.json", run_dir.read_hung() + [
-        {"candidates": suspects, "after_iteration": done, "reason": message}])
-    restart(f"{message}; leaving out {', '.join(suspects)} and going on from the last checkpoint", command)
+    searching = hang["bisecting"]
+    if len(suspects) == 1:
+        how = "" if len(searching["suspects"]) == 1 else (
+            " (found among the candidates with a lax.while_loop by training half of them at a time)"
+            if searching["loops"] else " (no lax.while_loop explains it: found by training half of the candidates "
+                                       "at a time)")
+        write_json(run_dir.path / "hung.json", entries + [{"candidates": suspects,
+                                                           "after_iteration": hang["after_iteration"],
+                                                           "reason": hang["reason"] + how}])
+        restart(f"{hang['reason']}; leaving out {suspects[0]} and going on from the last checkpoint", command)
+        return
+    half = suspects[:len(suspects) // 2]
+    write_json(run_dir.path / "hung.json", entries + [{**hang, "candidates": half,
+                                                       "bisecting": {**searching, "suspects": suspects}}])
+    restart(f"{hang['reason']}; {len(suspects)} candidates could have hung: training again from the last checkpoint "
+            f"without {', '.join(half)}, to find the one", command)
+
+
+def hang_passed(run_dir, command: Sequence[str] | None) -> bool:
+    """The run got past the hang that `hung.json`'s open search (`bisect`) is halving for, with its half left out:
+    the culprit is in that half. Restarts to halve it; where it cannot restart (`MAX_RESTARTS`), that half stays
+    left out for good and False is returned (the run goes on)."""
+    entries = run_dir.read_hung()
+    bisect(run_dir, entries[-1]["candidates"], entries[:-1], entries[-1], command)
+    from envcoder.runs.directory import write_json
+
+    last = {k: v for k, v in entries[-1].items() if k != "bisecting"}
+    write_json(run_dir.path / "hung.json", entries[:-1] + [last])
+    return False
 
 
 @contextlib.contextmanager
@@ -124,4 +174,5 @@ def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) 
     return describe
 
 
-__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "loop_candidates", "restart", "EXIT_STATUS"]
+__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "bisect", "hang_passed", "loop_candidates",
+           "restart", "EXIT_STATUS"]

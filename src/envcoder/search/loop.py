@@ -44,8 +44,9 @@ from typing import Sequence
 from rich.console import Console
 from rich.markdown import Markdown
 
-from envcoder.candidates import TASK_DEFAULT, CandidateError, read_source
-from envcoder.candidates.sandbox import SandboxValidator
+from envcoder.candidates import TASK_DEFAULT, read_source
+from envcoder.candidates.constants import sources_with_constants
+from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import write_json
 from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
@@ -84,9 +85,14 @@ class AutoRun:
         self.task.check_algorithm(settings.algo)  # before anything is written
         self.fitness_name, self.fitness = self.task.get_fitness(settings.fitness)
         self.description = settings.task_description or self.task.description
+        self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
+                                          settings.validation_memory_gib, settings.validation_workers,
+                                          same_code_once=settings.proposer in ("population", "random"))
+        """Checks the drafts and does all work on their text (this process parses none: `jailed`)."""
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
-                                      fitness=self.fitness, search=settings.proposer)
+                                      fitness=self.fitness, search=settings.proposer, jail=self.validator.jailed)
+        self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in ("population", "random")
         self.initial = {f"init_{Path(p).stem}": read_source(Path(p)) for p in settings.initial}
@@ -104,13 +110,20 @@ class AutoRun:
             write_json(self.out / "auto.json", settings.to_json())
         self.system = prompts.system_prompt(self.task, settings.shaper_types, self.fitness_name)
         (self.out / "system_prompt.md").write_text(self.system)
-        self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
-                                          settings.validation_memory_gib, settings.validation_workers,
-                                          same_code_once=self.population_mode)
         self.history: list[dict] = []
         """Every evaluated candidate: name, iteration, source, fitness, shaped_return, episode_length, status."""
 
     # ---- proposing --------------------------------------------------------------------------------
+
+    def _frozen(self, source: str) -> list[tuple[str, str]]:
+        """`freeze_sweep(source)`, done in the sandbox (a file whose table it cannot read stays whole: its check says
+        what is wrong with it)."""
+        if source not in self._frozen_sweeps:
+            try:
+                self._frozen_sweeps[source] = [tuple(v) for v in self.validator.jailed(freeze_sweep, source=source)]
+            except JailedError:
+                self._frozen_sweeps[source] = [("", source)]
+        return self._frozen_sweeps[source]
 
     def _sample(self, iteration: int, slot: int, attempt: int, messages: Sequence[dict]) -> Sample:
         """One proposer call, recorded; a recorded call is read back instead of being made again."""
@@ -121,7 +134,7 @@ class AutoRun:
         population = tuple(Parent(h["name"], h["source"], h["fitness"]) for h in self.history
                            if h["status"] == "ok") or tuple(Parent(n + suffix, variant, None)
                                                             for n, s in self.initial.items()
-                                                            for suffix, variant in freeze_sweep(s))
+                                                            for suffix, variant in self._frozen(s))
         request = Request(self.system, tuple(messages), iteration, slot, attempt, population,
                           self.fitness.higher_is_better)
         tick = time.perf_counter()
@@ -143,6 +156,8 @@ class AutoRun:
         drafts: list[dict] = []
         extra = self._starting_files(iteration)
         pending = list(range(n))
+        for source in self.initial.values():  # here, not in the proposer's threads
+            self._frozen(source)
         for attempt in range(self.s.retries + 1):
             if not pending and not extra:
                 break
@@ -157,11 +172,12 @@ class AutoRun:
                 if sample.error:
                     draft["error"] = f"proposer call failed: {sample.error}"
                 else:
-                    try:
-                        draft["source"] = prompts.extract_code(sample.text, self.s.shaper_types)
-                        to_validate.append((name, draft["source"]))  # parsed and checked in the sandbox only
-                    except (ValueError, CandidateError, RecursionError, MemoryError) as err:
-                        draft["error"] = str(err) or type(err).__name__
+                    try:  # the response is parsed and checked in the sandbox only
+                        draft["source"] = self.validator.jailed(prompts.extract_code, text=sample.text,
+                                                                shaper_types=list(self.s.shaper_types))
+                        to_validate.append((name, draft["source"]))
+                    except JailedError as err:
+                        draft["error"] = str(err)
                 round_drafts.append((draft, sample))
             for name, source in extra:  # the starting files, validated with the first round, never retried
                 draft = {"name": name, "slot": None, "attempt": 0, "ok": False, "error": None, "source": source,
@@ -238,7 +254,7 @@ class AutoRun:
         valid = [d for d in drafts if d["ok"]]
         candidates_dir = iter_dir / "candidates"
         candidates_dir.mkdir(exist_ok=True)
-        variants = {f"{d['name']}{suffix}": source for d in valid for suffix, source in freeze_sweep(d["source"])}
+        variants = {f"{d['name']}{suffix}": source for d in valid for suffix, source in self._frozen(d["source"])}
         if self.population_mode:
             table, failures, results = self._population_iteration(iteration, variants, candidates_dir)
         else:
@@ -291,7 +307,11 @@ class AutoRun:
         if self.s.proposer == "population":  # the best finds so far go on, their constants tuned further
             files.update({f"it{iteration:02d}_p{k}": row["source"]
                           for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
-        sources = seed_population(files, self.s.copies, self.s.seed + iteration)
+        try:
+            sources = self.validator.jailed(seed_population, files=files, copies=self.s.copies,
+                                            seed=self.s.seed + iteration)
+        except JailedError:  # one copy of each: their checks say what is wrong
+            sources = {f"{name}-0": source for name, source in files.items()}
         for name, source in sources.items():
             (candidates_dir / f"{name}.py").write_text(source)
         starts = {name: source for name, source in files.items() if name in self.initial}
@@ -310,7 +330,7 @@ class AutoRun:
         if results is not None:
             record = eval_dir / "population.json"
             rows = population_rows(results, _read_json(record) if record.exists() else None, sources,
-                                   self.fitness.higher_is_better, iteration)
+                                   self.fitness.higher_is_better, self._with_constants, iteration)
         eval_failures = {f.name: f.error for f in results.failures} if results else {}
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
@@ -318,6 +338,16 @@ class AutoRun:
         if rows and self.s.halving_rung_count:
             rows += self._halving(iteration, rows)
         return table + rows, failures, results
+
+    def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
+        """Each `(source, values)` as the source with those constants written in (`sources_with_constants`), in the
+        sandbox; a source as it is where that fails."""
+        try:
+            return self.validator.jailed(sources_with_constants, pairs=pairs)
+        except JailedError:
+            if len(pairs) == 1:
+                return [pairs[0][0]]
+            return [source for pair in pairs for source in self._with_constants([pair])]
 
     def _halving(self, iteration: int, rows: list[dict]) -> list[dict]:
         """The rungs of successive halving after a population run (`envcoder.search.population.Halving`): the table

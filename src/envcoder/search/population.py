@@ -134,24 +134,28 @@ class Halving:
         return out
 
 
-def population_rows(results, record: dict | None, sources: dict[str, str], higher_is_better: bool,
+def population_rows(results, record: dict | None, sources: dict[str, str], higher_is_better: bool, written,
                     iteration: int = 0) -> list[dict]:
     """The search's table rows of a population run: each copy with its fitness in the run's final evaluation and
-    its source with the constants that its best group trained with last (`record`: the run's `population.json`)."""
+    its source with the constants that its best group trained with last (`record`: the run's `population.json`;
+    `written`: `[(source, values)] -> [source]`, `sources_with_constants` where it may parse them)."""
     final = (record or {}).get("final_constants", {})
     diverged = {g.candidate for g in results.groups if g.diverged_at_iteration is not None}
     sign = 1.0 if higher_is_better else -1.0
-    rows = []
+    rows, tuned = [], []
     for r in results.ranking:
         groups = sorted((g for g in results.group_rows(r.name) if np.isfinite(g.task_fitness)),
                         key=lambda g: -sign * g.task_fitness)
         label = f"{r.name}#{groups[0].seed}" if groups else None
         values = {key.split(":", 1)[1]: value for key, value in final.get(label, {}).items()}
-        source = sources[r.name]
         rows.append({"name": r.name, "fitness": r.fitness_mean, "auc": r.auc if np.isfinite(r.auc) else None,
                      "shaped_return": r.shaped_return, "episode_length": r.episode_length,
-                     "status": "diverged" if r.name in diverged else "ok",
-                     "source": with_constants(source, values) if values else source, "iteration": iteration})
+                     "status": "diverged" if r.name in diverged else "ok", "source": sources[r.name],
+                     "iteration": iteration})
+        if values:
+            tuned.append((rows[-1], values))
+    for (row, _), source in zip(tuned, written([(row["source"], values) for row, values in tuned]) if tuned else []):
+        row["source"] = source
     return rows
 
 

@@ -242,16 +242,33 @@ class OfflineProposer:
     multiplied, with probability `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left
     alone. The child's first line says what changed. Draws are seeded by (seed, iteration, slot, attempt), so a
     resumed run proposes the same children.
+
+    With `jail` (`SandboxValidator.jailed`), a child is written in the sandbox: the parents are candidate text, which
+    the process that trains never parses (`envcoder auto` passes its validator's); without, here.
     """
 
     name = "offline"
 
     def __init__(self, seed: int = 0, parents: int = 3, rate: float = 0.5, scale: float = 0.7,
-                 structural: float = 0.5, fitness: tuple[str, bool] | None = None):
+                 structural: float = 0.5, fitness: tuple[str, bool] | None = None, jail=None):
         self.seed, self.parents, self.rate, self.scale = seed, parents, rate, scale
-        self.structural, self.fitness = structural, fitness
+        self.structural, self.fitness, self.jail = structural, fitness, jail
 
     def sample(self, request: Request) -> Sample:
+        if self.jail is None:
+            return self.propose(request)
+        from envcoder.candidates.sandbox import JailedError
+
+        settings = {"seed": self.seed, "parents": self.parents, "rate": self.rate, "scale": self.scale,
+                    "structural": self.structural, "fitness": self.fitness}
+        request = {**dataclasses.asdict(request), "system": "", "messages": ()}  # what a child is made of
+        try:
+            return Sample(**self.jail(offline_sample, settings=settings, request=request))
+        except JailedError as err:
+            return Sample("", error=f"writing a child in the sandbox failed: {err}")
+
+    def propose(self, request: Request) -> Sample:
+        """A child of the request's population (see the class), written in this process."""
         rng = random.Random(f"{self.seed}:{request.iteration}:{request.slot}:{request.attempt}")
         evaluated = [p for p in request.population if p.fitness is not None and math.isfinite(p.fitness)]
         if evaluated:
@@ -300,6 +317,16 @@ class OfflineProposer:
         return Sample(header + "".join(lines))
 
 
+def offline_sample(settings: dict, request: dict) -> dict:
+    """`OfflineProposer(**settings).propose(request)` from and to JSON: what the sandbox runs for a jailed offline
+    proposer."""
+    population = tuple(Parent(**parent) for parent in request["population"])
+    fitness = tuple(settings["fitness"]) if settings.get("fitness") else None
+    sample = OfflineProposer(**{**settings, "fitness": fitness}).propose(
+        Request(**{**request, "messages": tuple(request["messages"]), "population": population}))
+    return {"text": sample.text, "error": sample.error}
+
+
 STRUCTURAL = {"population": 1.0, "offline": 0.5, "jitter": 0.0, "random": 0.0}
 """The offline proposer's share of structural moves under each `--proposer` (population: its children change
 structure only, as the population tunes their constants)."""
@@ -307,16 +334,18 @@ structure only, as the population tunes their constants)."""
 
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
-                  max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline") -> Proposer:
+                  max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline",
+                  jail=None) -> Proposer:
     """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
-    add; `search`: the run's `--proposer`); otherwise the model's provider's SDK."""
+    add; `search`: the run's `--proposer`; `jail`: where it writes its children, `OfflineProposer`); otherwise the
+    model's provider's SDK."""
     if model is None:
         term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
-        return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search])
+        return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search], jail=jail)
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)
 
 
 __all__ = ["Proposer", "Request", "Sample", "Parent", "ProposerError", "OpenAIProposer", "AnthropicProposer",
-           "OfflineProposer", "make_proposer", "provider_for", "estimate_cost", "float_literals"]
+           "OfflineProposer", "offline_sample", "make_proposer", "provider_for", "estimate_cost", "float_literals"]

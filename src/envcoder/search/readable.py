@@ -54,17 +54,32 @@ def readable_find(validator, out, source: str, starting: list[dict]) -> dict | N
     """An `envcoder auto` find written flat as `out/best_readable.py`, checked in the sandbox (`validator`) to be
     the same program as `best.py`, and what changed from the best starting file (`starting`, the search's rows of
     its starting files, best first), in words and as a diff: the summary's record. None where there is nothing to
-    flatten."""
+    flatten (or the sandbox could not write it: the text is parsed there only, `readable_text`)."""
+    from envcoder.candidates.sandbox import JailedError
+
+    try:
+        found = validator.jailed(readable_text, source=source, start=starting[0]["source"] if starting else None)
+    except JailedError:
+        return None
+    if found is None:
+        return None
+    same = same_programs(validator, found["as_found"], found["flat"])
+    (out / "best_readable.py").write_text(found["flat"])
+    return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
+            "change": found["change"], "diff": found["diff"]}
+
+
+def readable_text(source: str, start: str | None) -> dict | None:
+    """`source` flattened (`flat`), `source` with the names the flat file took prefixes off renamed so (`as_found`:
+    what it is compared with), and what changed from `start` (`change`, `diff`; empty without one); None where there
+    is nothing to flatten. Run in the sandbox (`SandboxValidator.jailed`): it parses candidate text."""
     from envcoder.search.moves import reward_terms
 
     flat = flatten(source)
     if flat == source:
         return None
-    same = same_programs(validator, source, flat)
-    (out / "best_readable.py").write_text(flat)
-    words, diff = describe_change(starting[0]["source"], flat, reward_terms) if starting else ("", "")
-    return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
-            "change": words, "diff": diff}
+    words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
+    return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff}
 
 
 def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:
@@ -329,11 +344,11 @@ def renamed(source: str, flat: str) -> str:
     return unparse_source(ast.fix_missing_locations(Rename().visit(tree)))
 
 
-def same_programs(validator, source: str, flat: str) -> bool:
+def same_programs(validator, as_found: str, flat: str) -> bool:
     """Whether the sandbox (`validator`, a `SandboxValidator`) hands over the same programs for the flat file and
-    for the file as found with its names renamed as in the flat one (a function's constants are its program's
-    inputs in the order of their names): each function's StableHLO, its source locations aside."""
-    verdicts = validator.validate([("readable_check_as_found", renamed(source, flat)),
+    for the file as found with its names renamed as in the flat one (`as_found`, `renamed`: a function's constants
+    are its program's inputs in the order of their names): each function's StableHLO, its source locations aside."""
+    verdicts = validator.validate([("readable_check_as_found", as_found),
                                    ("readable_check_flat", flat)])
     if not all(v.ok and v.candidate is not None for v in verdicts):
         return False
