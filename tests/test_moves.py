@@ -6,7 +6,7 @@ from pathlib import Path
 
 from envcoder.candidates import load_candidate
 from envcoder.candidates.validate import rollout_states, validate_candidate
-from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, structural_child
+from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, state_terms, structural_child
 from envcoder.search.proposers import OfflineProposer, Parent, Request
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -27,16 +27,34 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
                                      "    still = -0.01 * state['dof_vel'][:, 1] ** 2\n"
                                      "    return centred + still, {'centred': centred, 'still': still}\n", 0.4))
     fitness = (fitness_term_source(task.get_fitness()[1].step), True)
-    assert set(MOVES) == {"reweight", "drop", "add", "cross", "kernel"}
-    for move in ("reweight", "drop", "add", "cross"):
-        child, note = structural_child(random.Random(3), good, parents, fitness, move=move)
+    library = state_terms(task.state_fields)
+    assert set(MOVES) == {"reweight", "drop", "add", "cross", "kernel", "state"}
+    assert [t[0] for t in library] == ["alive", "action_cost", "joint_speed_cost", "effort_cost"]  # no torso
+    for move in ("reweight", "drop", "add", "cross", "state"):
+        child, note = structural_child(random.Random(3), good, parents, fitness, move=move, library=library)
         candidate = load_candidate(Path(f"{move}.py"), source=child)
         spec = validate_candidate(task, simulator, candidate, states)
         terms = set(spec.reward_components)
         assert child.startswith(f"# offline: from good_upright; {note}")
         assert {"reweight": terms == {"upright", "motion"} and "W_REWEIGHT" in child,
                 "drop": len(terms) == 1 and terms < {"upright", "motion"},
-                "add": len(terms) == 3, "cross": terms == {"upright", "motion", "centred", "still"}}[move], (move, terms, note)
+                "add": len(terms) == 3, "cross": terms == {"upright", "motion", "centred", "still"},
+                "state": len(terms) >= 3 and (terms - {"upright", "motion"}) <= {t[0] for t in library}}[move], (
+            move, terms, note)
+    # A child's own terms are moved too (it is read flat): the grandchild drops the term its parent added.
+    child, _ = structural_child(random.Random(3), good, parents, fitness, move="state", library=library)
+    grandchild, note = structural_child(random.Random(0), Parent("child", child, 0.6), parents, None, move="drop")
+    def components(source):
+        return set(validate_candidate(task, simulator, load_candidate(Path("f.py"), source=source),
+                                      states).reward_components)
+    assert note.startswith("drop term") and components(grandchild) == components(child) - {note.split("'")[1]}
+    # A sparse start (the fitness as a bare reward: no term to move) is shaped by the terms a state offers.
+    sparse = Parent("sparse", (Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse" /
+                               "cartpole.py").read_text(), 0.1)
+    assert structural_child(random.Random(0), sparse, [], None, move="reweight") is None
+    child, note = structural_child(random.Random(0), sparse, [], None, library=library)
+    assert "add the state's term" in note and validate_candidate(
+        task, simulator, load_candidate(Path("sparse_child.py"), source=child), states).reward_components
     # The kernel move needs an exp(...): good_upright has none; a tracking kernel's width is scaled.
     kernel = Parent("k", "import jax.numpy as jnp\n\ndef compute_reward(state):\n"
                          "    return jnp.exp(-state['dof_pos'][:, 1] ** 2 / 0.25)\n", 0.5)

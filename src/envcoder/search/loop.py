@@ -91,7 +91,8 @@ class AutoRun:
         """Checks the drafts and does all work on their text (this process parses none: `jailed`)."""
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
-                                      fitness=self.fitness, search=settings.proposer, jail=self.validator.jailed)
+                                      fitness=self.fitness, search=settings.proposer, jail=self.validator.jailed,
+                                      state_fields=tuple(self.task.state_fields))
         self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in ("population", "random")

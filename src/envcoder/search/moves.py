@@ -10,7 +10,13 @@ a donor's, for a term it takes) and changes the sum:
 - `drop`: one term taken out;
 - `add`: a term of another candidate (or the task's fitness) added with a log-uniform weight;
 - `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
-- `cross`: the terms of a second parent that the first lacks, all added.
+- `cross`: the terms of a second parent that the first lacks, all added;
+- `state`: a term that any task's state offers (`STATE_TERMS`: an alive bonus, the torso upright or high, costs of
+  actions, joint speeds, torques, spinning) with a log-uniform weight of its own range: what shapes a sparse start,
+  whose only term is the fitness.
+
+A parent that is itself a child is read flat (`envcoder.search.readable.flatten`): its terms as a literal, so that
+a child's terms can be re-weighted, dropped and crossed too.
 
 The child's weights are module-level float constants, so the constants search (and a population's perturbations)
 tunes them without recompiling (`envcoder.candidates.constants`). A child is plain candidate code: it passes the
@@ -28,12 +34,33 @@ from typing import Sequence
 
 from envcoder.text import parse as parse_source, unparse as unparse_source
 
-MOVES = ("reweight", "drop", "add", "kernel", "cross")
+MOVES = ("reweight", "drop", "add", "kernel", "cross", "state")
+
+STATE_TERMS = (
+    # (name, the state fields it reads, its expression, the range of its weight)
+    ("alive", ("progress_buf",), "jnp.ones(state['progress_buf'].shape, jnp.float32)", (0.1, 10.0)),
+    ("upright", ("root_states",), "1.0 - 2.0 * (state['root_states'][:, 4] ** 2 + state['root_states'][:, 5] ** 2)",
+     (0.1, 10.0)),
+    ("height", ("root_states",), "state['root_states'][:, 2]", (0.1, 10.0)),
+    ("spin_cost", ("root_states",), "-jnp.sum(state['root_states'][:, 10:13] ** 2, axis=-1)", (1e-3, 1.0)),
+    ("action_cost", ("actions",), "-jnp.sum(state['actions'] ** 2, axis=-1)", (1e-3, 1.0)),
+    ("joint_speed_cost", ("dof_vel",), "-jnp.sum(state['dof_vel'] ** 2, axis=-1)", (1e-5, 1e-1)),
+    ("effort_cost", ("torques",), "-jnp.sum(state['torques'] ** 2, axis=-1)", (1e-6, 1e-2)),
+)
+"""Terms that a task's state offers whatever the task, for the `state` move: a per-step bonus for staying alive, the
+torso's up axis pointing up (`root_states`' quaternion w, x, y, z: the z of its z axis) or its height, and squared
+costs; each term's weight is drawn log-uniformly from its range (costs of squares of large numbers get small ones)."""
+
+
+def state_terms(fields) -> list[list]:
+    """The `STATE_TERMS` whose fields a task's state (`fields`: its names) has, as `[name, expression, low, high]`."""
+    return [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS
+            if all(f in fields for f in needs)]
 
 
 def reward_terms(source: str) -> list[str]:
-    """The names of the components that a file's `compute_reward` returns as a dict literal (`[]` where it
-    returns none, or not as a literal)."""
+    """The names of the components that a file's `compute_reward` returns as a dict literal, a `**terms` in it read
+    from the literal assigned to `terms` (`[]` where it returns none, or not as a literal)."""
     try:
         tree = parse_source(source)
     except SyntaxError:
@@ -41,12 +68,22 @@ def reward_terms(source: str) -> list[str]:
     function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
     if function is None:
         return []
+    literals = {t.id: n.value for n in ast.walk(function) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+                for t in n.targets if isinstance(t, ast.Name)}  # `terms = {...}`, read where `**terms` is unpacked
+
+    def keys(literal: ast.Dict, seen: frozenset) -> list[str]:
+        found = []
+        for key, value in zip(literal.keys, literal.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.append(key.value)
+            elif key is None and isinstance(value, ast.Name) and value.id in literals and value.id not in seen:
+                found += keys(literals[value.id], seen | {value.id})
+        return found
     names = []
     for node in ast.walk(function):
         if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
                 and isinstance(node.value.elts[1], ast.Dict)):
-            names += [k.value for k in node.value.elts[1].keys if isinstance(k, ast.Constant) and isinstance(
-                k.value, str) and k.value not in names]
+            names += [k for k in keys(node.value.elts[1], frozenset()) if k not in names]
     return names
 
 
@@ -110,17 +147,23 @@ def _weight(value: float) -> str:
 
 
 def structural_child(rng: random.Random, parent, others: Sequence, fitness: tuple[str, bool] | None = None,
-                     move: str | None = None) -> tuple[str, str] | None:
+                     move: str | None = None, library: Sequence = ()) -> tuple[str, str] | None:
     """`(source, what changed)` of a child of `parent` (a `Parent`) by one structural move (`move`, else drawn
-    among those that apply), with donors among `others` and the task's fitness (`(its step's source from
-    fitness_term_source, higher_is_better)`); None when no move applies."""
-    parent = dataclasses.replace(parent, source="".join(  # without the headers of its own generation
-        line for line in parent.source.splitlines(keepends=True) if not line.startswith("# offline: ")))
+    among those that apply), with donors among `others`, the task's fitness (`(its step's source from
+    fitness_term_source, higher_is_better)`) and the terms its state offers (`library`: `state_terms`); None when no
+    move applies."""
+    from envcoder.search.readable import flatten
+
+    def flat(source: str) -> str:  # without the headers of its generation, a child's terms as a literal
+        return flatten("".join(line for line in source.splitlines(keepends=True) if not line.startswith("# offline: ")))
+    parent = dataclasses.replace(parent, source=flat(parent.source))
     terms = reward_terms(parent.source)
-    donors = [(o, t) for o in others if o.name != parent.name for t in reward_terms(o.source) if t not in terms]
+    others = [dataclasses.replace(o, source=flat(o.source)) for o in others if o.name != parent.name]
+    donors = [(o, t) for o in others for t in reward_terms(o.source) if t not in terms]
     kernels = _kernel_literals(parent.source)
+    offered = [entry for entry in library if entry[0] not in terms]
     possible = [m for m, ok in (("reweight", terms), ("drop", len(terms) > 1), ("add", donors or fitness),
-                                ("kernel", kernels), ("cross", donors)) if ok]
+                                ("kernel", kernels), ("cross", donors), ("state", offered)) if ok]
     if move is None:
         if not possible:
             return None
@@ -143,6 +186,16 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
             lines += [f"    reward = reward + (W_REWEIGHT - 1.0) * terms[{term!r}]",
                       f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
             note = f"weight of term {term!r} × {_weight(weight)}"
+    elif move == "state":  # one term, or two or three at once (sometimes more than one is needed at all)
+        count = min(len(offered), 1 + (rng.random() < 0.5) + (rng.random() < 0.25))
+        added = []
+        for name, expression, low, high in rng.sample(offered, count):
+            weight = f"W_{name.upper()}"
+            weights[weight] = _log_uniform(rng, low, high)
+            lines += [f"    {name} = {weight} * ({expression})", f"    reward = reward + {name}",
+                      f"    terms = {{**terms, {name!r}: {name}}}"]
+            added.append(f"{name!r} (weight {_weight(weights[weight])})")
+        note = f"add the state's {'term' if count == 1 else 'terms'} {', '.join(added)}"
     else:  # add, cross: terms of donors (or the task's fitness)
         note = _add_terms(rng, move, donors, fitness, pieces, lines, weights)
     header = [f"# offline: from {parent.name}; {note}", '"""A structural child of the offline search."""']

@@ -21,9 +21,9 @@ import math
 import os
 import random
 import tokenize
-from typing import Protocol
+from typing import Protocol, Sequence
 
-from envcoder.search.moves import fitness_term_source, structural_child
+from envcoder.search.moves import fitness_term_source, state_terms, structural_child
 from envcoder.text import parse as parse_source
 
 PROVIDERS = ("openai", "anthropic")
@@ -237,8 +237,9 @@ class OfflineProposer:
     A child is a parent, chosen uniformly among the `parents` best evaluated candidates (or among the
     starting files before anything is evaluated), changed by one structural move with probability `structural`
     (or always, where the parent has no float constant): a term re-weighted by orders of magnitude, dropped, taken
-    from another candidate or the task's fitness (`fitness`: its step's source and direction), a kernel's width
-    scaled, or two parents' terms crossed (`envcoder.search.moves`). Otherwise each of its float literals is
+    from another candidate or the task's fitness (`fitness`: its step's source and direction), one that the task's
+    state offers added (`library`: `envcoder.search.moves.state_terms`), a kernel's width scaled, or two parents'
+    terms crossed (`envcoder.search.moves`). Otherwise each of its float literals is
     multiplied, with probability `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left
     alone. The child's first line says what changed. Draws are seeded by (seed, iteration, slot, attempt), so a
     resumed run proposes the same children.
@@ -250,9 +251,10 @@ class OfflineProposer:
     name = "offline"
 
     def __init__(self, seed: int = 0, parents: int = 3, rate: float = 0.5, scale: float = 0.7,
-                 structural: float = 0.5, fitness: tuple[str, bool] | None = None, jail=None):
+                 structural: float = 0.5, fitness: tuple[str, bool] | None = None, jail=None,
+                 library: Sequence = ()):
         self.seed, self.parents, self.rate, self.scale = seed, parents, rate, scale
-        self.structural, self.fitness, self.jail = structural, fitness, jail
+        self.structural, self.fitness, self.jail, self.library = structural, fitness, jail, [list(t) for t in library]
 
     def sample(self, request: Request) -> Sample:
         if self.jail is None:
@@ -260,7 +262,7 @@ class OfflineProposer:
         from envcoder.candidates.sandbox import JailedError
 
         settings = {"seed": self.seed, "parents": self.parents, "rate": self.rate, "scale": self.scale,
-                    "structural": self.structural, "fitness": self.fitness}
+                    "structural": self.structural, "fitness": self.fitness, "library": self.library}
         request = {**dataclasses.asdict(request), "system": "", "messages": ()}  # what a child is made of
         try:
             return Sample(**self.jail(offline_sample, settings=settings, request=request))
@@ -282,7 +284,7 @@ class OfflineProposer:
         source = "\n".join(line for line in parent.source.splitlines() if not line.startswith("# offline: "))
         literals = [literal for literal in float_literals(source) if literal[2] != 0.0]  # zero stays zero anyway
         if not literals or rng.random() < self.structural:
-            child = structural_child(rng, parent, evaluated or pool, self.fitness)
+            child = structural_child(rng, parent, evaluated or pool, self.fitness, library=self.library)
             if child is not None:
                 return Sample(child[0])
         if not literals:
@@ -335,13 +337,14 @@ structure only, as the population tunes their constants)."""
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
                   max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline",
-                  jail=None) -> Proposer:
+                  jail=None, state_fields: Sequence[str] = ()) -> Proposer:
     """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
-    add; `search`: the run's `--proposer`; `jail`: where it writes its children, `OfflineProposer`); otherwise the
-    model's provider's SDK."""
+    add, as may the terms its state offers, `state_fields`: their names; `search`: the run's `--proposer`; `jail`:
+    where it writes its children, `OfflineProposer`); otherwise the model's provider's SDK."""
     if model is None:
         term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
-        return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search], jail=jail)
+        return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search], jail=jail,
+                               library=state_terms(state_fields))
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)
