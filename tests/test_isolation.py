@@ -357,6 +357,27 @@ def test_a_hang_is_found_by_halves_in_few_restarts(tmp_path, monkeypatch, culpri
                                                         "checkpoint")
 
 
+def test_what_a_fault_suspects_is_left_out_alone_or_found_by_halves(tmp_path, monkeypatch):
+    """Suspects named (the candidates that need much of the memory that ran out): one is left out at once, with the
+    fault as its reason; of two, the search by halves starts among them only."""
+    from types import SimpleNamespace
+
+    from envcoder.runs import watchdog
+    from envcoder.runs.directory import RunDirectory
+
+    candidates = [SimpleNamespace(name=n, functions={"compute_reward": None}, source="") for n in "abc"]
+    restarts = []
+    monkeypatch.setattr(watchdog, "restart", lambda message, command: restarts.append(message))
+    oom = "out of device memory while training iteration 2: Out of memory allocating 68719476736 bytes"
+    one = RunDirectory(tmp_path / "one")
+    watchdog.leave_out(one, candidates, frozenset(), 3, 2, oom, ["eval"], suspects=["b"])
+    assert one.read_hung() == [{"candidates": ["b"], "after_iteration": 2, "reason": oom}]
+    assert restarts[-1] == f"{oom}; leaving out b and going on from the last checkpoint"
+    two = RunDirectory(tmp_path / "two")
+    watchdog.leave_out(two, candidates, frozenset(), 3, 2, oom, ["eval"], suspects=["c", "a"])
+    assert two.read_hung()[0]["candidates"] == ["c"] and two.read_hung()[0]["bisecting"]["suspects"] == ["c", "a"]
+
+
 @pytest.mark.slow
 def test_the_watchdog_ends_a_run_whose_only_candidates_hang(tmp_path):
     """With nothing left to train, the hung run ends with one line naming the candidate; the run directory stays
@@ -422,3 +443,9 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
     with pytest.raises(CandidateError, match=r"GiB of working memory at 16 group\(s\) of 64 environments, more than "
                                              "50% of the device's"):
         check_costs(square.candidate, 16, 64, 2**27)
+    # What the device's memory running out in training suspects: the candidates that need a share of it.
+    from envcoder.candidates.prepare import memory_need
+    from envcoder.runs.driver import OOM_SUSPECT_SHARE
+
+    assert memory_need(square.candidate, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
+    assert memory_need(good.candidate, 1, 2048) < 1e-4 * 80 * 2**30

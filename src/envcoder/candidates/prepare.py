@@ -128,22 +128,33 @@ def check_costs(candidate, groups: int, envs: int, memory_bytes: int | None) -> 
                     f"{floor:g}), more than the {COST_FACTOR:g}× a candidate may: it would slow or stall every group "
                     "of the run; compute less per environment"), function=api)
         need = cost_at(cost, "temporary", envs) * groups
-        if memory_bytes and need > MEMORY_SHARE * memory_bytes:
+        if memory_bytes and need > MEMORY_SHARE * memory_bytes:  # (`memory_need`)
             raise CandidateError(str(candidate.path), (
                 f"its program needs {need / 2**30:,.1f} GiB of working memory at {groups} group(s) of {envs} "
                 f"environments, more than {MEMORY_SHARE:.0%} of the device's {memory_bytes / 2**30:,.0f} GiB: "
                 "compute less per environment, or run fewer environments"), function=api)
 
 
-def _affordable(candidates, failures: list, groups: int, envs: int) -> list:
-    """The candidates whose programs' costs pass `check_costs` at the run's size; the others become failures."""
+def memory_need(candidate, groups: int, envs: int) -> float:
+    """The most working memory (bytes) one of a candidate's programs needs at `groups` groups of `envs` environments,
+    from the worker's measurements (`cost_at`); 0 where none was measured (the task's own shaping)."""
+    costs = [getattr(f, "cost", None) for f in candidate.functions.values()]
+    return max([cost_at(c, "temporary", envs) * groups for c in costs if c] or [0.0])
+
+
+def device_memory() -> int | None:
+    """The bytes JAX may use of the first device (a CPU's: the host's memory); None where it does not say."""
     import jax
 
-    memory = None
-    if candidates:
-        device = jax.devices()[0]
-        memory = ((device.memory_stats() or {}).get("bytes_limit") if device.platform != "cpu"
-                  else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))  # the CPU's is the host's
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return (device.memory_stats() or {}).get("bytes_limit")
+
+
+def _affordable(candidates, failures: list, groups: int, envs: int) -> list:
+    """The candidates whose programs' costs pass `check_costs` at the run's size; the others become failures."""
+    memory = device_memory() if candidates else None
     kept = []
     for candidate in candidates:
         try:

@@ -150,7 +150,7 @@ class SandboxValidator:
 
     def jailed(self, function: Callable, **arguments):
         """`function(**arguments)` (one of envcoder's, on candidate text; arguments and result JSON) in a child of a
-        worker, locked in and limited as a candidate file's check is: how the training process frees a sweep,
+        worker, locked in and limited as a candidate file's check is: how the training process freezes a sweep,
         writes an offline search's child or flattens a find without parsing a candidate's text itself. Its result,
         or `JailedError` with why it failed (what it raised; it hung or died)."""
         name = f"work-{next(self._names)}"

@@ -33,7 +33,12 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
+from envcoder.candidates.prepare import device_memory, memory_need
 from envcoder.runs.watchdog import describe_compile, describe_run, guard, hang_passed, leave_out
+
+OOM_SUSPECT_SHARE = 0.05
+"""A candidate whose programs need this share of the device's memory at the run's size is a suspect when it runs
+out (`TrainingDriver.out_of_memory`); with none, the run's size is the cause."""
 from envcoder.env.grouping import GroupPlan
 from envcoder.text import plural, shown
 
@@ -99,6 +104,22 @@ class TrainingDriver:
         if jax.process_count() == 1 and self.run_dir.writes:
             leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
                       message, self.restart, evaluating=self.stage == "the final evaluation")
+
+    def out_of_memory(self, message: str) -> None:
+        """The device ran out of memory (`message`: why) while training or evaluating: where candidates' programs
+        need a noticeable share of it at the run's size (`OOM_SUSPECT_SHARE`, from the worker's measurements), or a
+        search for what failed is open, the one is found by halves across restarts as for a hang (`leave_out`;
+        no return then). Else the run's size is the cause: returns, and the error stands."""
+        if jax.process_count() != 1 or not self.run_dir.writes or not self.stage.startswith(
+                ("compiling the training", "dispatching training", "training iteration", "the final evaluation")):
+            return
+        memory = device_memory()
+        groups, envs = len(self.settings.seeds), self.trainer.num_envs
+        heavy = [c.name for c in self.candidates
+                 if memory and memory_need(c, groups, envs) >= OOM_SUSPECT_SHARE * memory]
+        if heavy or self.halving is not None:
+            leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
+                      message, self.restart, evaluating=self.stage == "the final evaluation", suspects=heavy)
 
     def _past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
         """Where this run is finding which candidate hung (`halving`) and got past where it hung (two iterations on:
@@ -371,6 +392,8 @@ class TrainingDriver:
                     train_state = self.next_rung(train_state)
                 if self.state.steady_s:
                     self.timings["steady_env_steps_per_s"] = self.state.steady_steps / self.state.steady_s
+                self.stage = "writing the last checkpoint"
+                self.writer.close()  # every record written while training's thread switch interval holds
         finally:
             if sys.exc_info()[0] is None:  # else the stage that failed stays named
                 self.stage = "writing the last checkpoint"

@@ -138,6 +138,9 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
             raise
         stage = driver.stage if driver is not None else "building the trainer"
+        if driver is not None:  # a candidate that needs much of the memory: found by halves, the run restarted
+            reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
+            driver.out_of_memory(f"out of device memory while {stage}: {reason}")
         raise OutOfGPUMemoryError(_out_of_memory_message(err, len(valid) * len(settings.seeds), settings,
                                                          run_dir, stage)) from err
 
@@ -184,7 +187,7 @@ def _leave_out(valid, failures, hung: list[dict]):
                                                        for api, f in c.functions.items()},
                                          function_keys={api: f"{k}:left-out" for api, k in c.function_keys.items()}))
         failures.append(LoadFailure(file=str(c.path), name=c.name, error=(
-            f"{c.path}: left out after training iteration {entry['after_iteration']} hung: {entry['reason']}")))
+            f"{c.path}: left out after training iteration {entry['after_iteration']}: {entry['reason']}")))
     return inert, failures, frozenset(left_out)
 
 

@@ -43,13 +43,14 @@ def restart(message: str, command: Sequence[str] | None) -> None:
 
 
 def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, message: str,
-              command: Sequence[str] | None, evaluating: bool = False) -> None:
+              command: Sequence[str] | None, evaluating: bool = False, suspects: Sequence[str] | None = None) -> None:
     """A hung iteration (`evaluating`: the final evaluation): restart the run from its last checkpoint without the
-    candidate that hung, recorded in `run_dir`'s `hung.json` (`done`: the iterations read). The suspects are the
-    current `candidates` with a `lax.while_loop` (`loop_candidates`), or where none has, every candidate, less those
-    `left_out` already; one is left out at once, of several the one is found by halves (`bisect`; where the hang came
-    back while halving, it is among the half that stayed in). Returns where nothing can be done (`command` None: a
-    library call; fewer than two of the run's `total` candidates left)."""
+    candidate that hung, recorded in `run_dir`'s `hung.json` (`done`: the iterations read). The suspects are those
+    given (`suspects`: for another fault, e.g. the device's memory running out), else the current `candidates` with
+    a `lax.while_loop` (`loop_candidates`), or where none has, every candidate, less those `left_out` already; one
+    is left out at once, of several the one is found by halves (`bisect`; where the fault came back while halving,
+    it is among the half that stayed in). Returns where nothing can be done (`command` None: a library call; fewer
+    than two of the run's `total` candidates left; no suspect)."""
     if command is None:
         return
     entries = run_dir.read_hung()
@@ -61,9 +62,15 @@ def leave_out(run_dir, candidates: Sequence, left_out, total: int, done: int, me
     if total - len(left_out) < 2:  # nothing would be left to train
         return
     loops = [n for n in loop_candidates(candidates) if n not in left_out]
-    suspects = loops or [c.name for c in candidates if c.functions and c.name not in left_out]
+    if suspects is not None:
+        suspects, how = [n for n in suspects if n not in left_out], "found by training half of the suspects at a time"
+    elif loops:
+        suspects, how = loops, "found among the candidates with a lax.while_loop by training half of them at a time"
+    else:
+        suspects = [c.name for c in candidates if c.functions and c.name not in left_out]
+        how = "no lax.while_loop explains it: found by training half of the candidates at a time"
     bisect(run_dir, suspects, entries, {"after_iteration": done, "reason": message, "bisecting": {
-        "suspects": suspects, "evaluating": evaluating, "loops": bool(loops)}}, command)
+        "suspects": suspects, "evaluating": evaluating, "how": how}}, command)
 
 
 def bisect(run_dir, suspects: list[str], entries: list[dict], hang: dict, command: Sequence[str] | None) -> None:
@@ -79,10 +86,7 @@ def bisect(run_dir, suspects: list[str], entries: list[dict], hang: dict, comman
 
     searching = hang["bisecting"]
     if len(suspects) == 1:
-        how = "" if len(searching["suspects"]) == 1 else (
-            " (found among the candidates with a lax.while_loop by training half of them at a time)"
-            if searching["loops"] else " (no lax.while_loop explains it: found by training half of the candidates "
-                                       "at a time)")
+        how = "" if len(searching["suspects"]) == 1 else f" ({searching['how']})"
         write_json(run_dir.path / "hung.json", entries + [{"candidates": suspects,
                                                            "after_iteration": hang["after_iteration"],
                                                            "reason": hang["reason"] + how}])
