@@ -306,7 +306,7 @@ def test_which_of_several_candidates_hung_is_found_by_halves(tmp_path):
     (functions / "a_hangs.py").write_text(LOOPS_ON_THE_DEVICE)
     proc = _eval(functions, tmp_path / "run")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert ("2 candidates could have hung: training again from the last checkpoint without " in proc.stderr
+    assert ("2 candidates could be the cause: training again from the last checkpoint without " in proc.stderr
             and "leaving out a_hangs and going on from the last checkpoint" in proc.stderr), proc.stderr
     assert "Traceback" not in proc.stderr
     run = tmp_path / "run"

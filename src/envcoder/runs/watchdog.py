@@ -95,21 +95,20 @@ def bisect(run_dir, suspects: list[str], entries: list[dict], hang: dict, comman
     half = suspects[:len(suspects) // 2]
     write_json(run_dir.path / "hung.json", entries + [{**hang, "candidates": half,
                                                        "bisecting": {**searching, "suspects": suspects}}])
-    restart(f"{hang['reason']}; {len(suspects)} candidates could have hung: training again from the last checkpoint "
-            f"without {', '.join(half)}, to find the one", command)
+    restart(f"{hang['reason']}; {len(suspects)} candidates could be the cause: training again from the last "
+            f"checkpoint without {', '.join(half)}, to find the one", command)
 
 
-def hang_passed(run_dir, command: Sequence[str] | None) -> bool:
-    """The run got past the hang that `hung.json`'s open search (`bisect`) is halving for, with its half left out:
-    the culprit is in that half. Restarts to halve it; where it cannot restart (`MAX_RESTARTS`), that half stays
-    left out for good and False is returned (the run goes on)."""
+def hang_passed(run_dir, command: Sequence[str] | None) -> None:
+    """The run got past the hang (or other fault) that `hung.json`'s open search (`bisect`) is halving for, with its
+    half left out: the culprit is in that half. Restarts to halve it; where it cannot restart (`MAX_RESTARTS`), that
+    half stays left out for good and this returns (the run goes on)."""
     entries = run_dir.read_hung()
     bisect(run_dir, entries[-1]["candidates"], entries[:-1], entries[-1], command)
     from envcoder.runs.directory import write_json
 
     last = {k: v for k, v in entries[-1].items() if k != "bisecting"}
     write_json(run_dir.path / "hung.json", entries[:-1] + [last])
-    return False
 
 
 @contextlib.contextmanager
