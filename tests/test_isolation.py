@@ -376,6 +376,11 @@ def test_what_a_fault_suspects_is_left_out_alone_or_found_by_halves(tmp_path, mo
     two = RunDirectory(tmp_path / "two")
     watchdog.leave_out(two, candidates, frozenset(), 3, 2, oom, ["eval"], suspects=["c", "a"])
     assert two.read_hung()[0]["candidates"] == ["c"] and two.read_hung()[0]["bisecting"]["suspects"] == ["c", "a"]
+    # Got past it: two iterations after the one that failed (metrics are read one late), or at the end of training.
+    halving = two.read_hung()[0]
+    assert [watchdog.past_fault(halving, done, 10) for done in (2, 3, 4)] == [False, False, True]
+    assert watchdog.past_fault(halving, 3, 3) and watchdog.past_fault(halving, 2, 10, stopped=True)
+    assert not watchdog.past_fault(halving, 9, 10, evaluated=True)  # it failed in training, not in the evaluation
 
 
 @pytest.mark.slow
@@ -444,8 +449,7 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
                                              "50% of the device's"):
         check_costs(square.candidate, 16, 64, 2**27)
     # What the device's memory running out in training suspects: the candidates that need a share of it.
-    from envcoder.candidates.prepare import memory_need
-    from envcoder.runs.driver import OOM_SUSPECT_SHARE
+    from envcoder.candidates.prepare import OOM_SUSPECT_SHARE, memory_need
 
     assert memory_need(square.candidate, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
     assert memory_need(good.candidate, 1, 2048) < 1e-4 * 80 * 2**30

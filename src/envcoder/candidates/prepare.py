@@ -142,6 +142,18 @@ def memory_need(candidate, groups: int, envs: int) -> float:
     return max([cost_at(c, "temporary", envs) * groups for c in costs if c] or [0.0])
 
 
+OOM_SUSPECT_SHARE = 0.05
+"""A candidate whose programs need this share of the device's memory at the run's size is a suspect when it runs
+out (`memory_suspects`); with none, the run's size is the cause."""
+
+
+def memory_suspects(candidates, groups: int, envs: int) -> list[str]:
+    """The candidates whose programs need at least `OOM_SUSPECT_SHARE` of the device's memory at `groups` groups of
+    `envs` environments (`memory_need`): what the device running out in training suspects."""
+    memory = device_memory()
+    return [c.name for c in candidates if memory and memory_need(c, groups, envs) >= OOM_SUSPECT_SHARE * memory]
+
+
 def device_memory() -> int | None:
     """The bytes JAX may use of the first device (a CPU's: the host's memory); None where it does not say."""
     import jax

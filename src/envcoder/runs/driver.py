@@ -33,12 +33,8 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
-from envcoder.candidates.prepare import device_memory, memory_need
-from envcoder.runs.watchdog import describe_compile, describe_run, guard, hang_passed, leave_out
-
-OOM_SUSPECT_SHARE = 0.05
-"""A candidate whose programs need this share of the device's memory at the run's size is a suspect when it runs
-out (`TrainingDriver.out_of_memory`); with none, the run's size is the cause."""
+from envcoder.candidates.prepare import memory_suspects
+from envcoder.runs.watchdog import describe_compile, describe_run, guard, hang_passed, leave_out, past_fault
 from envcoder.env.grouping import GroupPlan
 from envcoder.text import plural, shown
 
@@ -106,34 +102,25 @@ class TrainingDriver:
                       message, self.restart, evaluating=self.stage == "the final evaluation")
 
     def out_of_memory(self, message: str) -> None:
-        """The device ran out of memory (`message`: why) while training or evaluating: where candidates' programs
-        need a noticeable share of it at the run's size (`OOM_SUSPECT_SHARE`, from the worker's measurements), or a
-        search for what failed is open, the one is found by halves across restarts as for a hang (`leave_out`;
-        no return then). Else the run's size is the cause: returns, and the error stands."""
+        """The device ran out of memory (`message`: why) while training or evaluating: where candidates need a share
+        of it at the run's size (`memory_suspects`), or a search for what failed is open, the one is found by halves
+        across restarts as for a hang (`leave_out`; no return then). Else the run's size is the cause: returns."""
         if jax.process_count() != 1 or not self.run_dir.writes or not self.stage.startswith(
                 ("compiling the training", "dispatching training", "training iteration", "the final evaluation")):
             return
-        memory = device_memory()
-        groups, envs = len(self.settings.seeds), self.trainer.num_envs
-        heavy = [c.name for c in self.candidates
-                 if memory and memory_need(c, groups, envs) >= OOM_SUSPECT_SHARE * memory]
+        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.num_envs)
         if heavy or self.halving is not None:
             leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
                       message, self.restart, evaluating=self.stage == "the final evaluation", suspects=heavy)
 
     def _past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
-        """Where this run is finding which candidate hung (`halving`) and got past where it hung (two iterations on:
-        an iteration's metrics are read one late; or the end of training, or the evaluation where that hung) with
-        half the suspects left out: the culprit is among them (`watchdog.hang_passed` restarts to halve them)."""
-        hang = self.halving
-        if hang is None:
-            return
-        if hang["bisecting"]["evaluating"] != evaluated or not (evaluated or stopped or self.state.done >= min(
-                hang["after_iteration"] + 2, self.settings.iterations)):
-            return
-        if jax.process_count() == 1 and self.run_dir.writes:
-            hang_passed(self.run_dir, self.restart)
-        self.halving = None
+        """Where this run, halving for what hung (`halving`), got past it (`watchdog.past_fault`), the culprit is in
+        the half left out: `watchdog.hang_passed` restarts to halve that."""
+        if self.halving is not None and past_fault(self.halving, self.state.done, self.settings.iterations, stopped,
+                                                   evaluated):
+            if jax.process_count() == 1 and self.run_dir.writes:
+                hang_passed(self.run_dir, self.restart)
+            self.halving = None
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule

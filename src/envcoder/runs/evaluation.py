@@ -86,13 +86,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
     task.check_algorithm(settings.algo)
-    layers = [(str(task.config_file), task_settings(task, settings.algo))]
-    if settings.config_file is not None:
-        layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
-    layers.append(("command-line override", settings.overrides))
-    if settings.iterations is not None:
-        layers.append(("--iterations", {"max_epochs": settings.iterations}))
-    config = algorithm(settings.algo).config.resolve(layers)
+    config = _resolved_config(task, settings)
     settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
@@ -130,7 +124,26 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                 fitness=fitness_name, physics=physics, devices=settings.devices,
                                                 evaluation_envs=settings.evaluation_envs)
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
-    driver = None
+    return _train(job, run_dir, console, resume, validation_s, restart)
+
+
+def _resolved_config(task, settings: EvalSettings):
+    """The algorithm's settings: the task's, the config file's, the command line's, `--iterations`, in that order."""
+    layers = [(str(task.config_file), task_settings(task, settings.algo))]
+    if settings.config_file is not None:
+        layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
+    layers.append(("command-line override", settings.overrides))
+    if settings.iterations is not None:
+        layers.append(("--iterations", {"max_epochs": settings.iterations}))
+    return algorithm(settings.algo).config.resolve(layers)
+
+
+def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
+           restart: Sequence[str] | None) -> RunResults:
+    """The job trained and ranked (`TrainingDriver`); the device's memory running out is a candidate's fault found
+    by halves where one needs much of it (`TrainingDriver.out_of_memory`: the run restarts), else an
+    `OutOfGPUMemoryError` that says what to change."""
+    settings, driver = job.settings, None
     try:
         driver = TrainingDriver(job, run_dir, console, resume, validation_s, restart)
         return driver.run()
@@ -138,10 +151,10 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
             raise
         stage = driver.stage if driver is not None else "building the trainer"
-        if driver is not None:  # a candidate that needs much of the memory: found by halves, the run restarted
+        if driver is not None:
             reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
             driver.out_of_memory(f"out of device memory while {stage}: {reason}")
-        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(valid) * len(settings.seeds), settings,
+        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(job.candidates) * len(settings.seeds), settings,
                                                          run_dir, stage)) from err
 
 

@@ -99,6 +99,15 @@ def bisect(run_dir, suspects: list[str], entries: list[dict], hang: dict, comman
             f"checkpoint without {', '.join(half)}, to find the one", command)
 
 
+def past_fault(hang: dict, done: int, iterations: int, stopped: bool = False, evaluated: bool = False) -> bool:
+    """Whether a run halving for `hang` (`hung.json`'s open entry) got past it: two iterations on (an iteration's
+    metrics are read one late), or the end of training (`stopped`, or all `iterations` `done`), or the evaluation
+    (`evaluated`) where that is what failed."""
+    if hang["bisecting"]["evaluating"] != evaluated:
+        return False
+    return evaluated or stopped or done >= min(hang["after_iteration"] + 2, iterations)
+
+
 def hang_passed(run_dir, command: Sequence[str] | None) -> None:
     """The run got past the hang (or other fault) that `hung.json`'s open search (`bisect`) is halving for, with its
     half left out: the culprit is in that half. Restarts to halve it; where it cannot restart (`MAX_RESTARTS`), that
@@ -177,5 +186,5 @@ def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) 
     return describe
 
 
-__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "bisect", "hang_passed", "loop_candidates",
-           "restart", "EXIT_STATUS"]
+__all__ = ["guard", "describe_compile", "describe_run", "leave_out", "bisect", "past_fault", "hang_passed",
+           "loop_candidates", "restart", "EXIT_STATUS"]
