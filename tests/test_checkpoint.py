@@ -301,22 +301,24 @@ def test_ctrl_c_during_training_checkpoints_the_next_iteration_and_resumes_from_
                                                                                    capsys):
     """The first Ctrl-C while training asks for a checkpoint after the iteration under way (the run's own
     checkpoints are off here: without it, a Ctrl-C would lose all the work); the run then ends with 130, and
-    resuming it gives the uninterrupted run's results. (The metrics are written in a thread of their own, a
-    little behind the training: the Ctrl-C sent at iteration 2's row stops the run at a later iteration.)"""
+    resuming it gives the uninterrupted run's results. The Ctrl-C comes from the main thread as the progress counts
+    iteration 2 (from the metrics' writer thread it came late on a loaded machine, once after the last iteration)."""
     import signal
 
-    functions = Path(json.loads((runs / "whole" / "config.json").read_text())["functions"])
-    append = RunDirectory.append_metrics
+    from envcoder.runs.background import LoggedProgress
 
-    def ctrl_c_at_iteration_2(self, iteration, *args):  # in the writer's thread: Python handles it in the main one
-        if iteration == 2:
+    functions = Path(json.loads((runs / "whole" / "config.json").read_text())["functions"])
+    update = LoggedProgress.update
+
+    def ctrl_c_at_iteration_2(self, task=None, advance=0, **fields):
+        update(self, task, advance, **fields)
+        if advance and self.completed == 3:  # iterations 0, 1 and 2 recorded
             os.kill(os.getpid(), signal.SIGINT)
-        return append(self, iteration, *args)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
     try:
         with pytest.MonkeyPatch.context() as killing:
-            killing.setattr(RunDirectory, "append_metrics", ctrl_c_at_iteration_2)
+            killing.setattr(LoggedProgress, "update", ctrl_c_at_iteration_2)
             assert main(eval_args(functions, tmp_path / "r", "ppo.save_frequency=0")) == 130
     finally:
         signal.signal(signal.SIGINT, previous)
