@@ -34,12 +34,11 @@ def time_to_target(task_name: str, algo: str, envs: int, seeds: int, iterations:
                    overrides: dict) -> dict:
     task = get_task(task_name)
     sim = Simulator(task.model_file, task.substeps)
-    candidate = load_candidate(BUNDLED / task.name.lower() / "good_upright.py", SHAPER_TYPES)
-    spec = validate_candidate(task, sim, candidate, rollout_states(task, sim))
+    candidate = validate_candidate(task, sim, load_candidate(BUNDLED / task.name.lower() / "good_upright.py",
+                                                             SHAPER_TYPES), rollout_states(task, sim))
     config = ALGORITHMS[algo].config.for_task(task, **{**overrides, "max_epochs": iterations})
     start = time.perf_counter()
-    trainer = ALGORITHMS[algo].learner(task, [candidate], {candidate.name: spec}, config, envs, tuple(range(seeds)),
-                                       sim)
+    trainer = ALGORITHMS[algo].learner(task, [candidate], config, envs, tuple(range(seeds)), sim)
     ts = trainer.init()
     reached = [None] * seeds
     curve, first_done = [], None

@@ -66,9 +66,8 @@ def _jax_shims() -> None:
 
 
 def reference_trainer(task, sim, config, envs, seed):
-    reference = Candidate("reference", None, "", {}, "reference")
-    spec = validate_candidate(task, sim, reference, sample_state(task, sim))
-    return GroupedPPO(task, [reference], {"reference": spec}, config, envs, (seed,), sim)
+    reference = validate_candidate(task, sim, Candidate("reference", None, "", {}, "reference"), sample_state(task, sim))
+    return GroupedPPO(task, [reference], config, envs, (seed,), sim)
 
 
 def make_brax_env(trainer: GroupedPPO):

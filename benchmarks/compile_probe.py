@@ -55,9 +55,8 @@ def build(args):
     config = PPOConfig.for_task(task)
     if args.default_only:
         count = args.groups or 60
-        candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(count)]
-        spec = validate_candidate(task, sim, candidates[0], sample_state(task, sim))
-        specs = {c.name: spec for c in candidates}
+        first = validate_candidate(task, sim, Candidate("default_0", None, "", {}, "default"), sample_state(task, sim))
+        candidates = [Candidate(f"default_{i}", None, "", {}, "default").sized_as(first) for i in range(count)]
         seeds = (0,)
     else:
         settings = EvalSettings(task=args.task, functions=_functions(args.task, args.groups), out=Path("unused"),
@@ -65,9 +64,9 @@ def build(args):
                                 seeds=tuple(range(args.seeds)))
         candidates, _ = build_candidates(settings)
         state = sample_state(task, sim)
-        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+        candidates = [validate_candidate(task, sim, c, state) for c in candidates]
         seeds = settings.seeds
-    return GroupedPPO(task, candidates, specs, config, args.envs, seeds, physics="jax")
+    return GroupedPPO(task, candidates, config, args.envs, seeds, physics="jax")
 
 
 def main():

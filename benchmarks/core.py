@@ -43,13 +43,12 @@ def stamp() -> dict:
 def candidates_for(task, sim, n: int):
     files = sorted((ROOT / "src" / "envcoder" / "examples" / task.name.lower()).glob("*.py"))
     state = sample_state(task, sim)
-    chosen, specs = [], {}
+    chosen = []
     for i in range(n):
         file = files[i % len(files)]
-        c = load_candidate(file, ("compute_reward",), name=f"{file.stem}_{i}")
-        specs[c.name] = validate_candidate(task, sim, c, state)
-        chosen.append(c)
-    return chosen, specs
+        chosen.append(validate_candidate(task, sim, load_candidate(file, ("compute_reward",), name=f"{file.stem}_{i}"),
+                                         state))
+    return chosen
 
 
 def time_training(trainer, iterations: int):
@@ -99,8 +98,7 @@ def bench_ant(args):
     config = PPOConfig.for_task(task)
     rows = []
     for groups in args.groups:
-        candidates, specs = candidates_for(task, sim, groups)
-        trainer = GroupedPPO(task, candidates, specs, config, args.envs, (0,), sim)
+        trainer = GroupedPPO(task, candidates_for(task, sim, groups), config, args.envs, (0,), sim)
         metrics, compile_s, train_s = time_training(trainer, args.iterations)
         steps = groups * args.envs * config.horizon_length * args.iterations
         train_rate = steps / train_s
@@ -124,11 +122,10 @@ def bench_cartpole(args):
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
     good = ROOT / "src" / "envcoder" / "examples" / "cartpole" / "good_upright.py"
-    candidate = load_candidate(good, ("compute_reward",))
-    specs = {candidate.name: validate_candidate(task, sim, candidate)}
+    candidate = validate_candidate(task, sim, load_candidate(good, ("compute_reward",)))
     config = PPOConfig.for_task(task)
     start = time.perf_counter()
-    trainer = GroupedPPO(task, [candidate], specs, config, args.envs, (0,), sim)
+    trainer = GroupedPPO(task, [candidate], config, args.envs, (0,), sim)
     ts = trainer.init()
     compile_done = None
     curve = []

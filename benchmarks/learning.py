@@ -52,12 +52,10 @@ def main():
 
     task = get_task(args.task)
     sim = Simulator(task.model_file, task.substeps)
-    reference = Candidate("reference", None, "", {}, "reference")
-    spec = validate_candidate(task, sim, reference, sample_state(task, sim))
+    reference = validate_candidate(task, sim, Candidate("reference", None, "", {}, "reference"), sample_state(task, sim))
     config = ALGORITHMS[args.algo].config.for_task(task, **json.loads(args.ppo))
     seeds = tuple(range(args.seed, args.seed + args.seeds))
-    trainer = ALGORITHMS[args.algo].learner(task, [reference], {"reference": spec}, config, args.envs, seeds, sim,
-                                       fitness=args.fitness)
+    trainer = ALGORITHMS[args.algo].learner(task, [reference], config, args.envs, seeds, sim, fitness=args.fitness)
     budget_s = 60.0 * args.minutes
     steps_per_iteration = args.envs * config.horizon_length  # per seed
 

@@ -42,11 +42,11 @@ def point(args) -> dict:
     if seeds * len(candidates) != groups:
         raise SystemExit(f"--groups {groups} must be a multiple of the {len(candidates)} bundled candidates")
     state = sample_state(task, sim)
-    specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+    candidates = [validate_candidate(task, sim, c, state) for c in candidates]
     config = PPOConfig.for_task(task)
     tick = time.perf_counter()
-    trainer = GroupedPPO(task, candidates, specs, config, args.envs, tuple(range(seeds)), physics="jax",
-                             devices=devices, sharded=True if args.sharded_on_one else None)
+    trainer = GroupedPPO(task, candidates, config, args.envs, tuple(range(seeds)), physics="jax", devices=devices,
+                         sharded=True if args.sharded_on_one else None)
     ts = trainer.init()
     jax.block_until_ready(ts)
     init_s = time.perf_counter() - tick

@@ -50,10 +50,8 @@ def main() -> None:
     state = sample_state(task, sim)
     results = []
     for name in args.files:
-        candidate = load_candidate(directory / f"{name}.py", SHAPER_TYPES)
-        spec = validate_candidate(task, sim, candidate, state)
-        trainer = GroupedPPO(task, [candidate], {candidate.name: spec}, config, args.envs,
-                                 tuple(range(args.seeds)), sim)
+        candidate = validate_candidate(task, sim, load_candidate(directory / f"{name}.py", SHAPER_TYPES), state)
+        trainer = GroupedPPO(task, [candidate], config, args.envs, tuple(range(args.seeds)), sim)
         _, compile_s, train_s = time_training(trainer, args.iterations)
         steps = args.iterations * config.horizon_length * args.seeds * args.envs
         row = {"file": name, "randomized_fields": trainer.physics_fields, "env_steps_per_s": round(steps / train_s),

@@ -72,14 +72,14 @@ def worker(args):
             path = tmp / "sweep.py"
             path.write_text(f"SWEPT = {constant}\nPARAMS = {{'SWEPT': {values}}}\n" + base.replace(constant, "SWEPT"))
             candidates = expand_sweeps([load_candidate(path)])
-    specs, cache = {}, {}
+    cache = {}
     for c in candidates:  # identical code and constants validate identically
         key = (c.code_key, tuple(sorted(c.params.items())))
         if key not in cache:
             cache[key] = validate_candidate(task, sim, c, state)
-        specs[c.name] = cache[key]
+    candidates = [c.sized_as(cache[(c.code_key, tuple(sorted(c.params.items())))]) for c in candidates]
     config = PPOConfig.for_task(task)
-    trainer = GroupedPPO(task, candidates, specs, config, args.envs, (0,), sim)
+    trainer = GroupedPPO(task, candidates, config, args.envs, (0,), sim)
     setup_s = time.perf_counter() - start
     if args.compile_only:
         return print(json.dumps({"task": task.name, "groups": args.groups, "envs_per_candidate": args.envs,
@@ -127,7 +127,7 @@ def memory(args) -> dict:
 
     from core import stamp
     from envcoder.candidates import SHAPER_TYPES, task_default_candidate
-    from envcoder.candidates.validate import CandidateSpec, sample_state
+    from envcoder.candidates.validate import sample_state
     from envcoder.rl.config import PPOConfig
     from envcoder.rl.grouped_ppo import GroupedPPO
     from envcoder.sim import Simulator
@@ -138,10 +138,9 @@ def memory(args) -> dict:
         task = get_task(name)
         sim = Simulator(task.model_file, task.substeps)
         obs = jax.eval_shape(task.defaults["compute_observation"], sample_state(task, sim))
-        candidate = task_default_candidate(task, SHAPER_TYPES)
-        spec = CandidateSpec(obs.shape[1], sim.mj_model.nu, ())
-        trainer = GroupedPPO(task, [candidate], {candidate.name: spec}, PPOConfig.for_task(task), args.envs,
-                             tuple(range(args.groups[0])), sim)
+        candidate = dataclasses.replace(task_default_candidate(task, SHAPER_TYPES), obs_dim=obs.shape[1],
+                                        action_dim=sim.mj_model.nu)  # validated as the sizes say
+        trainer = GroupedPPO(task, [candidate], PPOConfig.for_task(task), args.envs, tuple(range(args.groups[0])), sim)
         environments = args.groups[0] * args.envs
         state = trainer.state_shapes()
         parts = {field: sum(x.size * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(getattr(state, field)))

@@ -85,8 +85,8 @@ def wall(args) -> dict:
     candidates, _ = build_candidates(settings)
     validation_sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, validation_sim)
-    specs = {c.name: validate_candidate(task, validation_sim, c, state) for c in candidates}
-    trainer = GroupedPPO(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    candidates = [validate_candidate(task, validation_sim, c, state) for c in candidates]
+    trainer = GroupedPPO(task, candidates, config, args.envs, settings.seeds, physics=args.physics)
     ts = trainer.init()
     for _ in range(2):
         ts, metrics = trainer.iteration(ts)
@@ -144,14 +144,14 @@ def worker(args) -> dict:
     if args.sandboxed:  # as `eval` trains them: each file's functions as the jailed worker's programs
         from envcoder.candidates.prepare import sandboxed_candidates
 
-        candidates, specs, _ = sandboxed_candidates(settings, task)
+        candidates, _ = sandboxed_candidates(settings, task)
     else:  # the files' Python functions, loaded in this process
         candidates, _ = build_candidates(settings)
         sim = Simulator(task.model_file, task.substeps)
         state = sample_state(task, sim)
-        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+        candidates = [validate_candidate(task, sim, c, state) for c in candidates]
     config = PPOConfig.for_task(task)
-    trainer = GroupedPPO(task, candidates, specs, config, args.envs, settings.seeds, physics=args.physics)
+    trainer = GroupedPPO(task, candidates, config, args.envs, settings.seeds, physics=args.physics)
     times["setup_s"] = time.perf_counter() - tick
 
     def timed(name, fn):
@@ -271,11 +271,10 @@ def _default_trainer(task, sim, groups: int, envs_per_group: int, horizon: int):
 
     config = PPOConfig.for_task(task, horizon_length=horizon)
     validation_sim = Simulator(task.model_file, task.substeps)
-    default = Candidate("default", None, "", {}, "default")
-    spec = validate_candidate(task, validation_sim, default, sample_state(task, validation_sim))
-    candidates = [Candidate(f"default_{i}", None, "", {}, "default") for i in range(groups)]
-    return GroupedPPO(task, candidates, {c.name: spec for c in candidates}, config, envs_per_group, (0,),
-                          simulator=sim)
+    default = validate_candidate(task, validation_sim, Candidate("default", None, "", {}, "default"),
+                                 sample_state(task, validation_sim))
+    candidates = [Candidate(f"default_{i}", None, "", {}, "default").sized_as(default) for i in range(groups)]
+    return GroupedPPO(task, candidates, config, envs_per_group, (0,), simulator=sim)
 
 
 def kernels(args) -> dict:

@@ -62,9 +62,9 @@ def main(out: str) -> None:
     state = sample_state(task, sim)
     with tempfile.TemporaryDirectory() as scratch:
         found = candidates(Path(scratch))
-        specs = {c.name: validate_candidate(task, sim, c, state) for c in found}
+        found = [validate_candidate(task, sim, c, state) for c in found]
         config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
-        trainers = {n: GroupedPPO(task, found, specs, config, 8, (0, 1), sim, devices=n) for n in (1, DEVICES)}
+        trainers = {n: GroupedPPO(task, found, config, 8, (0, 1), sim, devices=n) for n in (1, DEVICES)}
         arrays = {"labels": np.array(trainers[1].labels), "order": trainers[DEVICES].layout.order}
         saved = {}
         for n, trainer in trainers.items():

@@ -158,7 +158,7 @@ def grouped_runs(tmp_path_factory):
         solo = ["good_upright"] if task.discrete else ["privileged"] if algo == "central value" else names
         candidates = {n: load_candidate((root if n == "privileged" else directory) / f"{n}.py", SHAPER_TYPES)
                       for n in names}
-        specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
+        candidates = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
         if algo == "dqn":
             trainer_class, config = GroupedDQN, DQNConfig.for_task(task, steps_per_epoch=4,
                                                                    updates_per_epoch=2, batch_size=16,
@@ -172,7 +172,7 @@ def grouped_runs(tmp_path_factory):
                 learning_rate=1e-3, mini_epochs=3, num_minibatches=4, units=(8,), activation="tanh"))
 
         def train(selected):
-            trainer = trainer_class(task, [candidates[n] for n in selected], specs, config, 8, (0,), sim)
+            trainer = trainer_class(task, [candidates[n] for n in selected], config, 8, (0,), sim)
             ts = trainer.init()
             history = []
             for _ in range(ITERATIONS):
@@ -180,7 +180,7 @@ def grouped_runs(tmp_path_factory):
                 history.append(jax.device_get(metrics))
             return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
 
-        runs[(task_name, algo)] = {"specs": specs, "grouped": train(names), "alone": {n: train([n]) for n in solo}}
+        runs[(task_name, algo)] = {"candidates": candidates, "grouped": train(names), "alone": {n: train([n]) for n in solo}}
     return runs
 
 
@@ -207,7 +207,7 @@ def _same_group(grouped, alone, label, check_metrics=True):
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_a_discrete_group_trained_among_others_equals_it_alone(grouped_runs, algo):
     runs = grouped_runs[("CartpoleDiscrete", algo)]
-    assert runs["specs"]["three_forces"].action_dim == 3 and runs["specs"]["good_upright"].action_dim == 2
+    assert runs["candidates"]["three_forces"].action_dim == 3 and runs["candidates"]["good_upright"].action_dim == 2
     trainer = runs["grouped"][0]
     assert trainer.action_dim_max == 3  # the two-action groups' third logit is padding
     _same_group(runs["grouped"], runs["alone"]["good_upright"], "good_upright#0")
@@ -236,7 +236,8 @@ def test_discrete_actions_reach_the_candidates_action_mapping(grouped_runs):
 @pytest.mark.slow
 def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     runs = grouped_runs[("Cartpole", "ppo")]
-    assert runs["specs"]["privileged"].critic_obs_dim == 5 and runs["specs"]["alive_bonus"].critic_obs_dim is None
+    candidates = runs["candidates"]
+    assert candidates["privileged"].critic_obs_dim == 5 and candidates["alive_bonus"].critic_obs_dim is None
     trainer, ts, _, _ = runs["grouped"]
     assert trainer.asymmetric and trainer.critic_obs_dim_max == 5
     assert ts.own.critic_rms.mean.shape == (2, 5)
@@ -347,22 +348,18 @@ ppo:
 def test_errors_name_what_to_do(tmp_path):
     cartpole = get_task("Cartpole")
     sim = Simulator(cartpole.model_file, cartpole.substeps)
-    spec = validate_candidate(cartpole, sim, load_candidate(BUNDLED / "cartpole" / "alive_bonus.py"))
-    candidate = load_candidate(BUNDLED / "cartpole" / "alive_bonus.py")
+    candidate = validate_candidate(cartpole, sim, load_candidate(BUNDLED / "cartpole" / "alive_bonus.py"))
     with pytest.raises(ValueError, match="--algo dqn needs discrete actions.*CartpoleDiscrete"):
-        GroupedDQN(cartpole, [candidate], {"alive_bonus": spec}, DQNConfig(), 8, (0,), sim)
+        GroupedDQN(cartpole, [candidate], DQNConfig(), 8, (0,), sim)
     with pytest.raises(ValueError, match=r"central_value_config.minibatch_size 7 must divide .* = 128"):
-        GroupedPPO(cartpole, [candidate], {"alive_bonus": spec},
+        GroupedPPO(cartpole, [candidate],
                        PPOConfig(central_value_config=CentralValueConfig(minibatch_size=7)), 8, (0,), sim)
     discrete = get_task("CartpoleDiscrete")
-    two = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
-    two_spec = validate_candidate(discrete, sim, two)
+    two = validate_candidate(discrete, sim, load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py"))
     with pytest.raises(ValueError, match="collects 32 transitions per candidate .* more than replay_buffer_size 16"):
-        GroupedDQN(discrete, [two], {"alive_bonus": two_spec},
-                   DQNConfig(steps_per_epoch=4, batch_size=8, replay_buffer_size=16), 8, (0,), sim)
+        GroupedDQN(discrete, [two], DQNConfig(steps_per_epoch=4, batch_size=8, replay_buffer_size=16), 8, (0,), sim)
     with pytest.raises(ValueError, match="batch_size 32 exceeds replay_buffer_size 16"):
-        GroupedDQN(discrete, [two], {"alive_bonus": two_spec}, DQNConfig(batch_size=32, replay_buffer_size=16), 8,
-                   (0,), sim)
+        GroupedDQN(discrete, [two], DQNConfig(batch_size=32, replay_buffer_size=16), 8, (0,), sim)
     with pytest.raises(ConfigError, match="this run trains with --algo dqn; write dqn.NAME=VALUE"):
         parse_overrides(["ppo.gamma=0.9"], "dqn")
     assert parse_overrides(["dqn.gamma=0.9"], "dqn") == {"gamma": 0.9}
@@ -524,12 +521,12 @@ def sac_runs(tmp_path_factory):
     states = rollout_states(task, sim)
     candidates = {"good_upright": load_candidate(BUNDLED / "cartpole" / "good_upright.py", SHAPER_TYPES),
                   "two_actions": load_candidate(root / "two_actions.py", SHAPER_TYPES)}
-    specs = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
+    candidates = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
     config = SACConfig(steps_per_epoch=4, updates_per_epoch=2, batch_size=16, replay_buffer_size=64, units=(16, 16),
                        learning_starts=1)
 
     def train(selected):
-        trainer = GroupedSAC(task, [candidates[n] for n in selected], specs, config, 8, (0,), sim)
+        trainer = GroupedSAC(task, [candidates[n] for n in selected], config, 8, (0,), sim)
         ts = trainer.init()
         history = []
         for _ in range(3):
@@ -537,12 +534,12 @@ def sac_runs(tmp_path_factory):
             history.append(jax.device_get(metrics))
         return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
 
-    return {"specs": specs, "grouped": train(["good_upright", "two_actions"]), "alone": train(["good_upright"])}
+    return {"candidates": candidates, "grouped": train(["good_upright", "two_actions"]), "alone": train(["good_upright"])}
 
 
 @pytest.mark.slow
 def test_a_sac_group_trained_among_others_equals_it_alone(sac_runs):
-    assert sac_runs["specs"]["two_actions"].action_dim == 2
+    assert sac_runs["candidates"]["two_actions"].action_dim == 2
     trainer, ts, history, _ = sac_runs["grouped"]
     assert trainer.action_dim_max == 2
     g = trainer.labels.index("good_upright#0")
@@ -569,7 +566,6 @@ def test_a_sac_group_trained_among_others_equals_it_alone(sac_runs):
 def test_sac_needs_continuous_actions():
     task = get_task("CartpoleDiscrete")
     sim = Simulator(task.model_file, task.substeps)
-    candidate = load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py")
-    spec = validate_candidate(task, sim, candidate)
+    candidate = validate_candidate(task, sim, load_candidate(BUNDLED / "cartpolediscrete" / "alive_bonus.py"))
     with pytest.raises(ValueError, match="--algo sac needs continuous actions.*--algo ppo or --algo dqn"):
-        GroupedSAC(task, [candidate], {"alive_bonus": spec}, SACConfig(), 8, (0,), sim)
+        GroupedSAC(task, [candidate], SACConfig(), 8, (0,), sim)

@@ -329,6 +329,11 @@ def test_a_start_file_that_is_no_plain_sweep_is_left_to_the_sandbox_as_it_is():
     assert list(annotated) == ["__K-1.0", "__K-2.0"] and "K = 2.0" in annotated["__K-2.0"]
 
 
+def sizes(verdict) -> list[tuple]:
+    """What validation found of each candidate of a verdict."""
+    return [(c.obs_dim, c.action_dim, c.reward_components, c.critic_obs_dim) for c in verdict.candidates]
+
+
 def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbox(tmp_path, monkeypatch):
     """Also: with `same_code_once` (a population search's validator) a file that differs from one that passed only
     in its float constants takes its verdict and programs with its own constants, unchecked; one whose code failed
@@ -348,41 +353,42 @@ def test_a_passed_verdict_is_kept_on_disk_and_a_later_validator_skips_the_sandbo
         good, bad, good_copy, log_bad, log_fixed = first.validate(
             [("good", GOOD_A), ("bad", NAN), ("good_copy", copy), ("log_bad", LOG), ("log_fixed", fixed)])
         assert sorted(checked) == ["bad", "good", "log_bad", "log_fixed"]  # not good_copy: GOOD_A's code passed
-        assert good_copy.ok and good_copy.specs == {"good_copy": good.specs["good"]}
-        assert good.candidate.function_params == {"compute_reward": {"_K_0": -10.0}}
-        assert good_copy.candidate.function_params == {"compute_reward": {"_K_0": -3.0}}  # its own, as data
-        assert good_copy.candidate.source == copy and good_copy.candidate.code_key == good.candidate.code_key
-        assert good_copy.candidate.functions["compute_reward"].text == good.candidate.functions["compute_reward"].text
+        assert good_copy.ok and [c.name for c in good_copy.candidates] == ["good_copy"]
+        assert sizes(good_copy) == sizes(good)
+        assert good.candidates[0].function_params == {"compute_reward": {"_K_0": -10.0}}
+        assert good_copy.candidates[0].function_params == {"compute_reward": {"_K_0": -3.0}}  # its own, as data
+        assert good_copy.candidates[0].source == copy and good_copy.candidates[0].code_key == good.candidates[0].code_key
+        assert good_copy.candidates[0].functions["compute_reward"].text == good.candidates[0].functions["compute_reward"].text
         assert "NaN or inf" in log_bad.error and log_fixed.ok  # its code failed with W = -5: checked with W = -2
-        assert log_fixed.candidate.function_params == {"compute_reward": {"W": -2.0, "_K_0": 3.0}}
+        assert log_fixed.candidates[0].function_params == {"compute_reward": {"W": -2.0, "_K_0": 3.0}}
         monkeypatch.setattr(pool.Worker, "check", lambda *_: pytest.fail("a source that passed was checked again"))
         [later] = first.validate([("good_later", with_constants(GOOD_A, {"_K_0": -1.0}))])  # a later call's too
-        assert later.candidate.function_params == {"compute_reward": {"_K_0": -1.0}}
+        assert later.candidates[0].function_params == {"compute_reward": {"_K_0": -1.0}}
         [renamed] = first.validate([("good_r1", GOOD_A)])  # a search's new seeds of one file: new names
-        assert renamed.ok and renamed.name == renamed.candidate.name == "good_r1"
-        assert renamed.specs == {"good_r1": good.specs["good"]}  # what the evaluation looks its candidates up by
-        # A verdict whose sizes are under another name (the bug the renaming had) leaves its file out, saying so.
+        assert renamed.ok and renamed.name == "good_r1" and [c.name for c in renamed.candidates] == ["good_r1"]
+        assert sizes(renamed) == sizes(good)
+        # A verdict whose candidate has another name (the bug the renaming had) leaves its file out, saying so.
         from envcoder.candidates.prepare import sandboxed_candidates
         from envcoder.runs.evaluation import EvalSettings
         from envcoder.tasks import get_task
 
         (tmp_path / "files").mkdir()
         (tmp_path / "files" / "good.py").write_text(GOOD_A)
-        misnamed = dataclasses.replace(good, specs={"other": good.specs["good"]})
-        candidates, _, failures = sandboxed_candidates(
+        misnamed = dataclasses.replace(good, candidates=(dataclasses.replace(good.candidates[0], name="other"),))
+        candidates, failures = sandboxed_candidates(
             EvalSettings(task="Cartpole", functions=tmp_path / "files", out=tmp_path / "run"), get_task("Cartpole"),
             validator=type("Validator", (), {"validate": lambda self, drafts: [misnamed]})())
         assert candidates == [] and [f.name for f in failures] == ["good"]
-        assert "holds no sizes for good" in failures[0].error and "please report it" in failures[0].error
+        assert "names the candidate other" in failures[0].error and "please report it" in failures[0].error
     assert good.ok and "NaN or inf" in bad.error
     stored = sorted((tmp_path / "envcoder-verdicts").glob("*.json"), key=lambda f: "good" not in f.read_text())
     assert len(stored) == 2  # the passed verdicts that were checked only: a failure is checked again next time
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as second:
         [again] = second.validate([("good", GOOD_A, "somewhere/good.py")])
         assert second._idle.qsize() == 0, "a worker was started for a source that passed before"
-        assert (again.specs, again.errors) == (good.specs, good.errors)
-        assert again.candidate.function_keys == good.candidate.function_keys  # its programs, kept with it
-        assert again.candidate.functions["compute_reward"].text == good.candidate.functions["compute_reward"].text
+        assert (sizes(again), again.errors) == (sizes(good), good.errors)
+        assert again.candidates[0].function_keys == good.candidates[0].function_keys  # its programs, kept with it
+        assert again.candidates[0].functions["compute_reward"].text == good.candidates[0].functions["compute_reward"].text
         # Another source, name, task, limit or platform is another verdict; a damaged entry is checked anew.
         assert second._stored("good", GOOD_A + "\n", "good.py") is None
         assert second._stored("other", GOOD_A, "good.py") is None
@@ -408,7 +414,7 @@ def test_workers_started_ahead_serve_a_validator_of_their_task_only(tmp_path, mo
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
         good, bad = validator.validate([("good", GOOD_A), ("bad", NAN)])
         assert good.ok and "NaN or inf" in bad.error
-        assert good.specs["good"].action_dim == 1  # Cartpole's (CartpoleDiscrete's policy picks one of 2)
+        assert good.candidates[0].action_dim == 1  # Cartpole's (CartpoleDiscrete's policy picks one of 2)
         worker = validator._idle.get()
         assert worker.proc.pid == ours  # taken, not started anew
         validator._idle.put(worker)

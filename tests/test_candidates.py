@@ -111,8 +111,8 @@ def test_validation_infers_observation_size(tmp_path, cartpole):
     task, simulator, state = cartpole
     path = write(tmp_path, "obs", "import jax.numpy as jnp\ndef compute_observation(state):\n"
                                   "    return jnp.concatenate([state['dof_pos'], state['dof_vel'], state['dof_pos']], -1)\n")
-    spec = validate_candidate(task, simulator, load_candidate(path, ("compute_observation",)), state)
-    assert spec.obs_dim == 6 and spec.action_dim == 1
+    candidate = validate_candidate(task, simulator, load_candidate(path, ("compute_observation",)), state)
+    assert candidate.obs_dim == 6 and candidate.action_dim == 1 and candidate.validated
 
 
 def test_the_likely_number_of_candidates_is_read_without_running_a_file(tmp_path):

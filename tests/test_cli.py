@@ -587,7 +587,7 @@ def test_every_default_that_envcoder_tasks_shows_works_as_a_candidate_file(tmp_p
         (folder / "copied.py").write_text("import jax\nimport jax.numpy as jnp\n\n" + shown)
         settings = EvalSettings(task=task.name, functions=folder, out=tmp_path / "unused",
                                 shaper_types=tuple(SHAPER_TYPES))
-        valid, _, failures = sandboxed_candidates(settings, task)
+        valid, failures = sandboxed_candidates(settings, task)
         assert [c.name for c in valid] == ["copied"], (task.name, [f.error for f in failures])
 
 

@@ -26,15 +26,15 @@ def job():
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
     state = sample_state(task, sim)
-    candidates = [load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",))
-                  for n in ("good_upright", "alive_bonus")]
-    specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
+    candidates = [validate_candidate(task, sim, load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",)),
+                                     state) for n in ("good_upright", "alive_bonus")]
+    sizes = {k: getattr(candidates[1], k) for k in ("obs_dim", "action_dim", "reward_components")}  # a default's
 
     def trainer(of_task=task, simulator=sim, chosen=candidates, **config):
         settings = PPOConfig.for_task(task, **{"horizon_length": 8, "mini_epochs": 1,
                                                              "units": (8,), **config})
-        return GroupedPPO(of_task, chosen, {**specs, "default": specs["alive_bonus"]}, settings, 4, (0,),
-                              simulator)
+        return GroupedPPO(of_task, [c if c.validated else dataclasses.replace(c, **sizes) for c in chosen],
+                          settings, 4, (0,), simulator)
     trainer.task, trainer.sim = task, sim
     return trainer
 

@@ -53,12 +53,11 @@ def runs():
     path = BUNDLED / "cartpole" / "good_upright.py"
     candidates = {"data": load_candidate(path), "literal": load_candidate(path, lift=False),
                   "other": load_candidate(path.parent / "other.py", source=GOOD.replace("-2.0", "-5.0"))}
-    specs = {"good_upright": validate_candidate(task, sim, candidates["data"], state),
-             "other": validate_candidate(task, sim, candidates["other"], state)}
+    candidates = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(selected):
-        trainer = GroupedPPO(task, selected, specs, config, 8, (0,), sim)
+        trainer = GroupedPPO(task, selected, config, 8, (0,), sim)
         ts = trainer.init()
         history = []
         for _ in range(2):
@@ -100,10 +99,9 @@ def test_a_file_that_needs_a_float_as_a_python_number_keeps_its_literals(tmp_pat
                                        "    return state['dof_pos'][:, 1]\n")
     (folder / "plain.py").write_text(GOOD)
     settings = EvalSettings(task="Cartpole", functions=folder, out=tmp_path / "run")
-    candidates, specs, failures = sandboxed_candidates(settings, get_task("Cartpole"))
+    candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"))
     assert failures == []
-    flags = {c.name: (c.constants_as_data, specs[c.name].constants_as_data) for c in candidates}
-    assert flags == {"branchy": (False, False), "plain": (True, True)}
+    assert {c.name: c.constants_as_data for c in candidates} == {"branchy": False, "plain": True}
 
 
 def test_a_generation_that_changes_only_constants_compiles_nothing(tmp_path):
@@ -148,10 +146,9 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     state = sample_state(task, sim)
     copies = [load_candidate(tmp_path / f"c{i}.py", source=GOOD.replace("0.01 *", f"{0.01 * (i + 1)} *"))
               for i in range(4)]
-    specs = {c.name: validate_candidate(task, sim, c, state) for c in copies[:1]}
-    specs.update({c.name: specs["c0"] for c in copies})
-    trainer = GroupedPPO(task, copies, specs, PPOConfig.for_task(task, horizon_length=8, mini_epochs=1,
-                                                                  units=(16, 16)), 8, (0,), sim)
+    copies = [validate_candidate(task, sim, c, state) for c in copies]
+    trainer = GroupedPPO(task, copies, PPOConfig.for_task(task, horizon_length=8, mini_epochs=1, units=(16, 16)), 8,
+                         (0,), sim)
     ts, _ = trainer.iteration(trainer.init())
     population = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5, flip=0.0), trainer.plan,
                             trainer.labels, higher_is_better=True)

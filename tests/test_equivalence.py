@@ -23,11 +23,11 @@ def runs():
     state = sample_state(task, sim)
     names = ["good_upright", "alive_bonus", "poor_spin"]
     candidates = {n: load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",)) for n in names}
-    specs = {n: validate_candidate(task, sim, c, state) for n, c in candidates.items()}
+    candidates = {n: validate_candidate(task, sim, c, state) for n, c in candidates.items()}
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(selected, seeds=(0,), config=config):
-        trainer = GroupedPPO(task, [candidates[n] for n in selected], specs, config, 8, seeds, sim)
+        trainer = GroupedPPO(task, [candidates[n] for n in selected], config, 8, seeds, sim)
         ts = trainer.init()
         history = []
         for _ in range(ITERATIONS):

@@ -2,12 +2,14 @@
 state fails here, before it costs candidates per GPU (`benchmarks/scaling.py memory` reports the same figures, and
 XLA's plan of the iteration, on the GPU)."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 
 from envcoder.candidates import SHAPER_TYPES, task_default_candidate
-from envcoder.candidates.validate import CandidateSpec, sample_state
+from envcoder.candidates.validate import sample_state
 from envcoder.rl.config import PPOConfig
 from envcoder.rl.grouped_ppo import GroupedPPO
 from envcoder.sim import Simulator
@@ -28,11 +30,11 @@ def test_the_train_state_keeps_to_its_memory_budget(name):
     task = get_task(name)
     sim = Simulator(task.model_file, task.substeps)
     obs = jax.eval_shape(task.defaults["compute_observation"], sample_state(task, sim))
-    candidate = task_default_candidate(task, SHAPER_TYPES)
-    spec = {candidate.name: CandidateSpec(obs.shape[1], sim.mj_model.nu, ())}
+    candidate = dataclasses.replace(task_default_candidate(task, SHAPER_TYPES), obs_dim=obs.shape[1],
+                                    action_dim=sim.mj_model.nu)  # validated as the sizes say
     sizes = {}
     for groups, envs in ((2, 8), (2, 16), (4, 8)):  # shapes only: nothing is compiled or run
-        trainer = GroupedPPO(task, [candidate], spec, PPOConfig.for_task(task), envs, tuple(range(groups)), sim)
+        trainer = GroupedPPO(task, [candidate], PPOConfig.for_task(task), envs, tuple(range(groups)), sim)
         sizes[groups, envs] = _bytes(trainer.state_shapes())
     per_env = (sizes[2, 16] - sizes[2, 8]) / (2 * 8)
     per_group = (sizes[4, 8] - sizes[2, 8]) / 2 - 8 * per_env
@@ -60,14 +62,13 @@ def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its
 
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
-    candidate = task_default_candidate(task, SHAPER_TYPES)
-    spec = {candidate.name: CandidateSpec(4, 1, ())}
+    candidate = dataclasses.replace(task_default_candidate(task, SHAPER_TYPES), obs_dim=4, action_dim=1)
     config = PPOConfig.for_task(task, horizon_length=4, units=(8,))
-    small = GroupedPPO(task, [candidate], spec, config, 8, (0, 1), sim)
+    small = GroupedPPO(task, [candidate], config, 8, (0, 1), sim)
     assert small.evaluation_envs == 8 and small.compiles_evaluation_early
     monkeypatch.setattr(learner, "EVALUATION_ENVS", 8)  # as if 16 environments filled a device
-    large = GroupedPPO(task, [candidate], spec, config, 8, (0, 1), sim)
+    large = GroupedPPO(task, [candidate], config, 8, (0, 1), sim)
     assert large.evaluation_envs == 4 and not large.compiles_evaluation_early
-    chosen = GroupedPPO(task, [candidate], spec, config, 8, (0, 1), sim, evaluation_envs=3)
+    chosen = GroupedPPO(task, [candidate], config, 8, (0, 1), sim, evaluation_envs=3)
     out = jax.device_get(chosen.evaluate(chosen.init()))
     assert out["task_fitness"].shape == (2, 3) and np.isfinite(out["task_fitness"]).all()

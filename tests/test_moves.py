@@ -33,8 +33,7 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
     for move in ("reweight", "drop", "add", "cross", "state"):
         child, note = structural_child(random.Random(3), good, parents, fitness, move=move, library=library)
         candidate = load_candidate(Path(f"{move}.py"), source=child)
-        spec = validate_candidate(task, simulator, candidate, states)
-        terms = set(spec.reward_components)
+        terms = set(validate_candidate(task, simulator, candidate, states).reward_components)
         assert child.startswith(f"# offline: from good_upright; {note}")
         assert {"reweight": terms == {"upright", "motion"} and "W_REWEIGHT" in child,
                 "drop": len(terms) == 1 and terms < {"upright", "motion"},
@@ -115,10 +114,10 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
         outputs = []
         for source in (child, flat):
             candidate = load_candidate(Path(f"{move}.py"), source=source)
-            spec = validate_candidate(task, simulator, candidate, states)
+            components = validate_candidate(task, simulator, candidate, states).reward_components
             fn = candidate.functions["compute_reward"]
             reward, terms = call_with_params(fn, candidate.function_params.get("compute_reward", {}), states)
-            outputs.append((spec.reward_components, np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+            outputs.append((components, np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
         (names_a, reward_a, terms_a), (names_b, reward_b, terms_b) = outputs
         assert names_a == names_b and np.array_equal(reward_a, reward_b), move
         assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), move

@@ -136,8 +136,7 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     sim = Simulator(task.model_file, task.substeps)
     candidate = load_candidate("contact_torque.py", ("compute_torque",), name="contact_torque",
                                source="import jax.numpy as jnp\n" + CONTACT_TORQUE)
-    spec = validate_candidate(task, sim, candidate, sample_state(task, sim))
-    grouped = GroupedEnv(task, [candidate], {candidate.name: spec}, 2, (0,), sim)
+    grouped = GroupedEnv(task, [validate_candidate(task, sim, candidate, sample_state(task, sim))], 2, (0,), sim)
     env = grouped.reset(jax.random.split(jax.random.PRNGKey(0), 1), {})
     pool = ResetPool.of(env)
     actions = jnp.full((1, 2, grouped.action_dim_max), 0.05)

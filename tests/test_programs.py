@@ -15,7 +15,7 @@ import pytest
 from envcoder.candidates import CandidateError, api_callable, expand_sweeps, load_candidate
 from envcoder.candidates.jail import landlock_abi
 from envcoder.candidates.programs import Program, abstract_arguments, export_function
-from envcoder.candidates.validate import sample_state
+from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.env import GroupedEnv
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -67,12 +67,15 @@ def handed(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(loader, "load_candidate", refuse)
         patch.setattr(loader, "exec", refuse, raising=False)
-        candidates, specs, failures = sandboxed_candidates(settings, get_task("Cartpole"))
-        env = GroupedEnv(get_task("Cartpole"), candidates, specs, 4, seeds=(0, 1))
+        candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"))
+        env = GroupedEnv(get_task("Cartpole"), candidates, 4, seeds=(0, 1))
         steps = _rollout(env)
     assert failures == []
-    python = expand_sweeps([load_candidate(folder / f"{n}.py", SHAPERS) for n in ("own_action", "swept")])
-    return candidates, specs, steps, python
+    task = get_task("Cartpole")
+    sim = Simulator(task.model_file, task.substeps)
+    python = [validate_candidate(task, sim, c) for c in
+              expand_sweeps([load_candidate(folder / f"{n}.py", SHAPERS) for n in ("own_action", "swept")])]
+    return candidates, steps, python
 
 
 def _rollout(env, steps: int = 3):
@@ -93,36 +96,37 @@ def _rollout(env, steps: int = 3):
 
 
 def test_every_function_of_a_file_is_a_program_and_a_sweep_shares_it(handed):
-    candidates, specs, _, _ = handed
+    candidates, _, _ = handed
     names = sorted(c.name for c in candidates)
     assert names == ["own_action", "swept[WEIGHT=0.5]", "swept[WEIGHT=2]"]
     for c in candidates:
         assert all(isinstance(f, Program) for f in c.functions.values())
     a, b = (c for c in candidates if c.name.startswith("swept"))
     assert a.functions["compute_reward"] is b.functions["compute_reward"]  # one program, the weight is an input
-    assert specs["own_action"].action_dim == 2 and specs["own_action"].obs_dim == 5
+    own = next(c for c in candidates if c.name == "own_action")
+    assert own.action_dim == 2 and own.obs_dim == 5 and own.validated
 
 
 def test_a_hand_over_whose_programs_disagree_with_its_verdict_is_refused(handed):
-    """What a worker sends is checked against itself: an observation program wider than the verdict's size (a forged
-    verdict, say) would break the padding inside the training program."""
+    """What a worker sends is checked against itself: an observation program wider than the size validation found
+    (a forged verdict, say) would break the padding inside the training program."""
     import dataclasses
 
     from envcoder.candidates.programs import check_against
 
-    candidates, specs, _, _ = handed
+    candidates, _, _ = handed
     own = next(c for c in candidates if c.name == "own_action")
-    check_against(own, specs["own_action"])
-    with pytest.raises(CandidateError, match="its program returns \\[5\\] features, its verdict says 4"):
-        check_against(own, dataclasses.replace(specs["own_action"], obs_dim=4))
+    check_against(own)
+    with pytest.raises(CandidateError, match="its program returns \\[5\\] features, validation found 4"):
+        check_against(dataclasses.replace(own, obs_dim=4))
 
 
 def test_programs_step_the_environments_as_the_python_functions_do(handed):
     """The same run with the files' Python functions loaded in this process (as trusted files are): the same
     observations, rewards, components, terminations and physics, step after step."""
-    candidates, specs, steps, python = handed
-    env = GroupedEnv(get_task("Cartpole"), python, specs, 4, seeds=(0, 1))
-    assert [g.label for g in env.groups] == [g.label for g in GroupedEnv(get_task("Cartpole"), candidates, specs, 4,
+    candidates, steps, python = handed
+    env = GroupedEnv(get_task("Cartpole"), python, 4, seeds=(0, 1))
+    assert [g.label for g in env.groups] == [g.label for g in GroupedEnv(get_task("Cartpole"), candidates, 4,
                                                                           seeds=(0, 1)).groups]
     for got, want in zip(steps, _rollout(env)):
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
@@ -209,16 +213,16 @@ def test_a_program_whose_outputs_differ_from_its_shaping_type_is_refused():
     from jax import export
 
     from envcoder.candidates.programs import check_signature
-    from envcoder.candidates.validate import CandidateSpec
+    from envcoder.candidates import Candidate
     from envcoder.shaping.api import CandidateError
     from envcoder.tasks import get_task
 
     g, e = export.symbolic_shape("g, e")
     dof = jax.ShapeDtypeStruct((g, e, 2), jnp.float32)
-    spec, task = CandidateSpec(4, 1, ()), get_task("Cartpole")
+    sizes, task = Candidate("f", None, "", {}, "f", obs_dim=4, action_dim=1), get_task("Cartpole")
 
     def check(function, api="sample_initial_state"):
-        check_signature(export.export(jax.jit(function))(dof), api, spec, task, "f.py")
+        check_signature(export.export(jax.jit(function))(dof), api, sizes, task, "f.py")
     check(lambda x: {"dof_pos": x + 1.0})  # a valid reset
     with pytest.raises(CandidateError, match="returns dtype int32 for the state field 'dof_pos', expected float32"):
         check(lambda x: {"dof_pos": x.astype(jnp.int32)})

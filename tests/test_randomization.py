@@ -63,12 +63,12 @@ def setup(tmp_path_factory):
     state = sample_state(task, sim)
     candidates = {name: load_candidate(write(tmp, name, source), SHAPER_TYPES) for name, source in FILES.items()}
     candidates["default"] = Candidate("default", None, "", {}, "default")
-    specs = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
+    candidates = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(names, **kwargs):
-        chosen = [n if isinstance(n, Candidate) else candidates[n] for n in names]
-        trainer = GroupedPPO(task, chosen, specs, config, 8, (0,), sim, **kwargs)
+        chosen = [validate_candidate(task, sim, n, state) if isinstance(n, Candidate) else candidates[n] for n in names]
+        trainer = GroupedPPO(task, chosen, config, 8, (0,), sim, **kwargs)
         ts = trainer.init()
         history = []
         for _ in range(ITERATIONS):
@@ -76,7 +76,7 @@ def setup(tmp_path_factory):
             history.append(jax.device_get(metrics))
         return trainer, ts, history
 
-    return {"task": task, "sim": sim, "candidates": candidates, "specs": specs, "config": config, "train": train,
+    return {"task": task, "sim": sim, "candidates": candidates, "config": config, "train": train,
             "mixed": train(["heavy", "table", "nothing", "target"])}
 
 
@@ -218,11 +218,11 @@ def test_a_held_out_fitness_evaluates_every_candidate_under_its_physics(setup):
         return {"gravity": jnp.array([0.0, 0.0, -40.0])}
     name, upright = next(iter(task.fitness.items()))
     robust = dataclasses.replace(task, fitness={"robust": dataclasses.replace(upright, physics=heavy_world), name: upright})
-    trainer = GroupedPPO(robust, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,),
-                             setup["sim"], fitness="robust")
+    trainer = GroupedPPO(robust, [setup["candidates"]["default"]], setup["config"], 8, (0,), setup["sim"],
+                         fitness="robust")
     assert trainer.env.physics_fields == []  # training keeps the task's physics
     ts = trainer.init()
-    plain = GroupedPPO(task, [setup["candidates"]["default"]], setup["specs"], setup["config"], 8, (0,), setup["sim"])
+    plain = GroupedPPO(task, [setup["candidates"]["default"]], setup["config"], 8, (0,), setup["sim"])
     held_out, nominal = jax.device_get(trainer.evaluate(ts)), jax.device_get(plain.evaluate(ts))
     # Under five times the gravity the untrained policy drops the pole sooner.
     assert held_out["episode_length"].mean() < nominal["episode_length"].mean()

@@ -46,8 +46,8 @@ def runs(cartpole):
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(candidates):
-        specs = {c.name: validate_candidate(task, sim, c, state) for c in candidates}
-        trainer = GroupedPPO(task, candidates, specs, config, ENVS, (0,), sim)
+        trainer = GroupedPPO(task, [validate_candidate(task, sim, c, state) for c in candidates], config, ENVS, (0,),
+                             sim)
         ts = trainer.init()
         initial_env = jax.device_get(ts.env)
         history = []
@@ -66,7 +66,7 @@ def row(run, name):
 
 def test_sizes_are_inferred_per_candidate(runs):
     trainer = runs["mix"]["trainer"]
-    sizes = {g.candidate.name: (s.obs_dim, s.action_dim) for g, s in zip(trainer.groups, trainer.specs)}
+    sizes = {g.candidate.name: (g.candidate.obs_dim, g.candidate.action_dim) for g in trainer.groups}
     assert sizes["default"] == (4, 1) and sizes["goal_target"] == (5, 1) and sizes["two_actions"] == (6, 2)
     assert trainer.obs_dim_max == 6 and trainer.action_dim_max == 2
 
@@ -258,10 +258,10 @@ def test_sandboxed_cross_takes_each_size_from_the_file_that_provides_it(tmp_path
                                       "    return jnp.concatenate([state['dof_pos'], state['dof_vel'], state['dof_pos']], -1)\n")
     settings = EvalSettings(task="Cartpole", functions=tmp_path, out=tmp_path / "out", cross=True,
                             shaper_types=("compute_reward", "compute_observation"))
-    candidates, specs, failures = sandboxed_candidates(settings, get_task("Cartpole"))
+    candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"))
     assert not failures and [c.name for c in candidates] == ["reward+wide"]
-    spec = specs["reward+wide"]  # 6 observations from wide.py, the reward's component from reward.py
-    assert (spec.obs_dim, spec.action_dim, spec.reward_components) == (6, 1, ("upright",))
+    (crossed,) = candidates  # 6 observations from wide.py, the reward's component from reward.py
+    assert (crossed.obs_dim, crossed.action_dim, crossed.reward_components) == (6, 1, ("upright",))
 
 
 def test_action_size_is_inferred_from_compute_torque(cartpole):
@@ -297,8 +297,7 @@ def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_di
     sim = ExplodingSimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedPPO(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
-                             ENVS, (0,), sim)
+    trainer = GroupedPPO(task, [validate_candidate(task, sim, default, state)], config, ENVS, (0,), sim)
     ts, metrics = trainer.iteration(trainer.init())
     metrics, ts = jax.device_get((metrics, ts))
     assert metrics["physics_failures"][0] > 0
@@ -326,8 +325,7 @@ def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_san
     sim = RunawaySimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
     config = PPOConfig.for_task(task, units=(16, 16))
-    trainer = GroupedPPO(task, [default], {"default": validate_candidate(task, sim, default, state)}, config,
-                             4, (0,), sim)
+    trainer = GroupedPPO(task, [validate_candidate(task, sim, default, state)], config, 4, (0,), sim)
     ts = trainer.init()
     actions = jnp.zeros((1, 4, trainer.action_dim_max))
     pool = ResetPool.of(ts.env)  # resets go back to the start state
@@ -354,8 +352,7 @@ def test_a_failure_counts_the_remaining_steps_at_the_after_failure_value(cartpol
             return state["progress_buf"] >= 3
     """))
     config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedPPO(task, [fails], {fails.name: validate_candidate(task, sim, fails, state)}, config,
-                             ENVS, (0,), sim)
+    trainer = GroupedPPO(task, [validate_candidate(task, sim, fails, state)], config, ENVS, (0,), sim)
     evaluation = jax.device_get(trainer.evaluate(trainer.init()))
     np.testing.assert_allclose(evaluation["episode_length"], 3.0)
     np.testing.assert_allclose(evaluation["task_fitness"], (3 * 0.25 + 497 * 1.0) / 500, rtol=1e-6)

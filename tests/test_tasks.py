@@ -40,8 +40,7 @@ def _rollout(name):
     standing = load_candidate(f"{name}_standing.py", ("compute_torque", "sample_initial_state"), name="standing",
                               source=source)
     state = sample_state(task, sim)
-    specs = {c.name: validate_candidate(task, sim, c, state) for c in (default, standing)}
-    env = GroupedEnv(task, [default, standing], specs, NUM_ENVS, (0,), sim)
+    env = GroupedEnv(task, [validate_candidate(task, sim, c, state) for c in (default, standing)], NUM_ENVS, (0,), sim)
     groups = [g.candidate.name for g in env.groups]
     random_group = groups.index("default")
 

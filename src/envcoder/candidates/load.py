@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import hashlib
 import inspect
+import json
 import math
 import threading
 from pathlib import Path
@@ -46,7 +47,8 @@ class Candidate:
     """Identity of each function's code, by API name: groups whose function has the same key share one
     trace, vmapped over them."""
     action_dim: int | None = None
-    """Policy action size declared by the file as `ACTION_DIM` (otherwise inferred from `compute_torque`)."""
+    """The policy's action size: entries of a continuous action, or the number of discrete actions. Before
+    validation, what the file declares as `ACTION_DIM` (None: inferred from `compute_torque`)."""
     sweep: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
     """The file's `PARAMS` table: constant name -> values to sweep (expanded by `expand_sweeps`)."""
     params: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -59,6 +61,40 @@ class Candidate:
     constants_as_data: bool = True
     """Whether its float constants are inputs of the traced functions (`envcoder.candidates.constants`), or
     literals (a file that needs one as a Python number)."""
+    obs_dim: int | None = None
+    """The policy's observation size, as validation found it (`envcoder.candidates.validate.validate_candidate`);
+    None: not validated (a trainer refuses it)."""
+    reward_components: tuple[str, ...] = ()
+    """The names of its reward's components, as validation found them."""
+    critic_obs_dim: int | None = None
+    """The size of the critic's own observation (`compute_critic_observation`), as validation found it; None: the
+    critic reads the actor's."""
+
+    @property
+    def validated(self) -> bool:
+        """Whether validation has stated its sizes (only such a candidate trains)."""
+        return self.obs_dim is not None and self.action_dim is not None
+
+    def sized_as(self, validated: "Candidate") -> "Candidate":
+        """This candidate with the sizes validation found for `validated` (copies of one code with other constants,
+        validated once)."""
+        return dataclasses.replace(self, obs_dim=validated.obs_dim, action_dim=validated.action_dim,
+                                   reward_components=validated.reward_components,
+                                   critic_obs_dim=validated.critic_obs_dim)
+
+    def to_wire(self) -> dict:
+        """The record as JSON data (a worker's reply): every field but its functions, path and source. The training
+        process sent the path and source, and takes the functions as the worker's programs, which a sweep's variants
+        share (`envcoder.candidates.sandbox`)."""
+        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                                      if f.name not in ("functions", "path", "source")}))
+
+    @classmethod
+    def from_wire(cls, data: Mapping, path: Path | None, source: str, functions: Mapping[str, Callable]) -> "Candidate":
+        """The record of `to_wire`'s `data`, with its path, source and functions."""
+        return cls(**{**data, "sweep": {k: tuple(v) for k, v in data["sweep"].items()},
+                      "reward_components": tuple(data["reward_components"])},
+                   path=path, source=source, functions=dict(functions))
 
 
 def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
@@ -182,6 +218,8 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     action_dim = namespace.get("ACTION_DIM")
     if action_dim is not None and (not isinstance(action_dim, int) or action_dim < 1):
         raise CandidateError(file, f"ACTION_DIM must be a positive int, got {action_dim!r}")
+    if action_dim is not None and "compute_torque" not in functions:
+        raise CandidateError(file, "ACTION_DIM is set but the file defines no compute_torque to use it")
     return Candidate(
         name=name or path.stem,
         path=path,

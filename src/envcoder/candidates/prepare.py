@@ -18,7 +18,6 @@ from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default
 from envcoder.candidates.jail import Jail
 from envcoder.candidates.pool import default_workers
 from envcoder.candidates.sandbox import SandboxValidator
-from envcoder.candidates.validate import CandidateSpec
 from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
 
@@ -35,11 +34,11 @@ def build_candidates(settings):
 
 def sandboxed_candidates(settings, task, validator: SandboxValidator | None = None,
                          only: set[str] | None = None, console: Console | None = None):
-    """`(candidates, specs, failures)` of `settings.functions`, each file vetted here and then read, checked and
-    traced only in the sandbox's jailed workers, which hand it over as programs (this process never runs a file's
-    code); sweeps expanded, crossed if asked; with `settings.task_default`, the task's own shaping last, as the
-    candidate `task_default`. `only`: the file stems to take (default all). `validator`: one to reuse (its
-    workers stay up; default a new one for this call).
+    """`(candidates, failures)` of `settings.functions`: each file vetted here and then read, checked and traced only
+    in the sandbox's jailed workers, which hand it over validated, its functions as programs (this process never runs
+    a file's code), its sweep expanded there; crossed if asked; with `settings.task_default`, the task's own shaping
+    last, as the candidate `task_default`. `only`: the file stems to take (default all). `validator`: one to reuse
+    (its workers stay up; default a new one for this call).
 
     Files that fail, and sweep variants that fail, are returned as failures with their reasons.
     """
@@ -55,35 +54,25 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             drafts.append((path.stem, read_source(path), str(path)))
         except CandidateError as err:
             failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
-    default = task_default_candidate(task, settings.shaper_types) if getattr(settings, "task_default", False) else None
-    if default is not None:
+    if getattr(settings, "task_default", False):
+        default = task_default_candidate(task, settings.shaper_types)
         drafts.append((default.name, default.source, None))
     verdicts = _verdicts(drafts, settings, task, validator, console) if drafts else []
-    specs: dict[str, CandidateSpec] = {}
-    handed = []
+    candidates, defaults = [], []
     for (name, source, file), verdict in zip(drafts, verdicts):
         failures += [LoadFailure(file=file or f"<{task.name} defaults>", name=variant, error=error)
                      for variant, error in verdict.errors.items()]
-        if verdict.specs and (file is None or verdict.candidate is not None):
-            specs.update(verdict.specs)
-            if verdict.candidate is not None:
-                handed.append(verdict.candidate)
-    reported = {f.name for f in failures}
-    candidates = []
-    for candidate in expand_sweeps(handed):
-        if candidate.name in specs:
-            candidates.append(candidate)
-        elif candidate.name not in reported:  # a verdict that names neither sizes nor a reason: never dropped unsaid
-            failures.append(LoadFailure(file=str(candidate.path), name=candidate.name, error=(
-                f"{candidate.path}: the sandbox's verdict holds no sizes for {candidate.name}, nor why; it is left "
-                "out (an envcoder bug: please report it with this file)")))
+        for candidate in verdict.candidates:
+            if candidate.name == name or candidate.name.startswith(name + "["):  # the file, or its sweep's variants
+                (candidates if file is not None else defaults).append(candidate)
+            else:  # never trained under a name that is not its file's
+                failures.append(LoadFailure(file=str(file), name=name, error=(
+                    f"{file}: the sandbox's verdict names the candidate {candidate.name}, not {name} or a variant of "
+                    "its sweep; it is left out (an envcoder bug: please report it with this file)")))
     candidates = _affordable(candidates, failures, len(settings.seeds), settings.envs_per_candidate)
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
-        specs = {**specs, **{c.name: _crossed_spec(c, specs) for c in candidates}}
-    if default is not None and default.name in specs:
-        candidates.append(default)
-    return candidates, {c.name: specs[c.name] for c in candidates}, failures
+    return candidates + defaults, failures
 
 
 COST_FACTOR = 100.0
@@ -235,14 +224,3 @@ def _verdicts(drafts, settings, task, validator: SandboxValidator | None, consol
     finally:
         if own:
             validator.close()
-
-
-def _crossed_spec(candidate, specs: dict[str, CandidateSpec]) -> CandidateSpec:
-    """A crossed candidate's sizes, from the files that provide its functions (each validated on its own: the
-    shaping functions depend on the task's state only, never on each other)."""
-    def of(api):
-        return specs[candidate.providers.get(api, next(iter(candidate.providers.values())))]
-    critic = "compute_critic_observation"
-    return CandidateSpec(obs_dim=of("compute_observation").obs_dim, action_dim=of("compute_torque").action_dim,
-                         reward_components=of("compute_reward").reward_components,
-                         critic_obs_dim=of(critic).critic_obs_dim if critic in candidate.functions else None)

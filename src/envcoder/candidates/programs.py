@@ -206,27 +206,29 @@ def _fit(value, skeleton):
     return _MISMATCH if value is None or isinstance(value, (Mapping, tuple, list)) else value
 
 
-def check_against(candidate, spec, task=None) -> None:
-    """The sizes of a file's programs are those its verdict states (`spec`, a `CandidateSpec`), and with `task`
-    every output of every program has the dtype, rank and trailing shape its shaping type declares
+def check_against(candidate, task=None) -> None:
+    """The sizes of a validated candidate's programs are those validation found (`candidate.obs_dim`, ...), and with
+    `task` every output of every program has the dtype, rank and trailing shape its shaping type declares
     (`check_signature`): a hand-over that disagrees with itself or with the trainer is refused here rather than
     failing inside the training program."""
-    for api, size in (("compute_observation", spec.obs_dim), ("compute_critic_observation", spec.critic_obs_dim)):
+    for api, size in (("compute_observation", candidate.obs_dim),
+                      ("compute_critic_observation", candidate.critic_obs_dim)):
         program = candidate.functions.get(api)
         widths = {e.out_avals[0].shape[-1] for e in program.exported} if program is not None else set()
         if widths - {size}:
-            raise CandidateError(str(candidate.path), f"its program returns {sorted(widths)} features, its verdict "
-                                                      f"says {size}", function=api)
+            raise CandidateError(str(candidate.path), f"its program returns {sorted(widths)} features, validation "
+                                                      f"found {size}", function=api)
     if task is not None:
         for api, program in candidate.functions.items():
             for exported in getattr(program, "exported", ()):
-                check_signature(exported, api, spec, task, str(candidate.path))
+                check_signature(exported, api, candidate, task, str(candidate.path))
 
 
-def check_signature(exported: export.Exported, api: str, spec, task, file: str) -> None:
+def check_signature(exported: export.Exported, api: str, sizes, task, file: str) -> None:
     """Every output of `exported` (the program of `api`, batched `[g, e, ...]`) as the trainer takes it, exactly:
     float32 where a float is declared (a complex or float64 reward would end the run inside the training program),
-    bool for a termination, the declared rank and trailing shape, reward components named as the verdict says."""
+    bool for a termination, the declared rank and trailing shape, reward components named as validation found
+    (`sizes`: the validated candidate)."""
     import numpy as np
 
     out = jax.tree_util.tree_unflatten(exported.out_tree, exported.out_avals)
@@ -242,12 +244,13 @@ def check_signature(exported: export.Exported, api: str, spec, task, file: str) 
         reward, components = out if isinstance(out, tuple) and len(out) == 2 else (out, {})
         expect(reward, "as the reward", (f32,), ())
         components = fields(components, "as the reward's components")
-        if tuple(sorted(components)) != tuple(spec.reward_components):
-            refuse(f"names the reward components {sorted(components)}, its verdict {list(spec.reward_components)}")
+        if tuple(sorted(components)) != tuple(sizes.reward_components):
+            refuse(f"names the reward components {sorted(components)}, validation found "
+                   f"{list(sizes.reward_components)}")
         for name, value in components.items():
             expect(value, f"for the reward component {name!r}", (f32,), ())
     elif api in ("compute_observation", "compute_critic_observation"):
-        width = spec.obs_dim if api == "compute_observation" else (spec.critic_obs_dim or spec.obs_dim)
+        width = sizes.obs_dim if api == "compute_observation" else (sizes.critic_obs_dim or sizes.obs_dim)
         expect(out, "as the observation", (f32,), (width,))
     elif api == "compute_torque":
         expect(out, "as the motor command", (f32,), (_actuators(task),))
@@ -323,18 +326,7 @@ def _state_shapes(task) -> dict[str, tuple] | None:
                                         if hasattr(x, "shape")}
 
 
-def handed_over(name: str, path: str, source: str, data: Mapping) -> "Candidate":
-    """The candidate file as the training process uses it, from the worker's hand-over (`data`): its functions as
-    `Program`s (each checked), with the names, keys, constants and sweep the worker found. Its sweep is not
-    expanded yet (`envcoder.candidates.expand_sweeps`)."""
-    from pathlib import Path
-
-    from envcoder.candidates.load import Candidate
-
-    return Candidate(name=name, path=Path(path), source=source,
-                     functions={api: Program(blobs, path, api, data.get("costs", {}).get(api))
-                                for api, blobs in data["programs"].items()},
-                     code_key=data["code_key"], function_keys=dict(data["function_keys"]),
-                     action_dim=data["action_dim"], sweep={k: tuple(v) for k, v in data["sweep"].items()},
-                     function_params={api: dict(p) for api, p in data["function_params"].items()},
-                     constants_as_data=data["constants_as_data"])
+def handed_over(path: str, reply: Mapping) -> dict[str, Program]:
+    """A file's functions as the training process uses them: the worker's programs in its `reply` (each checked),
+    which all the file's validated variants share."""
+    return {api: Program(blobs, path, api, reply.get("costs", {}).get(api)) for api, blobs in reply["programs"].items()}

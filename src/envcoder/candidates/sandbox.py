@@ -36,7 +36,6 @@ from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_
 
 if TYPE_CHECKING:
     from envcoder.candidates.load import Candidate
-    from envcoder.candidates.validate import CandidateSpec
 
 __all__ = ["SandboxValidator", "Verdict", "SandboxError", "JailedError", "default_workers", "start_workers"]
 
@@ -50,18 +49,16 @@ class Verdict:
     """What the sandbox found for one candidate file (and each of its sweep variants)."""
 
     name: str
-    specs: Mapping[str, "CandidateSpec"] = dataclasses.field(default_factory=dict)
-    """What validation learned, per variant that passed (the file's name when it sweeps nothing)."""
+    candidates: tuple["Candidate", ...] = ()
+    """The file's variants that passed (the file itself where it sweeps nothing), each validated (with its sizes)
+    and with its functions as the worker's programs (`envcoder.candidates.programs.Program`, shared by the
+    variants; the task's own functions for the task's own shaping): as a trainer takes them."""
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Why, per variant that failed (or for the file, when it could not be loaded)."""
-    candidate: "Candidate | None" = None
-    """The file as the training process uses it: its functions as the worker's programs
-    (`envcoder.candidates.programs.Program`), before its sweep is expanded; None for the task's own shaping and
-    for a file that failed."""
 
     @property
     def ok(self) -> bool:
-        return bool(self.specs) and not self.errors
+        return bool(self.candidates) and not self.errors
 
     @property
     def error(self) -> str | None:
@@ -70,7 +67,7 @@ class Verdict:
 
 class SandboxValidator:
     """Validate candidate sources in jailed worker processes; the verdicts keep the candidates' order and hand the
-    files over as programs (`Verdict.candidate`).
+    files over as programs (`Verdict.candidates`).
 
     Workers start when a source needs checking (or earlier: `start_workers`) and stay up between calls (their start,
     importing JAX and rolling out the task, is the slow part) until `close()`; every file is checked in a fresh
@@ -251,29 +248,31 @@ class SandboxValidator:
 
     def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
         """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
+        from envcoder.candidates.load import Candidate, task_default_candidate
         from envcoder.candidates.programs import check_against, handed_over
-        from envcoder.candidates.validate import CandidateSpec
         from envcoder.tasks import get_task
 
-        specs = {v: CandidateSpec(s["obs_dim"], s["action_dim"], tuple(s["reward_components"]), s["critic_obs_dim"],
-                                  s.get("constants_as_data", True)) for v, s in reply["specs"].items()}
-        errors = dict(reply["errors"])
-        candidate = None
-        if specs and path is not None:
+        task, errors, candidates = get_task(self.task), dict(reply["errors"]), []
+        if reply["candidates"]:
             try:
-                candidate = handed_over(name, path, source, reply["candidate"])
-                for spec in specs.values():
-                    check_against(candidate, spec, get_task(self.task))
+                functions = (task_default_candidate(task, self.shaper_types).functions if path is None
+                             else handed_over(path, reply))
+                candidates = [Candidate.from_wire(data, path and Path(path), source, functions)
+                              for data in reply["candidates"]]
+                for sizes in {(c.obs_dim, c.critic_obs_dim, c.reward_components): c for c in candidates}.values():
+                    if path is not None:
+                        check_against(sizes, task)
             except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
-                errors.update({v: str(err) for v in specs})
-                specs = {}
-        verdict = Verdict(reply["name"], specs, errors, candidate)
+                errors.update({data["name"]: str(err) for data in reply["candidates"]})
+                candidates = []
+        verdict = Verdict(reply["name"], tuple(candidates), errors)
         if verdict.ok:
             self._passed[(name, source)] = verdict
             self._passed_sources[source] = (name, reply)
-            data, key = reply["candidate"], self._code_key(source) if self.same_code_once and candidate else None
-            if (key is not None and data["constants_as_data"] and not data["sweep"]
-                    and not any(k.endswith(":CURRICULUM") for k in data["function_keys"].values())):
+            first = reply["candidates"][0]
+            key = self._code_key(source) if self.same_code_once and path is not None else None
+            if (key is not None and first["constants_as_data"] and not first["sweep"]
+                    and not any(k.endswith(":CURRICULUM") for k in first["function_keys"].values())):
                 self._passed_code.setdefault(key, (name, reply))
             if not stored:
                 self._store(name, source, reply)
@@ -294,17 +293,19 @@ class SandboxValidator:
             return None
         old, reply = self._passed_code[key]
         constants = self._keys[source][1]
-        data = reply["candidate"]
+        (data,) = reply["candidates"]  # no sweep
         params = {api: {k: constants[k] for k in p} for api, p in data["function_params"].items()}
-        return self._as(name, source, path, old, {**reply, "candidate": {**data, "function_params": params}})
+        return self._as(name, source, path, old, {**reply, "candidates": [{**data, "function_params": params}]})
 
     def _as(self, name: str, source: str, path: str | None, old: str, reply: dict) -> Verdict:
         """The verdict of `reply` (a file's that passed under the name `old`) for `name`, nothing of it run here: the
         checks did not depend on the name (nor, with `same_code_once`, on what `reply` says of the constants)."""
-        def renamed(variants: dict) -> dict:  # `old` and its sweep's `old[...]`
-            return {name + variant[len(old):]: value for variant, value in variants.items()}
-        return self._verdict(name, source, path, {**reply, "name": name, "specs": renamed(reply["specs"]),
-                                                  "errors": renamed(reply["errors"])}, stored=True)
+        def renamed(variant: str) -> str:  # `old` and its sweep's `old[...]`
+            return name + variant[len(old):]
+        candidates = [{**data, "name": renamed(data["name"])} for data in reply["candidates"]]
+        return self._verdict(name, source, path, {**reply, "name": name, "candidates": candidates,
+                                                  "errors": {renamed(v): e for v, e in reply["errors"].items()}},
+                             stored=True)
 
     def _verdict_file(self, name: str, source: str) -> Path | None:
         folder = verdict_cache_dir()

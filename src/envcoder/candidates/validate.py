@@ -23,22 +23,6 @@ MEMORY_LIMIT_BYTES = 256 * 2**20
 """Working memory (XLA temporaries + outputs) one function may need for the sample's environments."""
 
 
-@dataclasses.dataclass(frozen=True)
-class CandidateSpec:
-    """What validation learned about a candidate."""
-
-    obs_dim: int
-    action_dim: int
-    """The policy's action size: entries of a continuous action, or the number of discrete actions."""
-    reward_components: tuple[str, ...]
-    critic_obs_dim: int | None = None
-    """The size of the critic's own observation (`compute_critic_observation`); None: the critic reads the
-    actor's."""
-    constants_as_data: bool = True
-    """Whether the file's float constants are data (`envcoder.candidates.constants`); False where one is needed
-    as a Python number, and the file is loaded with its literals."""
-
-
 def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
     """The task's state at the model's reference pose with a default goal, for `num_envs` environments."""
     nu, nv = simulator.mj_model.nu, simulator.mj_model.nv
@@ -146,18 +130,17 @@ def _run(file, function, fn, *args, on_phase=None):
     return jax.block_until_ready(compiled(*args))
 
 
-def validate_candidate(task, simulator, candidate: Candidate, state=None, on_phase=None) -> CandidateSpec:
+def validate_candidate(task, simulator, candidate: Candidate, state=None, on_phase=None) -> Candidate:
     """Run every function of `candidate` (its own and the defaults it keeps) on a sample state, checking each
     type's output as the registry says (`envcoder.shaping.api.SHAPING_TYPES`, in `CHECK_ORDER`).
 
-    Raises `CandidateError` with the file, function and reason; returns the inferred sizes. `on_phase(function,
+    Raises `CandidateError` with the file, function and reason; returns the candidate validated: with the sizes
+    found (`obs_dim`, `action_dim`, `reward_components`, `critic_obs_dim`), as a trainer takes it. `on_phase(function,
     what)` is told before each function is traced, compiled and run (the sandbox reports it when a step hangs).
     """
     state = sample_state(task, simulator) if state is None else state
     file = str(candidate.path) if candidate.path else f"<{task.name} defaults>"
     fns = resolve_functions(candidate, task.defaults)
-    if candidate.action_dim and "compute_torque" not in candidate.functions:
-        raise CandidateError(file, "ACTION_DIM is set but the file defines no compute_torque to use it")
     probe = Probe(file, functools.partial(_run, on_phase=on_phase), task, candidate, state, jax.random.PRNGKey(0),
                   jax.tree.leaves(state)[0].shape[0], simulator.mj_model.nu, simulator.mj_model)
     current = "?"
@@ -175,8 +158,8 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
     except Exception as err:  # anything the candidate's code raised while running
         raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {_first_line(err)}",
                              function=current) from None
-    return CandidateSpec(obs_dim=probe.obs_dim, action_dim=int(probe.action_dim),
-                         reward_components=probe.reward_components, critic_obs_dim=probe.critic_obs_dim)
+    return dataclasses.replace(candidate, obs_dim=probe.obs_dim, action_dim=int(probe.action_dim),
+                               reward_components=probe.reward_components, critic_obs_dim=probe.critic_obs_dim)
 
 
 def _first_line(err: BaseException) -> str:
@@ -185,4 +168,4 @@ def _first_line(err: BaseException) -> str:
     return text if len(text) <= 300 else text[:300] + "…"
 
 
-__all__ = ["CandidateSpec", "validate_candidate", "sample_state", "rollout_states", "split_reward", "infer_action_dim"]
+__all__ = ["validate_candidate", "sample_state", "rollout_states", "split_reward", "infer_action_dim"]

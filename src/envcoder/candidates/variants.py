@@ -67,14 +67,25 @@ def cross_candidates(candidates: Sequence[Candidate], shaper_types: Sequence[str
         function_params = {api: c.function_params.get(api, {}) for (api, _), c in zip(per_type, choice)}
         key_source = "|".join(f"{api}:{key}" for api, key in function_keys.items())
         sources = "\n".join(f"# ---- {c.name}: {c.path} ----\n{c.source}" for c in distinct)
-        torque = next((c for (api, _), c in zip(per_type, choice) if api == "compute_torque"), None)
         params = {k: v for c in distinct for k, v in c.params.items()}
         combined.append(Candidate(name="+".join(parts), path=choice[0].path, source=sources, functions=functions,
                                   code_key=hashlib.sha256(key_source.encode()).hexdigest()[:16],
-                                  function_keys=function_keys, action_dim=torque.action_dim if torque else None,
-                                  params=params, function_params=function_params,
-                                  providers={api: c.name for (api, _), c in zip(per_type, choice)}))
+                                  function_keys=function_keys, params=params, function_params=function_params,
+                                  providers={api: c.name for (api, _), c in zip(per_type, choice)},
+                                  **_crossed_sizes(dict(zip([api for api, _ in per_type], choice)), functions)))
     return combined
+
+
+def _crossed_sizes(providers: dict[str, Candidate], functions) -> dict:
+    """A crossed candidate's sizes (validated ones where its files are), from the files that provide its functions:
+    each was validated on its own, and the shaping functions depend on the task's state only, never on each other.
+    A size whose function no file provides is the first file's (the task's own function's)."""
+    def of(api):
+        return providers.get(api, next(iter(providers.values())))
+    critic = "compute_critic_observation"
+    return {"obs_dim": of("compute_observation").obs_dim, "action_dim": of("compute_torque").action_dim,
+            "reward_components": of("compute_reward").reward_components,
+            "critic_obs_dim": of(critic).critic_obs_dim if critic in functions else None}
 
 
 def freeze_sweep(source: str) -> list[tuple[str, str]]:

@@ -5,7 +5,8 @@ by `envcoder.candidates.jail.lock`, which validates the file and exports its fun
 Protocol: the parent writes one JSON header line (task, shaper types, folders, limits); the worker answers
 `{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds", "platform"}` line
 then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
-`{"name", "specs": {variant: spec}, "errors": {variant: reason}, "candidate": hand-over}` line and
+`{"name", "candidates": [each variant that passed, validated: `Candidate.to_wire`], "errors": {variant: reason},
+"programs": {function: exported programs}, "costs": {function: cost}}` line (the variants share the programs) and
 `{"exit": status}` when the child ended. A `{"name", "work": "envcoder.module:function", "args", "cpu_seconds"}`
 line runs that function of envcoder's on candidate *text* (a sweep frozen, an offline search's child written, a find
 flattened: `SandboxValidator.jailed`) in a child locked in and limited the same way, and gets one
@@ -171,7 +172,8 @@ def _pass_on(line: bytes, name: str | None, answered: bool, reply) -> bool:
         reply(message)
         return False
     if name is not None and message.get("name") == name and (
-            {"specs", "errors", "candidate"} <= set(message) or set(message) in ({"name", "result"}, {"name", "error"})):
+            {"candidates", "errors", "programs"} <= set(message)
+            or set(message) in ({"name", "result"}, {"name", "error"})):
         reply(message)
         return True
     return answered
@@ -235,7 +237,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     name, path, shaper_types = request["name"], request["path"], tuple(header["shaper_types"])
     outcomes = []
     for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
-        specs, errors, handed = {}, {}, None
+        validated, errors, programs = [], {}, ({}, {})
         try:
             base = (task_default_candidate(task, shaper_types) if path is None else
                     load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift))
@@ -244,18 +246,19 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
             errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"
             base, variants = None, []
         for candidate in variants:
-            _validate(task, simulator, states, candidate, path, lift, reply, specs, errors)
-        if specs and path is not None:
+            _validate(task, simulator, states, candidate, path, reply, validated, errors)
+        if validated and path is not None:
             try:
-                handed = _export(task, states, base, variants, specs, request["platform"], reply)
+                programs = _export(task, states, base, validated[0], request["platform"], reply)
             except CandidateError as err:
-                errors.update({v: str(err) for v in specs})
-                specs = {}
-        outcomes.append((len(errors), not lift, specs, errors, handed))
+                errors.update({c.name: str(err) for c in validated})
+                validated = []
+        outcomes.append((len(errors), not lift, validated, errors, programs))
         if not errors or base is None or not any(c.function_params for c in variants):
             break
-    _, _, specs, errors, handed = min(outcomes, key=lambda o: o[:2])  # fewer failures; as data where equal
-    reply({"name": name, "specs": specs, "errors": errors, "candidate": handed})
+    _, _, validated, errors, (programs, costs) = min(outcomes, key=lambda o: o[:2])  # fewer failures; data first
+    reply({"name": name, "candidates": [c.to_wire() for c in validated], "errors": errors, "programs": programs,
+           "costs": costs})
 
 
 def _limit(memory_bytes: int, cpu_seconds: int) -> None:
@@ -288,9 +291,9 @@ def _work(header: dict, request: dict, reply) -> None:
     reply({"name": request["name"], "result": result})
 
 
-def _export(task, states, base, variants, specs: dict, platform: str, reply) -> dict:
-    """The file's functions as programs (`envcoder.candidates.programs`) and what the training process needs to
-    know of it besides: the hand-over."""
+def _export(task, states, base, first, platform: str, reply) -> tuple[dict, dict]:
+    """`(programs, costs)`: the file's functions as programs (`envcoder.candidates.programs`), traced as its first
+    validated variant `first` (its sizes, its constants' names), and what the worker measured of each."""
     import jax
     import jax.numpy as jnp
 
@@ -299,15 +302,14 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
     from envcoder.candidates.programs import Program, abstract_arguments, export_function
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
-    first = next(v for v in variants if v.name in specs)
-    spec, file = specs[first.name], str(base.path)
+    file = str(base.path)
     nan = {n: jnp.float32(jnp.nan) for n in CURRICULUM_METRICS}
     curriculum = jax.eval_shape(resolve_functions(first, task.defaults)["curriculum"], jnp.float32(0), nan, None)
     curriculum = {n: tuple(v.shape) for n, v in (curriculum or {}).items()}
     programs, costs = {}, {}
     for api, fn in base.functions.items():
         reply({"phase": [first.name, api, "exporting"]})
-        arguments = abstract_arguments(api, states, spec["action_dim"], task.discrete, curriculum)
+        arguments = abstract_arguments(api, states, first.action_dim, task.discrete, curriculum)
         own = first.function_params.get(api, {})
         programs[api] = export_function(api_callable(api, fn), list(own), arguments, platform, file, api)
         reply({"phase": [first.name, api, "running its program"]})
@@ -315,21 +317,19 @@ def _export(task, states, base, variants, specs: dict, platform: str, reply) -> 
         reply({"phase": [first.name, api, "measuring its program's cost"]})
         task_own = api_callable(api, task.defaults[api]) if api in task.defaults else None
         costs[api] = program_costs(task_own, own, programs[api], arguments, COST_ENVS)
-        size = {"compute_observation": "obs_dim", "compute_critic_observation": "critic_obs_dim"}.get(api)
+        size = {"compute_observation": first.obs_dim, "compute_critic_observation": first.critic_obs_dim}.get(api)
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
             (out,) = Program(programs[api], file, api).exported[0].out_avals
-            if out.shape[-1] != spec[size]:
+            if out.shape[-1] != size:
                 raise CandidateError(file, f"returns {out.shape[-1]} features when state['actions'] holds the "
-                                           f"policy's {spec['action_dim']} action entries, {spec[size]} on the sample "
+                                           f"policy's {first.action_dim} action entries, {size} on the sample "
                                            "state: its size must not depend on the action's", function=api)
-    return {"code_key": base.code_key, "function_keys": dict(base.function_keys), "action_dim": base.action_dim,
-            "sweep": {k: list(v) for k, v in base.sweep.items()}, "function_params": base.function_params,
-            "constants_as_data": base.constants_as_data, "programs": programs, "costs": costs}
+    return programs, costs
 
 
-def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs: dict, errors: dict) -> None:
-    """One variant validated in the child: its sizes into `specs`, or its reason into `errors`; `reply` reports the
-    phases (a hang names its function)."""
+def _validate(task, simulator, states, candidate, path, reply, validated: list, errors: dict) -> None:
+    """One variant validated in the child: the record with its sizes into `validated`, or its reason into `errors`;
+    `reply` reports the phases (a hang names its function)."""
     from envcoder.candidates import CandidateError
     from envcoder.candidates.files import check_length
     from envcoder.candidates.validate import validate_candidate
@@ -338,10 +338,7 @@ def _validate(task, simulator, states, candidate, path, lift: bool, reply, specs
         reply({"phase": [candidate.name, function, step]})
     try:
         check_length(candidate.name, str(path))  # a sweep variant's name holds its values
-        spec = validate_candidate(task, simulator, candidate, states, on_phase)
-        specs[candidate.name] = {"obs_dim": spec.obs_dim, "action_dim": spec.action_dim,
-                                 "reward_components": list(spec.reward_components),
-                                 "critic_obs_dim": spec.critic_obs_dim, "constants_as_data": lift}
+        validated.append(validate_candidate(task, simulator, candidate, states, on_phase))
     except CandidateError as err:
         errors[candidate.name] = str(err)
     except BaseException as err:  # noqa: BLE001 - MemoryError, RecursionError, ...: the candidate's fault

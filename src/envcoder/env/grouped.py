@@ -2,7 +2,7 @@
 
 Every learner (PPO, DQN, SAC), `envcoder play` and the benchmarks step environments through this one class:
 
-    env = GroupedEnv(task, candidates, specs, envs_per_candidate=256, seeds=(0, 1))
+    env = GroupedEnv(task, candidates, envs_per_candidate=256, seeds=(0, 1))   # candidates validated
     state = env.reset(keys, curriculum={})                 # keys [G, 2]; EnvState, every array [G, E, ...]
     pool = env.reset_pool(keys, state.curriculum)          # where finished environments restart
     obs = env.observe(state, keys)                         # [G, E, D_max], with observation noise
@@ -30,7 +30,6 @@ from envcoder.candidates import Candidate
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.env.grouping import GroupPlan
 from envcoder.shaping.api import split_reward
-from envcoder.candidates.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
 from envcoder.tasks.base import Task
@@ -51,12 +50,17 @@ def _where(mask, a, b):
 class GroupedEnv:
     """The environments of every group of a run; see the module docstring."""
 
-    def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec],
-                 envs_per_candidate: int, seeds: Sequence[int] = (0,), simulator: Simulator | None = None,
-                 fitness: str | None = None, physics: str | None = None):
-        """`specs`: each candidate's validated sizes; `simulator`: the physics of all G·E environments (without
-        one, a simulator of `physics`, "jax" or "warp", None: "jax"); `fitness`: the name of the task's fitness
-        that the step reports (None: the task's default)."""
+    def __init__(self, task: Task, candidates: Sequence[Candidate], envs_per_candidate: int,
+                 seeds: Sequence[int] = (0,), simulator: Simulator | None = None, fitness: str | None = None,
+                 physics: str | None = None):
+        """`candidates`: validated, each with its sizes (`Candidate.validated`); `simulator`: the physics of all G·E
+        environments (without one, a simulator of `physics`, "jax" or "warp", None: "jax"); `fitness`: the name of
+        the task's fitness that the step reports (None: the task's default)."""
+        unvalidated = [c.name for c in candidates if not c.validated]
+        if unvalidated:
+            raise ValueError(f"GroupedEnv: {', '.join(unvalidated)} not validated (no sizes): take candidates from "
+                             "envcoder.candidates.prepare.sandboxed_candidates, or pass each through "
+                             "envcoder.candidates.validate.validate_candidate")
         self.task, self.num_envs = task, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.plan = GroupPlan(task, candidates, seeds)
@@ -67,19 +71,19 @@ class GroupedEnv:
         if self.sim.physics == "warp" and self.sim.worlds != worlds:
             raise ValueError(f"a Warp simulator for {self.sim.worlds} environments cannot step this run's {worlds}")
         self.physics = self.sim.physics
-        self.specs = [specs[g.candidate.name] for g in self.groups]
+        per_group = [g.candidate for g in self.groups]
         self.discrete = task.discrete  # a one-hot action over `action_dims` actions, else a continuous one
-        self.obs_dims = np.array([s.obs_dim for s in self.specs])
-        self.action_dims = np.array([s.action_dim for s in self.specs])
+        self.obs_dims = np.array([c.obs_dim for c in per_group])
+        self.action_dims = np.array([c.action_dim for c in per_group])
         self.obs_dim_max, self.action_dim_max = int(self.obs_dims.max()), int(self.action_dims.max())
         # Some candidate gives its critic observations of its own; the others' critics then read their actor's
         # observations (unperturbed by observation noise).
-        self.asymmetric = any(s.critic_obs_dim is not None for s in self.specs)
-        self.critic_obs_dims = np.array([s.critic_obs_dim or s.obs_dim for s in self.specs])
+        self.asymmetric = any(c.critic_obs_dim is not None for c in per_group)
+        self.critic_obs_dims = np.array([c.critic_obs_dim or c.obs_dim for c in per_group])
         self.critic_obs_dim_max = int(self.critic_obs_dims.max()) if self.asymmetric else None
         masks = self.masks()  # put as they are: `jnp.asarray` would compile a conversion for each dtype
         self.action_mask, self.obs_mask = jax.device_put(masks["action_mask"]), jax.device_put(masks["obs_mask"])
-        self.component_names = sorted({n for s in self.specs for n in s.reward_components})
+        self.component_names = sorted({n for c in per_group for n in c.reward_components})
         self.curriculum_shapes = self._curriculum_shapes()
         self.physics_fields = self._physics_fields()
         if self.physics == "warp" and (self.physics_fields or self.fitness.physics is not None):

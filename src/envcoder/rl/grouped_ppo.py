@@ -35,7 +35,7 @@ class PPOState(NamedTuple):
 class GroupedPPO(GroupedLearner):
     """Trains one PPO actor-critic per group; see the module docstring."""
 
-    def __init__(self, task, candidates, specs, config, envs_per_candidate: int, seeds=(0,), simulator=None,
+    def __init__(self, task, candidates, config, envs_per_candidate: int, seeds=(0,), simulator=None,
                  fitness: str | None = None, physics: str | None = None, devices: int | None = None,
                  sharded: bool | None = None, evaluation_envs: int | None = None):
         """See `GroupedLearner`; `config`: a `PPOConfig`."""
@@ -43,7 +43,7 @@ class GroupedPPO(GroupedLearner):
         self.central_value = cv = getattr(config, "central_value_config", None)
         self.critic_activation = (cv and cv.activation) or config.activation
         self.critic_normalized = cv.normalize_input if cv else config.normalize_input
-        super().__init__(task, candidates, specs, config, envs_per_candidate, seeds, simulator, fitness, physics,
+        super().__init__(task, candidates, config, envs_per_candidate, seeds, simulator, fitness, physics,
                          devices, sharded, evaluation_envs)
 
     def _setup_updates(self) -> optax.GradientTransformation:

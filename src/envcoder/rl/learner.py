@@ -17,7 +17,7 @@ compiled at once on a GPU took about the longer one's time (docs/benchmarks/thro
 devices the group axis is sharded (`envcoder.rl.sharding`) and the iteration is one program.
 
 Usage:
-    learner = GroupedPPO(task, candidates, specs, config, envs_per_candidate=256, seeds=(0,))
+    learner = GroupedPPO(task, candidates, config, envs_per_candidate=256, seeds=(0,))   # candidates validated
     state = learner.init()
     for _ in range(config.max_epochs):
         state, metrics = learner.iteration(state)      # jitted, asynchronous
@@ -47,7 +47,6 @@ from envcoder.rl.state import (BestPolicy, TrainState, Transition, all_finite_pe
                                where_group)
 from envcoder.candidates import Candidate
 from envcoder.env.grouping import group_key, use_constants
-from envcoder.candidates.validate import CandidateSpec
 from envcoder.sim import Simulator
 from envcoder.tasks.base import Task
 
@@ -57,22 +56,22 @@ class GroupedLearner:
     (`_setup_updates`), initializes one group's parameters, optimizer and own state, acts (`act_deterministic`)
     and implements the iteration's two stages (`_collect`, then `_learn`, which ends with `_conclude`)."""
 
-    def __init__(self, task: Task, candidates: Sequence[Candidate], specs: dict[str, CandidateSpec], config,
-                 envs_per_candidate: int, seeds: Sequence[int] = (0,), simulator: Simulator | None = None,
-                 fitness: str | None = None, physics: str | None = None, devices: int | None = None,
-                 sharded: bool | None = None, evaluation_envs: int | None = None):
-        """`simulator`: the physics for all groups' environments; without one, a simulator of `physics`
-        ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
+    def __init__(self, task: Task, candidates: Sequence[Candidate], config, envs_per_candidate: int,
+                 seeds: Sequence[int] = (0,), simulator: Simulator | None = None, fitness: str | None = None,
+                 physics: str | None = None, devices: int | None = None, sharded: bool | None = None,
+                 evaluation_envs: int | None = None):
+        """`candidates`: validated (`envcoder.env.GroupedEnv`). `simulator`: the physics for all groups'
+        environments; without one, a simulator of `physics` ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
         (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
         measures its cost against the plain one). `evaluation_envs`: environments per group of `evaluate`
         (`evaluation_envs_per_group`)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.devices = choose_devices(devices, simulator.physics if simulator is not None else physics)
-        self.env = env = GroupedEnv(task, candidates, specs, envs_per_candidate, seeds, simulator, fitness, physics)
+        self.env = env = GroupedEnv(task, candidates, envs_per_candidate, seeds, simulator, fitness, physics)
         self.evaluation_envs = evaluation_envs_per_group(evaluation_envs, -(-len(env.groups) // len(self.devices)),
                                                          envs_per_candidate, env.physics)
         self.plan, self.groups, self.sim, self.physics = env.plan, env.groups, env.sim, env.physics
-        self.fitness_name, self.fitness, self.specs = env.fitness_name, env.fitness, env.specs
+        self.fitness_name, self.fitness = env.fitness_name, env.fitness
         self.discrete = env.discrete  # a policy over `action_dims` discrete actions, else a continuous one
         self.obs_dims, self.action_dims = env.obs_dims, env.action_dims
         self.obs_dim_max, self.action_dim_max = env.obs_dim_max, env.action_dim_max
@@ -200,8 +199,7 @@ class GroupedLearner:
                             for classes in self.plan.classes.values() for c in classes})
         return repr((fingerprint(type(self)), fingerprint(self.task), self.fitness_name, fingerprint(type(self.sim)),
                      fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.num_envs,
-                     self.plan.signature(), functions, [(g.candidate.action_dim, repr(spec)) for g, spec in zip(
-                         self.groups, self.specs)], repr(self.config)))
+                     self.plan.signature(), functions, [_sizes(g.candidate) for g in self.groups], repr(self.config)))
 
     # ---- sharding over devices ----------------------------------------------------------------------
 
@@ -467,3 +465,9 @@ def _state_specs() -> TrainState:
     iteration counter, which every device holds."""
     group = PartitionSpec(GROUP_AXIS)
     return TrainState(*([group] * len(TrainState._fields)))._replace(iteration=PartitionSpec())
+
+
+def _sizes(candidate: Candidate) -> tuple:
+    """What validation found of a candidate that its traces depend on."""
+    return (candidate.obs_dim, candidate.action_dim, candidate.reward_components, candidate.critic_obs_dim,
+            candidate.constants_as_data)

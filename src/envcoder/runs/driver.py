@@ -77,7 +77,7 @@ class TrainingDriver:
         trainer = self.job.make_trainer(self.state.survivors, self.job.schedule[self.state.rung].envs_per_candidate)
         self.labels = trainer.labels
         # Components are reported only for the candidates that define them.
-        self.own_components = {f"reward/{n}": np.array([n in spec.reward_components for spec in trainer.specs])
+        self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in trainer.groups])
                                for n in trainer.component_names}
         self.steps_per_iteration = len(trainer.labels) * trainer.num_envs * self.config.horizon_length
         self.candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())

@@ -94,7 +94,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     with _simulator_while_validating(task, count and count * len(settings.seeds) * settings.envs_per_candidate) \
             as simulator:
         tick = time.perf_counter()
-        valid, specs, failures = sandboxed_candidates(settings, task, validator, console=console)
+        valid, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
     valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
@@ -118,7 +118,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
 
     def make_trainer(names, envs_per_candidate: int):
         """The trainer of the candidates `names` (a rung's survivors), each group with `envs_per_candidate` envs."""
-        return algorithm(settings.algo).learner(task, [c for c in valid if c.name in names], specs, config,
+        return algorithm(settings.algo).learner(task, [c for c in valid if c.name in names], config,
                                                 envs_per_candidate, settings.seeds,
                                                 simulator if physics == simulator.physics else None,
                                                 fitness=fitness_name, physics=physics, devices=settings.devices,

@@ -43,18 +43,18 @@ def _checkpoint(run: Path, candidate: str, seed: int, which: str, config, consol
 
 
 def _trained_candidate(run: Path, settings, task, candidate: str):
-    """`(candidate, spec)`: only the files this candidate is made of, validated in the sandbox and loaded; they must
-    be unchanged since the run."""
+    """The candidate, validated: only the files it is made of, validated in the sandbox and loaded; they must be
+    unchanged since the run."""
     stems = {part.split("[")[0] for part in candidate.split("+")}
-    candidates, specs, failures = sandboxed_candidates(settings, task, only=stems)
-    if candidate not in specs:
+    candidates, failures = sandboxed_candidates(settings, task, only=stems)
+    if candidate not in {c.name for c in candidates}:
         reasons = "; ".join(f.error for f in failures) or "it is not among the files' candidates"
         raise ValueError(f"{candidate} cannot be played: {reasons}")
     chosen = next(c for c in candidates if c.name == candidate)
     saved = run / "candidates" / f"{candidate}.py"
     if saved.exists() and saved.read_text() != chosen.source:
         raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
-    return chosen, specs[candidate]
+    return chosen
 
 
 def play(run: str | Path, candidate: str, seed: int | None = None, which: str = "best", episodes: int = 1,
@@ -77,13 +77,12 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     if candidate not in trained:
         raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
     path = _checkpoint(run, candidate, seed, which, config, console)
-    chosen, spec = _trained_candidate(run, settings, task, candidate)
+    chosen = _trained_candidate(run, settings, task, candidate)
     console.print(f"{candidate}#{seed}: compiling the policy and the {task.name} physics, then {episodes} "
                   f"deterministic episode(s) from {path.name} (a first run compiles for a minute or two)…",
                   highlight=False)
     sim = Simulator(task.model_file, task.substeps)
-    trainer = algorithm(settings.algo).learner(task, [chosen], {candidate: spec}, config, episodes, (seed,),
-                                           sim, fitness=fitness_name)
+    trainer = algorithm(settings.algo).learner(task, [chosen], config, episodes, (seed,), sim, fitness=fitness_name)
     ts = trainer.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),
                                         jax.tree.map(lambda x: x[0], ts.obs_rms))

@@ -350,9 +350,9 @@ def same_programs(validator, as_found: str, flat: str) -> bool:
     are its program's inputs in the order of their names): each function's StableHLO, its source locations aside."""
     verdicts = validator.validate([("readable_check_as_found", as_found),
                                    ("readable_check_flat", flat)])
-    if not all(v.ok and v.candidate is not None for v in verdicts):
+    if not all(v.ok for v in verdicts):
         return False
-    first, second = (v.candidate.functions for v in verdicts)
+    first, second = (v.candidates[0].functions for v in verdicts)
     if set(first) != set(second):
         return False
     return all(_program_text(first[api]) == _program_text(second[api]) for api in first)

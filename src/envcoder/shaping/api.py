@@ -35,7 +35,7 @@ class CandidateError(Exception):
 @dataclasses.dataclass
 class Probe:
     """What validation knows while it checks a candidate's functions one type after another (`ShapingType.check`),
-    and what it finds: the sizes that become the candidate's `CandidateSpec`."""
+    and what it finds: the sizes that the validated candidate carries (`obs_dim`, `action_dim`, ...)."""
 
     file: str
     run: Callable  # run(file, function name, fn, *args): trace, compile and run one function

@@ -16,7 +16,7 @@ for _f in _g:
     _imp = _b.get("__import__") if isinstance(_b, dict) else None
     if _imp is not None and _f.f_globals.get("__name__", "").startswith("envcoder"):
         _os, _error = _imp("os"), _b["OSError"]
-        _forged = b'{"name": "good", "specs": {}, "errors": {"good": "forged"}, "candidate": null}\n'
+        _forged = b'{"name": "good", "candidates": [], "errors": {"good": "forged"}, "programs": {}}\n'
         for _fd in range(64):
             try:
                 _os.write(_fd, _forged)
