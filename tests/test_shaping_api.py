@@ -1,6 +1,7 @@
 """The registry of shaping types is what every reader of the API reads: the loader's signatures, validation's order
 and checks, the grouped environment's group order, the proposer's prompt and `envcoder tasks`."""
 
+import dataclasses
 import inspect
 import textwrap
 
@@ -59,3 +60,36 @@ def test_groups_are_ordered_by_the_per_step_functions_code():
     assert len(classes) == 2 and sorted(len(c.indices) for c in classes) == [1, 2]
     for c in classes:  # each code's groups are contiguous
         assert list(c.indices) == list(range(c.indices[0], c.indices[0] + len(c.indices)))
+
+
+def test_a_plan_reading_constants_takes_them_from_its_input_and_names_what_it_traces():
+    """Two files of one code with other constants form one class; the plan computes with its own values, and a view
+    of it `reading` an input (a learner's program's) with that input's: no module state in between. While a class is
+    traced, the plan and its views say which (the watchdog's message for a trace that hangs)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from envcoder.env.grouping import constant_key
+
+    task = get_task("Cartpole")
+    source = "K = 2.0\n\ndef compute_reward(state):\n    return K * state['dof_pos'][:, 1]\n"
+    a = load_candidate("a.py", ("compute_reward",), name="a", source=source)
+    b = load_candidate("b.py", ("compute_reward",), name="b", source=source.replace("2.0", "3.0"))
+    plan = GroupPlan(task, [a, b], (0,))
+    assert len(plan.classes["compute_reward"]) == 1 and plan.now_tracing() is None
+    seen = []
+
+    def compute_reward(state):  # the class's function, watched
+        seen.append(plan.now_tracing())
+        return state["dof_pos"][..., 1] * 0.0
+    state = {"dof_pos": jnp.ones((2, 3, 2))}  # [G, E, 2]
+    own = plan.dispatch("compute_reward", (state,))
+    constants = {constant_key("compute_reward", "K"): jnp.array([5.0, 7.0])}
+    given = plan.reading(constants).dispatch("compute_reward", (state,))
+    np.testing.assert_array_equal(own, [[2.0] * 3, [3.0] * 3])
+    np.testing.assert_array_equal(given, [[5.0] * 3, [7.0] * 3])
+    watched = plan.reading(constants)
+    watched.classes["compute_reward"][0] = dataclasses.replace(watched.classes["compute_reward"][0],
+                                                               function=compute_reward, params={})
+    watched.dispatch("compute_reward", (state,))
+    assert seen == [("compute_reward", ("a", "b"))] and plan.now_tracing() is None

@@ -104,6 +104,14 @@ class GroupedEnv:
         view.plan, view.rows, view.action_mask, view.obs_mask = plan, rows, action_mask, obs_mask
         return view
 
+    def reading(self, constants: dict) -> "GroupedEnv":
+        """The environment whose shaping functions, traced, read their constants from `constants` (a learner's
+        program's input: `GroupPlan.reading`)."""
+        view = object.__new__(GroupedEnv)
+        view.__dict__.update(self.__dict__)
+        view.plan = self.plan.reading(constants)
+        return view
+
     def with_envs(self, envs_per_candidate: int) -> "GroupedEnv":
         """The same groups with `envs_per_candidate` environments each (the final evaluation's, JAX physics)."""
         view = object.__new__(GroupedEnv)

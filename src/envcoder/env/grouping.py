@@ -9,8 +9,8 @@ of distinct codes, not with the number of groups.
 
 A class's constants (its files' float constants, `envcoder.candidates.constants`, a sweep's values among them)
 are per-group values: a learner's programs take them as an input (`GroupPlan.constants`, read inside the traced
-program through `use_constants`), so candidates that differ only in them share one compiled program. Traced
-without that input (a `GroupedEnv` used on its own), they are the plan's own values.
+program by the plan `GroupPlan.reading` them), so candidates that differ only in them share one compiled program.
+Traced without that input (a `GroupedEnv` used on its own), they are the plan's own values.
 
 Over several devices (`GroupPlan.layout`), every device holds a block of the group axis and runs the same
 program on it; a class's rows on a device are then data (per-device row indices), not static slices.
@@ -18,10 +18,9 @@ program on it; a class's rows on a device are then data (per-device row indices)
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import dataclasses
 import hashlib
-import threading
 from typing import Callable, Sequence
 
 import jax
@@ -72,20 +71,25 @@ class FunctionClass:
     """On a device of a sharded run: the swept constants of those rows, name -> `[K]` (traced)."""
     key: str = ""
     """The identity of the class's code (`{source api}:{function key}`)."""
+    constants: dict | None = None
+    """Where the constants come from while traced in a learner's program: its input, `[G]` arrays by
+    `constant_key` (`GroupPlan.reading`); None: `params` (`local_params` on a device of a sharded run)."""
+    tracing: list = dataclasses.field(default_factory=lambda: [None], compare=False, repr=False)
+    """`[(api, candidate names)]` of the class being traced now, or `[None]`: one list for a plan's classes and its
+    views (`GroupPlan.now_tracing`)."""
 
     def apply(self, *args):
         """The function vmapped over the class's groups (a program: called over them); `args` are already the
-        class's rows. While it is traced, `now_tracing()` names the class (the watchdog reports it when a trace
-        hangs)."""
-        previous = _TRACING.value
-        _TRACING.value = (self.api, self.names)
+        class's rows. While it is traced, its plan's `now_tracing()` names the class (the watchdog reports it when a
+        trace hangs)."""
+        previous = self.tracing[0]
+        self.tracing[0] = (self.api, self.names)
         try:
             batched = getattr(self.function, "group_batched", False)  # a candidate's program (over the groups)
             if not self.params:
                 return self.function({}, *args) if batched else jax.vmap(self.function)(*args)
-            given = getattr(_CONSTANTS, "value", None)
-            if given is not None:  # the program's input: the class's rows of each constant
-                params = {name: self.take(given[constant_key(self.api, name)]) for name in self.params}
+            if self.constants is not None:  # the program's input: the class's rows of each constant
+                params = {name: self.take(self.constants[constant_key(self.api, name)]) for name in self.params}
             else:
                 params = self.local_params if self.local_params is not None else {
                     name: jnp.asarray(values, jnp.float32) for name, values in self.params.items()}
@@ -93,7 +97,7 @@ class FunctionClass:
                 return self.function(params, *args)
             return jax.vmap(lambda p, *a: call_with_params(self.function, p, *a))(params, *args)
         finally:
-            _TRACING.value = previous
+            self.tracing[0] = previous
 
     def take(self, x):
         """The class's rows of a `[G, ...]` array (a static slice when the rows are contiguous).
@@ -133,34 +137,9 @@ class DeviceLayout:
         return self.order < 0
 
 
-class _Tracing:
-    value: tuple[str, tuple[str, ...]] | None = None
-
-
-_TRACING = _Tracing()
-_CONSTANTS = threading.local()  # per thread: the evaluation is traced in a thread of its own
-
-
 def constant_key(api: str, name: str) -> str:
     """The key of a function's constant in `GroupPlan.constants`, e.g. `compute_reward:SIGMA`."""
     return f"{api}:{name}"
-
-
-@contextlib.contextmanager
-def use_constants(constants: dict | None):
-    """While tracing in this block, shaping functions read their constants from `constants` (`[G]` arrays by
-    `constant_key`, traced: a program's input) instead of the plan's values."""
-    previous = getattr(_CONSTANTS, "value", None)
-    _CONSTANTS.value = constants
-    try:
-        yield
-    finally:
-        _CONSTANTS.value = previous
-
-
-def now_tracing() -> tuple[str, tuple[str, ...]] | None:
-    """`(api, candidate names)` of the shaping function being traced right now, or None."""
-    return _TRACING.value
 
 
 class GroupPlan:
@@ -173,6 +152,7 @@ class GroupPlan:
                                                                                                  g.seed))
         self.task = task
         self.groups = groups
+        self._tracing = [None]  # `now_tracing`, shared with the plan's views and classes
         self.classes: dict[str, list[FunctionClass]] = {}
         for api in SHAPER_TYPES:
             members: dict[str, list[int]] = {}
@@ -193,7 +173,7 @@ class GroupPlan:
                           for n in names}
                 names = tuple(dict.fromkeys(groups[i].candidate.name for i in indices))
                 self.classes[api].append(FunctionClass(functions[key], np.asarray(indices), params, api, names,
-                                                       key=key))
+                                                       key=key, tracing=self._tracing))
 
     @property
     def num_groups(self) -> int:
@@ -201,7 +181,7 @@ class GroupPlan:
 
     def constants(self) -> dict[str, np.ndarray]:
         """Every group's constants as data, `{constant_key(api, name): [G] float32}` (0 for a group whose function
-        has no such constant): the input of a learner's programs (`use_constants`)."""
+        has no such constant): the input of a learner's programs (`reading`)."""
         table = {}
         for api, classes in self.classes.items():
             for c in classes:
@@ -268,11 +248,24 @@ class GroupPlan:
     def localized(self, local: dict) -> "GroupPlan":
         """The plan as one device of a sharded run sees it, from its own slice of `DeviceLayout.local`."""
         plan = object.__new__(GroupPlan)
-        plan.task, plan.groups = self.task, self.groups
+        plan.task, plan.groups, plan._tracing = self.task, self.groups, self._tracing
         plan.classes = {api: [dataclasses.replace(c, rows=rows, local_params=params) for c, rows, params in zip(
             classes, local[api]["rows"], local[api]["params"])] for api, classes in self.classes.items()}
         plan._inverse = {api: local[api]["inverse"] for api in self.classes}
         return plan
+
+    def reading(self, constants: dict) -> "GroupPlan":
+        """The plan whose functions, traced, read their constants from `constants` (`[G]` arrays by `constant_key`,
+        traced: a learner's program's input; a device's block of them in a sharded run) instead of its own values."""
+        plan = copy.copy(self)
+        plan.classes = {api: [dataclasses.replace(c, constants=constants) for c in classes]
+                        for api, classes in self.classes.items()}
+        return plan
+
+    def now_tracing(self) -> tuple[str, tuple[str, ...]] | None:
+        """`(api, candidate names)` of the shaping function of this plan (or of a view of it) being traced right now,
+        or None."""
+        return self._tracing[0]
 
     _inverse: dict | None = None
     """On a device of a sharded run: per API, each local row's place among the classes' outputs `[L]`."""

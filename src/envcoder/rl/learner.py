@@ -46,7 +46,7 @@ from envcoder.rl.sharding import GROUP_AXIS, GroupSharding, choose_devices, read
 from envcoder.rl.state import (BestPolicy, TrainState, Transition, all_finite_per_group, iteration_metrics, reached,
                                where_group)
 from envcoder.candidates import Candidate
-from envcoder.env.grouping import group_key, use_constants
+from envcoder.env.grouping import group_key
 from envcoder.sim import Simulator
 from envcoder.tasks.base import Task
 
@@ -61,10 +61,10 @@ class GroupedLearner:
                  physics: str | None = None, devices: int | None = None, sharded: bool | None = None,
                  evaluation_envs: int | None = None):
         """`candidates`: validated (`envcoder.env.GroupedEnv`). `simulator`: the physics for all groups'
-        environments; without one, a simulator of `physics` ("jax" or "warp"; None: "jax") is built. `devices`: how many of the visible devices to shard the groups over
-        (None: all). `sharded`: build the sharded program (None: where there are several devices; True on one device
-        measures its cost against the plain one). `evaluation_envs`: environments per group of `evaluate`
-        (`evaluation_envs_per_group`)."""
+        environments; without one, a simulator of `physics` ("jax" or "warp"; None: "jax") is built. `devices`: how
+        many of the visible devices to shard the groups over (None: all). `sharded`: build the sharded program (None:
+        where there are several devices; True on one device measures its cost against the plain one).
+        `evaluation_envs`: environments per group of `evaluate` (`evaluation_envs_per_group`)."""
         self.task, self.config, self.num_envs = task, config, envs_per_candidate
         self.devices = choose_devices(devices, simulator.physics if simulator is not None else physics)
         self.env = env = GroupedEnv(task, candidates, envs_per_candidate, seeds, simulator, fitness, physics)
@@ -95,8 +95,8 @@ class GroupedLearner:
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
         if not shard:
-            self.iteration = StagedIteration(self._jit(_reading_constants(self._collect), "collect"),
-                                             self._jit(_reading_constants(self._learn), "learn", donate))
+            self.iteration = StagedIteration(self._jit(self._collect_stage, "collect"),
+                                             self._jit(self._learn_stage, "learn", donate))
             self.evaluate = self._jit(self._evaluate, "evaluate")
             self.evaluate_recorded = self._jit(functools.partial(self._evaluate, record=True), "evaluate_recorded")
             self._init_program = self._jit(self._init, "init")
@@ -264,8 +264,24 @@ class GroupedLearner:
     def _iteration(self, ts: TrainState):
         """One training iteration: `(next train state, metrics)`. The sharded program runs it whole; on one
         device it runs as its two stages, each its own program (`StagedIteration`)."""
-        with use_constants(ts.constants):
-            return self._learn((ts, self._collect(ts)))
+        learner = self.reading(ts.constants)
+        return learner._learn((ts, learner._collect(ts)))
+
+    def _collect_stage(self, ts: TrainState) -> dict:
+        """`_collect` as the first stage of the iteration on one device (`StagedIteration`)."""
+        return self.reading(ts.constants)._collect(ts)
+
+    def _learn_stage(self, args: tuple[TrainState, dict]):
+        """`_learn` as the second stage."""
+        return self.reading(args[0].constants)._learn(args)
+
+    def reading(self, constants: dict) -> "GroupedLearner":
+        """The learner whose shaping functions, traced, read their constants from `constants` (the train state's:
+        its programs' input, so that candidates that differ only in constants share them; `GroupPlan.reading`)."""
+        view = copy.copy(self)
+        view.env = self.env.reading(constants)
+        view.plan = view.env.plan
+        return view
 
     def _conclude(self, ts: TrainState, env: EnvState, traj: Transition, next_key, new: dict, updates: dict):
         """The next train state and the iteration's metrics, from the rollout's `env` and `traj` and the update's
@@ -356,8 +372,7 @@ class GroupedLearner:
         """`init` as one function (one compilation, one persistent-cache entry); `keys [G, 2]`; `constants`: the
         shaping functions' (`GroupPlan.constants`; None: the plan's, as literals of the program)."""
         constants = jax.tree.map(jnp.asarray, self.plan.constants() if constants is None else constants)
-        with use_constants(constants):
-            return self._init_with(keys, constants)
+        return self.reading(constants)._init_with(keys, constants)
 
     def _init_with(self, keys, constants: dict) -> TrainState:
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
@@ -420,9 +435,8 @@ class GroupedLearner:
         under the fitness's own physics where it has one); NaN for the groups that diverged."""
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
         env = self.env if self.evaluation_envs == self.num_envs else self.env.with_envs(self.evaluation_envs)
-        with use_constants(ts.constants):
-            out = env.episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs), keys,
-                               ts.env.curriculum, held_out=self.fitness.physics, record=record)
+        out = env.reading(ts.constants).episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs),
+                                                 keys, ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]
         return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
 
@@ -448,16 +462,6 @@ def evaluation_envs_per_group(asked: int | None, groups: int, envs_per_candidate
 
 _copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
 """A copy of a pytree on the device, as one program (`jnp.copy` leaf by leaf compiles one per leaf's shape)."""
-
-
-def _reading_constants(stage):
-    """A stage of the iteration (`collect(ts)`, `learn((ts, collected))`) whose shaping functions read their
-    constants from the train state (`use_constants`)."""
-    @functools.wraps(stage)
-    def run(arg):
-        with use_constants((arg if isinstance(arg, TrainState) else arg[0]).constants):
-            return stage(arg)
-    return run
 
 
 def _state_specs() -> TrainState:

@@ -87,7 +87,8 @@ class TrainingDriver:
         """The watchdog ends the process with a clear message when a compile hangs..."""
         self.stage = what
         limit = self.settings.compile_timeout_s
-        return guard(limit, describe_compile(what, limit, self.candidates, "--compile-timeout"))
+        return guard(limit, describe_compile(what, limit, self.candidates, lambda: self.trainer.plan.now_tracing(),
+                                             "--compile-timeout"))
 
     def _running(self, what: str):
         """... or an iteration (an `eval` run whose candidate loops for ever goes on without it: `_leave_out`)."""

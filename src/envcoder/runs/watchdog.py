@@ -17,7 +17,6 @@ import sys
 import threading
 from typing import Callable, Sequence
 
-from envcoder.env import grouping
 
 EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""
@@ -151,11 +150,13 @@ def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder",
         done.set()
 
 
-def describe_compile(what: str, limit_s: float, candidates: Sequence, setting: str) -> Callable[[], str]:
-    """The message for a compile (trace + XLA) that ran past `limit_s`: the candidates whose code was being
-    traced, or, when the trace was done, the candidates whose code the compiled program holds."""
+def describe_compile(what: str, limit_s: float, candidates: Sequence, now_tracing: Callable[[], tuple | None],
+                     setting: str) -> Callable[[], str]:
+    """The message for a compile (trace + XLA) that ran past `limit_s`: the candidates whose code was being traced
+    (`now_tracing()`: the trainer's plan's `GroupPlan.now_tracing`), or, when the trace was done, the candidates
+    whose code the compiled program holds."""
     def describe() -> str:
-        tracing = grouping.now_tracing()
+        tracing = now_tracing()
         if tracing is not None:
             api, names = tracing
             return (f"{what} took longer than {limit_s:g} s while tracing {api}() of {', '.join(names)} (a Python loop "
