@@ -382,7 +382,8 @@ def test_other_runtime_errors_are_not_reported_as_out_of_memory(tmp_path, monkey
 def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_field_docs(tmp_path, capsys):
     from envcoder.cli import build_parser
     from envcoder.cli_parser import in_user_words
-    from envcoder.runs.eval_settings import EvalSettings, field_docs
+    from envcoder.runs.eval_settings import EvalSettings
+    from envcoder.settings import field_docs
     from envcoder.search.auto_settings import AutoSettings
 
     settings = EvalSettings(task="Cartpole", functions=tmp_path / "f", out=tmp_path / "o", seeds=(3, 4),

@@ -432,24 +432,24 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
     from envcoder.candidates.sandbox import SandboxValidator
 
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
-        good, square = validator.validate([("good", GOOD.read_text(), str(GOOD)),
-                                           ("square", (ATTACKS / "square_memory.py").read_text(), "square.py")])
-    cost = square.candidate.functions["compute_reward"].cost
+        good, square = (v.candidates[0] for v in validator.validate([
+            ("good", GOOD.read_text(), str(GOOD)), ("square", (ATTACKS / "square_memory.py").read_text(), "square.py")]))
+    cost = square.functions["compute_reward"].cost
     assert cost["envs"] == [64, 256] and cost["own"]["flops"] > 0
     ratio = cost["temporary"][1] / cost["temporary"][0]
     assert ratio > 10  # 4× the environments, 16× the pairs
     assert math.isclose(cost_at(cost, "temporary", 512), cost["temporary"][1] * 2 ** math.log(ratio, 4))
-    assert cost_at(good.candidate.functions["compute_reward"].cost, "flops", 4096) < COST_FACTOR * 1e4 * 4096
-    check_costs(good.candidate, 16, 4096, 80 * 2**30)
-    check_costs(square.candidate, 1, 64, 80 * 2**30)
+    assert cost_at(good.functions["compute_reward"].cost, "flops", 4096) < COST_FACTOR * 1e4 * 4096
+    check_costs(good, 16, 4096, 80 * 2**30)
+    check_costs(square, 1, 64, 80 * 2**30)
     with pytest.raises(CandidateError, match=r"operations per environment and step at 4096 environments, [\d,]+× the "
                                              r"task's own compute_reward\(\)"):
-        check_costs(square.candidate, 1, 4096, 80 * 2**30)
+        check_costs(square, 1, 4096, 80 * 2**30)
     with pytest.raises(CandidateError, match=r"GiB of working memory at 16 group\(s\) of 64 environments, more than "
                                              "50% of the device's"):
-        check_costs(square.candidate, 16, 64, 2**27)
+        check_costs(square, 16, 64, 2**27)
     # What the device's memory running out in training suspects: the candidates that need a share of it.
     from envcoder.candidates.prepare import OOM_SUSPECT_SHARE, memory_need
 
-    assert memory_need(square.candidate, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
-    assert memory_need(good.candidate, 1, 2048) < 1e-4 * 80 * 2**30
+    assert memory_need(square, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
+    assert memory_need(good, 1, 2048) < 1e-4 * 80 * 2**30

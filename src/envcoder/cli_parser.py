@@ -68,7 +68,7 @@ def _hosts(parser) -> None:
 def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
     """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
     its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
-    from envcoder.runs.eval_settings import field_docs
+    from envcoder.settings import field_docs
 
     default = next(f.default for f in dataclasses.fields(settings_class) if f.name == field)
     kwargs.setdefault("default", list(default) if isinstance(default, tuple) else

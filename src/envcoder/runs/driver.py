@@ -117,7 +117,7 @@ class TrainingDriver:
     def _past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
         """Where this run, halving for what hung (`halving`), got past it (`watchdog.past_fault`), the culprit is in
         the half left out: `watchdog.hang_passed` restarts to halve that."""
-        if self.halving is not None and past_fault(self.halving, self.state.done, self.settings.iterations, stopped,
+        if self.halving is not None and past_fault(self.halving, self.state.done, self.job.iterations, stopped,
                                                    evaluated):
             if jax.process_count() == 1 and self.run_dir.writes:
                 hang_passed(self.run_dir, self.restart)
@@ -153,7 +153,7 @@ class TrainingDriver:
             state.last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
             state.reported_divergence = set(progress["reported_divergence"])
             self.console.print(f"resuming {self.settings.out} after iteration {state.first} of "
-                               f"{self.settings.iterations}", highlight=False)
+                               f"{self.job.iterations}", highlight=False)
         if self.resume:
             run_dir.keep_metrics_before(state.first)
         rung_start = self.job.schedule[state.rung - 1].end if state.rung else 0
@@ -292,7 +292,7 @@ class TrainingDriver:
     def train_rung(self, train_state):
         """Train the current rung from `state.first` to its end (or until every group is solved or diverged):
         `(train state, stopped)`."""
-        state, settings, trainer = self.state, self.settings, self.trainer
+        state, trainer = self.state, self.trainer
         last_rung = state.rung == len(self.job.schedule) - 1
         self.rung_first, rung_end = state.first, self.job.schedule[state.rung].end
         pending = None  # (iteration, metrics on the device) dispatched and not yet read
@@ -309,7 +309,7 @@ class TrainingDriver:
                 leaf.copy_to_host_async()
             exploit = self._exploit_due(iteration + 1, rung_end)
             due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
-                iteration + 1, settings, self.config) or self.interrupt.requested else [pending])
+                iteration + 1, self.config) or self.interrupt.requested else [pending])
             stopped = False
             for item in due:
                 if item is None:
@@ -366,7 +366,7 @@ class TrainingDriver:
         self.interrupt.check()
         self.checkpointed = self.state.first
         try:
-            with self.interrupt, training_progress(self.console, self.settings.iterations,
+            with self.interrupt, training_progress(self.console, self.job.iterations,
                                                    self.state.first) as (self.progress, self.bar):
                 diverged_at, solved_at = self.trainer.group_status(train_state)
                 self.state.reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
@@ -457,9 +457,10 @@ class TrainingDriver:
         return self.run_dir.read_series(candidate, "task_fitness")
 
 
-def _checkpoint_due(done: int, settings, config) -> bool:
-    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last."""
-    return done == settings.iterations or bool(config.save_frequency and done % config.save_frequency == 0)
+def _checkpoint_due(done: int, config) -> bool:
+    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last (of
+    the algorithm's settings, `config`)."""
+    return done == config.max_epochs or bool(config.save_frequency and done % config.save_frequency == 0)
 
 
 def _all_done(diverged, solved) -> bool:

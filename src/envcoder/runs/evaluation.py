@@ -87,7 +87,6 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     fitness_name, fitness = task.get_fitness(settings.fitness)
     task.check_algorithm(settings.algo)
     config = _resolved_config(task, settings)
-    settings = dataclasses.replace(settings, iterations=config.max_epochs)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
     count = likely_count(settings)
@@ -112,7 +111,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     else:
         _write_run_records(run_dir, settings, task, fitness_name, config, valid)
 
-    schedule = rungs(settings.schedule, len(valid), settings.envs_per_candidate, settings.iterations,
+    schedule = rungs(settings.schedule, len(valid), settings.envs_per_candidate, config.max_epochs,
                      settings.rungs, functools.partial(_batch_fits, config))
     physics = _physics(settings)
 
@@ -246,9 +245,10 @@ def _physics(settings: EvalSettings) -> str:
 
 
 def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
-    """config.json (the settings as resolved: the fitness's and the physics engine's names, the algorithm's
-    settings), the candidates' sources and the algorithm's settings file."""
-    resolved = dataclasses.replace(settings, task=task.name, fitness=fitness_name, physics=_physics(settings))
+    """config.json (the settings as resolved: the fitness's and the physics engine's names, the iterations, the
+    algorithm's settings), the candidates' sources and the algorithm's settings file."""
+    resolved = dataclasses.replace(settings, task=task.name, fitness=fitness_name, physics=_physics(settings),
+                                   iterations=config.max_epochs)
     run_dir.write_config({**resolved.to_config(), settings.algo: dataclasses.asdict(config),
                           "candidates": [c.name for c in valid], "command": sys.argv, "versions": _versions()})
     run_dir.write_candidates(valid)

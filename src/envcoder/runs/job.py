@@ -27,6 +27,12 @@ class Job:
     make_trainer: Callable  # (candidate names, envs per candidate) -> GroupedLearner
     left_out: frozenset = frozenset()  # candidates that hung in training: they run inert and are not ranked
 
+    @property
+    def iterations(self) -> int:
+        """The run's training iterations: the algorithm's settings own them (`max_epochs`, `--iterations` among
+        their layers)."""
+        return self.config.max_epochs
+
 
 @dataclasses.dataclass
 class DriverState:

@@ -91,7 +91,7 @@ class Population:
             raise ValueError("population-based training runs a flat schedule")
         chosen = settings.population
         if chosen.interval is None:
-            chosen = dataclasses.replace(chosen, interval=max(1, settings.iterations // 10))
+            chosen = dataclasses.replace(chosen, interval=max(1, job.iterations // 10))
         population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better, trainer.sharding)
         population.lineage = list(lineage)
         return population

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from envcoder.runs.eval_settings import EvalSettings
+from envcoder.settings import RunSettings, from_record, to_record
 
 
 PROPOSERS = ("population", "offline", "jitter", "random")
@@ -29,18 +30,12 @@ few minutes. `train_iterations` is a cap on the task's own `max_epochs` (Cartpol
 evaluation trains as many envs per candidate as the search's."""
 
 
-@dataclasses.dataclass(frozen=True)
-class AutoSettings:
-    """What `envcoder auto` runs (saved as `auto.json`)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AutoSettings(RunSettings):
+    """What `envcoder auto` runs (saved as `auto.json`): the settings every run shares (`RunSettings`) and these."""
 
-    task: str
-    """Task name (see `envcoder tasks`)."""
-    out: Path
-    """Run directory to create."""
     task_description: str | None = None
     """What the robot should do, in words (default: the task's own one-line description)."""
-    shaper_types: tuple[str, ...] = ("compute_reward",)
-    """Shaping functions the proposer writes; the rest come from the task's defaults."""
     llm: str | None = None
     """Model that proposes candidates; None: the offline proposer, which mutates the best candidates and needs no
     network."""
@@ -94,39 +89,14 @@ class AutoSettings:
     final_top: int | None = None
     """How many of the best finds the final evaluation trains again, next to the best starting file and the task's
     own default shaping (`task_default`)."""
-    rank_by: str = "final"
-    """The primary ranking key of every evaluation (`EvalSettings.rank_by`): "final" fitness, ties by learning
-    speed, or learning speed ("auc")."""
     final_envs_per_candidate: int | None = None
     """Envs per candidate of the final evaluation, which trains as long as the search's evaluations."""
     seed: int = 0
     """The first seed."""
     initial: tuple[Path, ...] = ()
     """Starting candidate files: evaluated in the first iteration, shown to an LLM, mutated offline."""
-    config_file: Path | None = None
-    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
-    algo: str = "ppo"
-    """The training algorithm of the evaluations (`--algo`)."""
-    overrides: dict = dataclasses.field(default_factory=dict)
-    """The algorithm's setting overrides (`ALGO.NAME=VALUE`)."""
-    fitness: str | None = None
-    """The task fitness to optimise (None: the task's first)."""
-    physics: str | None = None
-    """Physics engine of the evaluations ("jax" or "warp"; None: "jax", as for `envcoder eval`)."""
-    validation_timeout_s: float = 120.0
-    """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
-    running one function) may take."""
-    validation_memory_gib: float = 4.0
-    """Memory limit of a validation process."""
     validation_workers: int = 2
     """Validation worker processes kept up for the whole run."""
-    compile_timeout_s: float = 1800.0
-    """Seconds that compiling an evaluation's training iteration may take before the watchdog ends the run, naming
-    the candidates it suspects."""
-    iteration_timeout_s: float = 600.0
-    """Seconds one training iteration may run on the device before the watchdog ends the run."""
-    devices: int | None = None
-    """Devices the evaluations shard their groups over (None: all; see `EvalSettings.devices`)."""
     request_timeout_s: float = 120.0
     """Seconds before an LLM request is retried."""
     api_retries: int = 4
@@ -141,34 +111,25 @@ class AutoSettings:
     """USD per million (input, output) tokens, for models without a known list price."""
 
     def to_json(self) -> dict:
-        data = dataclasses.asdict(self)
-        data["out"] = str(self.out)
-        data["initial"] = [str(p) for p in self.initial]
-        data["config_file"] = str(self.config_file) if self.config_file else None
-        return data
+        return to_record(self)
 
     @classmethod
     def from_json(cls, data: dict) -> "AutoSettings":
         data = dict(data)
-        data["out"] = Path(data["out"])
-        data["initial"] = tuple(Path(p) for p in data.get("initial", ()))
-        data["config_file"] = Path(data["config_file"]) if data.get("config_file") else None
-        data["shaper_types"] = tuple(data["shaper_types"])
-        data["price"] = tuple(data["price"]) if data.get("price") else None
         if "ppo" in data:  # runs started before --algo
             data["overrides"] = data.pop("ppo")
         data.setdefault("final_envs_per_candidate", data["envs_per_candidate"])  # runs started before it
         data.setdefault("proposer", "offline")  # runs started before the population search
         data.setdefault("halving_rungs", 0)  # runs started before its halving rungs
-        return cls(**data)
+        return from_record(cls, data)
 
     def evaluation(self, functions: Path, out: Path, seeds: int, schedule: str = "flat", envs: int | None = None,
                    **changes) -> EvalSettings:
         """The settings of one of the run's evaluations (`envcoder eval`'s record): the candidates of `functions`
         trained into `out` with `seeds` seeds from `seed`, under `schedule` (halving: two rungs), with `envs`
-        environments per candidate (None: `envs_per_candidate`); every setting the two records share by name is
-        this run's."""
-        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(EvalSettings) if hasattr(self, f.name)}
+        environments per candidate (None: `envs_per_candidate`); every setting that every run has is this run's
+        (`RunSettings`)."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)}
         return EvalSettings(**{
             **shared, "functions": functions, "out": out, "envs_per_candidate": envs or self.envs_per_candidate,
             "iterations": self.train_iterations, "seeds": tuple(range(self.seed, self.seed + seeds)),
