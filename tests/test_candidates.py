@@ -111,8 +111,22 @@ def test_validation_infers_observation_size(tmp_path, cartpole):
     task, simulator, state = cartpole
     path = write(tmp_path, "obs", "import jax.numpy as jnp\ndef compute_observation(state):\n"
                                   "    return jnp.concatenate([state['dof_pos'], state['dof_vel'], state['dof_pos']], -1)\n")
-    candidate = validate_candidate(task, simulator, load_candidate(path, ("compute_observation",)), state)
-    assert candidate.obs_dim == 6 and candidate.action_dim == 1 and candidate.validated
+    loaded = load_candidate(path, ("compute_observation",))
+    candidate = validate_candidate(task, simulator, loaded, state)
+    assert candidate.obs_dim == 6 and candidate.action_dim == 1 and candidate.validated and not loaded.validated
+    # The record travels as data beside its functions (the worker's reply) and comes back the same.
+    from envcoder.candidates import Candidate
+
+    assert Candidate.from_wire(candidate.to_wire(), candidate.path, candidate.source, candidate.functions) == candidate
+    # Only a validated candidate trains: one without sizes is refused, saying where validated ones come from.
+    from envcoder.env import GroupedEnv
+
+    with pytest.raises(ValueError, match="obs not validated .*sandboxed_candidates.*validate_candidate"):
+        GroupedEnv(task, [loaded], 4, simulator=simulator)
+    # ACTION_DIM needs a compute_torque to size: said when the file is loaded.
+    torqueless = write(tmp_path, "dim", "ACTION_DIM = 2\ndef compute_reward(state):\n    return state['dof_pos'][:, 1]\n")
+    with pytest.raises(CandidateError, match="ACTION_DIM is set but the file defines no compute_torque"):
+        load_candidate(torqueless, ("compute_reward", "compute_torque"))
 
 
 def test_the_likely_number_of_candidates_is_read_without_running_a_file(tmp_path):

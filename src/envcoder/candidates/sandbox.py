@@ -259,9 +259,9 @@ class SandboxValidator:
                              else handed_over(path, reply))
                 candidates = [Candidate.from_wire(data, path and Path(path), source, functions)
                               for data in reply["candidates"]]
-                for sizes in {(c.obs_dim, c.critic_obs_dim, c.reward_components): c for c in candidates}.values():
-                    if path is not None:
-                        check_against(sizes, task)
+                sized = {(c.obs_dim, c.critic_obs_dim, c.reward_components): c for c in candidates}  # one a size
+                for candidate in sized.values() if path is not None else ():
+                    check_against(candidate, task)
             except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
                 errors.update({data["name"]: str(err) for data in reply["candidates"]})
                 candidates = []

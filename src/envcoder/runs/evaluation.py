@@ -19,10 +19,10 @@ from rich.console import Console
 import envcoder
 from envcoder.compile_cache import xla_options
 from envcoder.rl.staging import in_thread
-from envcoder.rl.config import Settings, algorithm, load_config_file, minibatch_size, task_settings
+from envcoder.rl.config import Settings, algorithm, minibatch_size
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
-from envcoder.runs.job import Job
+from envcoder.runs.job import Job, resolved_setup
 from envcoder.runs.results import RunResults
 from envcoder.runs.eval_settings import EvalSettings
 from envcoder.runs.schedule import rungs
@@ -31,7 +31,6 @@ from envcoder.candidates import LoadFailure, candidate_files
 from envcoder.candidates.prepare import likely_count, sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
-from envcoder.tasks import get_task
 from envcoder.text import shown
 
 
@@ -83,10 +82,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
     console = console or Console(quiet=not lead, soft_wrap=True)  # a message is a line: never cut in a value
-    task = get_task(settings.task)
-    fitness_name, fitness = task.get_fitness(settings.fitness)
-    task.check_algorithm(settings.algo)
-    config = _resolved_config(task, settings)
+    task, fitness_name, fitness, config = resolved_setup(settings)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
     count = likely_count(settings)
@@ -124,17 +120,6 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                 evaluation_envs=settings.evaluation_envs)
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
     return _train(job, run_dir, console, resume, validation_s, restart)
-
-
-def _resolved_config(task, settings: EvalSettings):
-    """The algorithm's settings: the task's, the config file's, the command line's, `--iterations`, in that order."""
-    layers = [(str(task.config_file), task_settings(task, settings.algo))]
-    if settings.config_file is not None:
-        layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
-    layers.append(("command-line override", settings.overrides))
-    if settings.iterations is not None:
-        layers.append(("--iterations", {"max_epochs": settings.iterations}))
-    return algorithm(settings.algo).config.resolve(layers)
 
 
 def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,

@@ -1,15 +1,39 @@
-"""What a run trains (`Job`, resolved by `envcoder.runs.evaluation` before any training) and what the training driver
+"""What a run trains (`Job`, resolved by `envcoder.runs.evaluation` before any training; its task, fitness and
+algorithm settings by `resolved_setup`, which `envcoder play` uses too) and what the training driver
 (`envcoder.runs.driver`) keeps between iterations (`DriverState`, whose progress a checkpoint records)."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from envcoder.candidates import Candidate, LoadFailure
+from envcoder.rl.config import algorithm, load_config_file, task_settings
 from envcoder.runs.schedule import Rung
+from envcoder.tasks import get_task
+
+
+def resolved_setup(settings, recorded: Path | None = None) -> tuple:
+    """`(task, fitness name, fitness, the algorithm's settings)` of a run's `settings` (`EvalSettings`): the
+    algorithm's settings in their layers, the task's, the --config file's, the command line's, `--iterations`, in
+    that order; or, with `recorded` (a run's `<algo>.yaml`, what `envcoder play` reads), those the run trained
+    with."""
+    task = get_task(settings.task)
+    fitness_name, fitness = task.get_fitness(settings.fitness)
+    task.check_algorithm(settings.algo)
+    if recorded is not None:
+        return task, fitness_name, fitness, algorithm(settings.algo).config.resolve(
+            [(str(recorded), load_config_file(recorded, settings.algo))])
+    layers = [(str(task.config_file), task_settings(task, settings.algo))]
+    if settings.config_file is not None:
+        layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
+    layers.append(("command-line override", settings.overrides))
+    if settings.iterations is not None:
+        layers.append(("--iterations", {"max_epochs": settings.iterations}))
+    return task, fitness_name, fitness, algorithm(settings.algo).config.resolve(layers)
 
 
 @dataclasses.dataclass(frozen=True)

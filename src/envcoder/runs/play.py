@@ -12,13 +12,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from envcoder.rl.config import algorithm, load_config_file
+from envcoder.rl.config import algorithm
 from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.runs.eval_settings import settings_from_run
+from envcoder.runs.job import resolved_setup
 from envcoder.sim import Simulator
-from envcoder.tasks import get_task
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +65,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     if video:
         check_video_writer(Path(video))
     settings = settings_from_run(run)
-    task = get_task(settings.task)
-    fitness_name, _ = task.get_fitness(settings.fitness)
-    settings_file = run / f"{settings.algo}.yaml"
-    config = algorithm(settings.algo).config.resolve([(str(settings_file),
-                                                       load_config_file(settings_file, settings.algo))])
+    task, fitness_name, _, config = resolved_setup(settings, run / f"{settings.algo}.yaml")
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
