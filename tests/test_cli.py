@@ -571,6 +571,7 @@ def test_a_reason_a_candidate_writes_is_printed_as_text(tmp_path, capsys):
     assert "\x1b]0;" not in out and "good_upright" in out
 
 
+@pytest.mark.slow  # 2 min here: every task's worker, every shaping type's programs
 def test_every_default_that_envcoder_tasks_shows_works_as_a_candidate_file(tmp_path):
     """What `envcoder tasks --task T` shows as the default shaping functions, copied into a file as it stands,
     passes validation (a copied `compute_torque` used to fail on a module constant it did not show)."""

@@ -32,6 +32,7 @@ import math
 import random
 from typing import Sequence
 
+from envcoder.search.readable import flatten, reward_terms
 from envcoder.text import parse as parse_source, unparse as unparse_source
 
 MOVES = ("reweight", "drop", "add", "kernel", "cross", "state")
@@ -56,35 +57,6 @@ def state_terms(fields) -> list[list]:
     """The `STATE_TERMS` whose fields a task's state (`fields`: its names) has, as `[name, expression, low, high]`."""
     return [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS
             if all(f in fields for f in needs)]
-
-
-def reward_terms(source: str) -> list[str]:
-    """The names of the components that a file's `compute_reward` returns as a dict literal, a `**terms` in it read
-    from the literal assigned to `terms` (`[]` where it returns none, or not as a literal)."""
-    try:
-        tree = parse_source(source)
-    except SyntaxError:
-        return []
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
-    if function is None:
-        return []
-    literals = {t.id: n.value for n in ast.walk(function) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
-                for t in n.targets if isinstance(t, ast.Name)}  # `terms = {...}`, read where `**terms` is unpacked
-
-    def keys(literal: ast.Dict, seen: frozenset) -> list[str]:
-        found = []
-        for key, value in zip(literal.keys, literal.values):
-            if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                found.append(key.value)
-            elif key is None and isinstance(value, ast.Name) and value.id in literals and value.id not in seen:
-                found += keys(literals[value.id], seen | {value.id})
-        return found
-    names = []
-    for node in ast.walk(function):
-        if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
-                and isinstance(node.value.elts[1], ast.Dict)):
-            names += [k for k in keys(node.value.elts[1], frozenset()) if k not in names]
-    return names
 
 
 def fitness_term_source(step, name: str = "_task_fitness") -> str:
@@ -152,7 +124,6 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
     among those that apply), with donors among `others`, the task's fitness (`(its step's source from
     fitness_term_source, higher_is_better)`) and the terms its state offers (`library`: `state_terms`); None when no
     move applies."""
-    from envcoder.search.readable import flatten
 
     def flat(source: str) -> str:  # without the headers of its generation, a child's terms as a literal
         return flatten("".join(line for line in source.splitlines(keepends=True) if not line.startswith("# offline: ")))

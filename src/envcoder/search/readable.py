@@ -7,7 +7,8 @@ once and runs straight through (no branch around its `return`) inlined where it 
 pair resolved, dictionaries of terms built in one literal, the definitions nothing uses any more removed, and the
 prefixes of the names it kept taken off where no other name has that name. Only what does not change the arrays'
 operations is rewritten (nothing is folded or reordered), so the flat file computes what the child computes,
-operation for operation, and trains as it does (`tests/test_moves.py` trains both side by side).
+operation for operation, and trains as it does (`tests/test_moves.py` trains both side by side). What terms a
+file's reward names (`reward_terms`, which the moves read too) is read here.
 """
 
 from __future__ import annotations
@@ -23,6 +24,35 @@ from envcoder.text import parse as parse_source, unparse as unparse_source
 PREFIX = re.compile(r"^(?:_p_|_d\d+_)+")
 """The prefixes `envcoder.search.moves` gives a parent's (`_p_`) and a donor's (`_d0_`, ...) module-level names."""
 
+
+
+def reward_terms(source: str) -> list[str]:
+    """The names of the components that a file's `compute_reward` returns as a dict literal, a `**terms` in it read
+    from the literal assigned to `terms` (`[]` where it returns none, or not as a literal)."""
+    try:
+        tree = parse_source(source)
+    except SyntaxError:
+        return []
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
+    if function is None:
+        return []
+    literals = {t.id: n.value for n in ast.walk(function) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+                for t in n.targets if isinstance(t, ast.Name)}  # `terms = {...}`, read where `**terms` is unpacked
+
+    def keys(literal: ast.Dict, seen: frozenset) -> list[str]:
+        found = []
+        for key, value in zip(literal.keys, literal.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.append(key.value)
+            elif key is None and isinstance(value, ast.Name) and value.id in literals and value.id not in seen:
+                found += keys(literals[value.id], seen | {value.id})
+        return found
+    names = []
+    for node in ast.walk(function):
+        if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
+                and isinstance(node.value.elts[1], ast.Dict)):
+            names += [k for k in keys(node.value.elts[1], frozenset()) if k not in names]
+    return names
 
 
 def flatten(source: str) -> str:
@@ -73,7 +103,6 @@ def readable_text(source: str, start: str | None) -> dict | None:
     """`source` flattened (`flat`), `source` with the names the flat file took prefixes off renamed so (`as_found`:
     what it is compared with), and what changed from `start` (`change`, `diff`; empty without one); None where there
     is nothing to flatten. Run in the sandbox (`SandboxValidator.jailed`): it parses candidate text."""
-    from envcoder.search.moves import reward_terms
 
     flat = flatten(source)
     if flat == source:
