@@ -8,9 +8,10 @@ unrolled one class at a time inside the same jitted function, so compile time gr
 of distinct codes, not with the number of groups.
 
 A class's constants (its files' float constants, `envcoder.candidates.constants`, a sweep's values among them)
-are per-group values: a learner's programs take them as an input (`GroupPlan.constants`, read inside the traced
-program by the plan `GroupPlan.reading` them), so candidates that differ only in them share one compiled program.
-Traced without that input (a `GroupedEnv` used on its own), they are the plan's own values.
+are per-group values: a learner's programs take them as an input (`GroupPlan.constants`; the traced program reads
+them through a view of the plan bound to that input, `GroupPlan.reading`), so candidates that differ only in them
+share one compiled program. Traced without that input (a `GroupedEnv` used on its own), they are the plan's own
+values.
 
 Over several devices (`GroupPlan.layout`), every device holds a block of the group axis and runs the same
 program on it; a class's rows on a device are then data (per-device row indices), not static slices.
