@@ -14,6 +14,7 @@ import json
 import subprocess
 import tempfile
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -559,6 +560,48 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert summary["final_seeds"]["stopped"] == "separable"
     assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())
     assert summary["readable"] is None or "_split" in (out / "best.py").read_text()  # only a structural child
+
+
+@pytest.mark.slow
+def test_auto_validates_the_files_it_trains_once_and_its_evaluation_checks_nothing_again(tmp_path, monkeypatch):
+    """A start file with a sweep of a float and an int becomes one file per variant; `auto` validates those files
+    (not the sweep) with its drafts, so every evaluation of the search finds each file's verdict remembered and no
+    worker checks a file again. (The training is stood in for; each evaluation validates its files as a run does.)"""
+    import zlib
+
+    from conftest import FakeEvaluations
+    from envcoder.candidates import pool
+    from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.runs import evaluation
+    from envcoder.tasks import get_task
+
+    checked, evaluated = [], []
+    check = pool.Worker.check
+    monkeypatch.setattr(pool.Worker, "check", lambda self, name, *rest: checked.append(name) or check(self, name, *rest))
+    fake = FakeEvaluations(lambda name, seed: 0.4 if name == "task_default" else zlib.crc32(name.encode()) % 90 / 100)
+
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
+        before = len(checked)
+        candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"), validator)
+        evaluated.append((sorted(c.name for c in candidates), checked[before:], failures))
+        return fake(settings, console, resume, validator, restart)
+    monkeypatch.setattr(evaluation, "evaluate_once", evaluate)
+    (tmp_path / "starts").mkdir()
+    source = (HERE / "candidates" / "auto" / "poor_weights.py").read_text()
+    fresh = f"# {time.time_ns()}: no verdict of an earlier run is stored for it\n"
+    (tmp_path / "starts" / "swept.py").write_text(fresh + "PARAMS = {'STEP_COST': [0.8, 0.2], 'EVERY': [1, 2]}\n"
+                                                  "EVERY = 1\n" + source.replace("STEP_COST - ", "STEP_COST * EVERY - "))
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(tmp_path / "starts"), "--proposer", "offline",
+                 "--candidates-per-iteration", "1", "--iterations", "1", "--final-top", "1",
+                 "--out", str(out)]) == 0
+    variants = [f"init_swept__STEP_COST-{w}__EVERY-{k}" for w in ("0.8", "0.2") for k in ("1.0", "2.0")]
+    assert set(variants) <= set(checked)  # with the drafts, each as the file it is trained as
+    assert "init_swept" not in checked  # not the sweep itself
+    first, *later = evaluated
+    assert first[0] == sorted(["it00_c00", *variants]) and not first[2]
+    assert all(not newly for _, newly, _ in evaluated), evaluated  # nothing checked again by any evaluation
+    assert later and any("task_default" in names for names, _, _ in later)
 
 
 def test_halving_gives_each_kept_set_of_constants_neighbouring_groups_of_its_file():

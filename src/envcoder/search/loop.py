@@ -3,10 +3,11 @@
 Every iteration:
 1. the proposer writes `candidates_per_iteration` candidates (in parallel for LLMs), each from the task
    description and, after the first iteration, the reflection on the last one;
-2. each is checked statically, then validated in a sandboxed process (`SandboxValidator`); one that fails is
-   sent back with its error and replaced, up to `retries` times;
+2. each is checked statically, then validated in a sandboxed process (`SandboxValidator`) as the files it is
+   trained as (a sweep: one file per variant); one that fails is sent back with its error and replaced, up to
+   `retries` times;
 3. the valid ones are trained and ranked together in one process (`run_evaluation`, one run directory per
-   iteration);
+   iteration), which takes their verdicts from the validator instead of checking them again;
 4. the reflection for the next iteration is built from their task fitness, the statistics of every reward
    component over training, the failures and the best candidate so far.
 At the end the best finds, the best starting file and the task's own default shaping (`task_default`) are
@@ -187,14 +188,7 @@ class AutoRun:
                 round_drafts.append((draft, None))
             extra = []
             if to_validate:
-                starting = sum(1 for draft, _ in round_drafts if draft["slot"] is None)
-                self.console.print(f"validating {len(to_validate)} candidate(s) ({len(to_validate) - starting} "
-                                   f"proposed, {starting} starting file(s)) in sandboxed processes…", highlight=False)
-                verdicts = {v.name: v for v in self.validator.validate(to_validate)}
-                for draft, _ in round_drafts:
-                    verdict = verdicts.get(draft["name"]) if draft["error"] is None else None
-                    if verdict is not None:
-                        draft["ok"], draft["error"] = verdict.ok, verdict.error
+                self._validate_drafts(round_drafts, to_validate)
             pending = []
             for draft, sample in round_drafts:
                 drafts.append(draft)
@@ -208,6 +202,25 @@ class AutoRun:
             for draft in failed:
                 self.console.print(f"[yellow]invalid[/yellow] {shown(draft['error'])}", highlight=False)
         return drafts
+
+    def _validate_drafts(self, round_drafts: list[tuple[dict, Sample | None]], to_validate: list[tuple[str, str]]):
+        """Validate the files the evaluation will train: each draft's sweep frozen into one file per variant
+        (`_frozen`), each variant under its file's name, so that the evaluation finds every verdict remembered
+        (`SandboxValidator`) and checks nothing again. A draft passes when all its variants pass."""
+        files = {name: [(name + suffix, variant) for suffix, variant in self._frozen(source)]
+                 for name, source in to_validate}
+        starting = sum(1 for draft, _ in round_drafts if draft["slot"] is None)
+        count = sum(map(len, files.values()))
+        self.console.print(f"validating {len(to_validate)} candidate(s) ({len(to_validate) - starting} proposed, "
+                           f"{starting} starting file(s)"
+                           + (f"; {count} files with their sweeps' variants" if count > len(to_validate) else "")
+                           + ") in sandboxed processes…", highlight=False)
+        verdicts = {v.name: v for v in self.validator.validate([f for each in files.values() for f in each])}
+        for draft, _ in round_drafts:
+            if draft["error"] is None and draft["name"] in files:
+                found = [verdicts[name] for name, _ in files[draft["name"]]]
+                draft["ok"] = all(v.ok for v in found)
+                draft["error"] = next((v.error for v in found if not v.ok), None)
 
     # ---- evaluating -------------------------------------------------------------------------------
 
