@@ -785,10 +785,12 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err
 
 
-def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_program(tmp_path, monkeypatch):
+@pytest.mark.parametrize("proposer", ["offline", "population"])
+def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_program(tmp_path, monkeypatch, proposer):
     """The find, a structural child of the start (the stand-in evaluations rank such children first), is also
     written flat (`best_readable.py`), checked in the sandbox to be the same program as `best.py`, and summary.md
-    says what changed from the start, in words and as a diff."""
+    says what changed from the start, in words and as a diff (also after a population search, whose starting
+    files train as copies and join the final as themselves)."""
     from conftest import FakeEvaluations
     from envcoder.runs import evaluation
 
@@ -801,7 +803,7 @@ def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_progr
         return 0.9 if files and "_split" in files[0].read_text() else 0.1
     monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(value))
     assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                 "--proposer", "offline", "--candidates-per-iteration", "6", "--iterations", "1", "--final-top", "1",
+                 "--proposer", proposer, "--candidates-per-iteration", "6", "--iterations", "1", "--final-top", "1",
                  "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     readable = summary["readable"]

@@ -433,6 +433,17 @@ class AutoRun:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
+    def _start_names(self) -> set[str]:
+        """The names the starting files train under: each file's, or its sweep's variants' (`_frozen`)."""
+        return {name + suffix for name, source in self.initial.items() for suffix, _ in self._frozen(source)}
+
+    def _starts_ranked(self, finalists: dict[str, dict], results: RunResults) -> list[dict]:
+        """The starting files among the final's candidates (a file of `--initial` or a variant of its sweep), best
+        first by the final's ranking: what the find is compared with in the summary."""
+        order = {row.name: k for k, row in enumerate(results.ranking)}
+        starts = [h for name, h in finalists.items() if name in self._start_names() or h["status"] == "start"]
+        return sorted(starts, key=lambda h: order.get(h["name"], len(order)))
+
     def _over_budget(self, elapsed: float) -> bool:
         """Whether another iteration and the final evaluation would pass `--budget` (`AutoSettings.past_budget`);
         says so where they would."""
@@ -446,7 +457,7 @@ class AutoRun:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
         # The best starting file and the task's own shaping too: the baselines that the search had to beat (after a
         # population run, every starting file: its copies' fitness is not the file's).
-        starting = self._ranked([h for h in self.history if h["name"].split("[")[0] in self.initial])
+        starting = self._ranked([h for h in self.history if h["name"] in self._start_names()])
         finalists.update({h["name"]: h for h in starting[:1]})
         finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
         final_dir = self.out / "final"
@@ -494,7 +505,8 @@ class AutoRun:
                                "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
             summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
-            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starting)
+            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"],
+                                                self._starts_ranked(finalists, results))
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source

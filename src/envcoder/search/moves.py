@@ -165,7 +165,7 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
             weights[weight] = _log_uniform(rng, low, high)
             lines += [f"    {name} = {weight} * ({expression})", f"    reward = reward + {name}",
                       f"    terms = {{**terms, {name!r}: {name}}}"]
-            added.append(f"{name!r} (weight {_weight(weights[weight])})")
+            added.append(f"{name!r} (proposed weight {_weight(weights[weight])})")
         note = f"add the state's {'term' if count == 1 else 'terms'} {', '.join(added)}"
     else:  # add, cross: terms of donors (or the task's fitness)
         note = _add_terms(rng, move, donors, fitness, pieces, lines, weights)
@@ -197,7 +197,7 @@ def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: lis
             weights["FITNESS_SIGMA"] = _log_uniform(rng, 0.05, 2.0)
             lines += ["    fitness = W_FITNESS * jnp.exp(-_task_fitness(state) ** 2 / FITNESS_SIGMA)"]
         lines += ["    reward = reward + fitness", "    terms = {**terms, 'task_fitness': fitness}"]
-        note = f"add the task's fitness as a term (weight {_weight(weights['W_FITNESS'])})"
+        note = f"add the task's fitness as a term (proposed weight {_weight(weights['W_FITNESS'])})"
     else:
         taken = [rng.choice(donors)]
         note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
