@@ -40,7 +40,7 @@ import math
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -433,15 +433,18 @@ class AutoRun:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
-    def _start_names(self) -> set[str]:
-        """The names the starting files train under: each file's, or its sweep's variants' (`_frozen`)."""
-        return {name + suffix for name, source in self.initial.items() for suffix, _ in self._frozen(source)}
+    def _is_start(self) -> Callable[[str], bool]:
+        """Whether a name is one a starting file trains under: the file's, or a variant's of its sweep (frozen,
+        `_frozen`, or expanded by the sandbox where it could not be frozen: `name[K=...]`)."""
+        names = {name + suffix for name, source in self.initial.items() for suffix, _ in self._frozen(source)}
+        return lambda name: name in names or name.split("[")[0] in names
 
     def _starts_ranked(self, finalists: dict[str, dict], results: RunResults) -> list[dict]:
         """The starting files among the final's candidates (a file of `--initial` or a variant of its sweep), best
         first by the final's ranking: what the find is compared with in the summary."""
         order = {row.name: k for k, row in enumerate(results.ranking)}
-        starts = [h for name, h in finalists.items() if name in self._start_names() or h["status"] == "start"]
+        is_start = self._is_start()
+        starts = [h for name, h in finalists.items() if is_start(name) or h["status"] == "start"]
         return sorted(starts, key=lambda h: order.get(h["name"], len(order)))
 
     def _over_budget(self, elapsed: float) -> bool:
@@ -457,7 +460,8 @@ class AutoRun:
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
         # The best starting file and the task's own shaping too: the baselines that the search had to beat (after a
         # population run, every starting file: its copies' fitness is not the file's).
-        starting = self._ranked([h for h in self.history if h["name"] in self._start_names()])
+        is_start = self._is_start()
+        starting = self._ranked([h for h in self.history if is_start(h["name"])])
         finalists.update({h["name"]: h for h in starting[:1]})
         finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
         final_dir = self.out / "final"
