@@ -785,7 +785,7 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("proposer", ["offline", "population"])
+@pytest.mark.parametrize("proposer", ["offline", pytest.param("population", marks=pytest.mark.slow)])
 def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_program(tmp_path, monkeypatch, proposer):
     """The find, a structural child of the start (the stand-in evaluations rank such children first), is also
     written flat (`best_readable.py`), checked in the sandbox to be the same program as `best.py`, and summary.md
