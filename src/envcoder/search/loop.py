@@ -59,8 +59,8 @@ from envcoder.search.population import CARRIED, Halving, population_rows, popula
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.readable import readable_find
-from envcoder.search.summary import (against_default, environments_trained, evaluation_table, files_count,
-                                     finite_number, summary_text, trained_groups)
+from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
+                                     search_record, summary_text)
 from envcoder.tasks import get_task
 from envcoder.text import plural, shown
 
@@ -456,53 +456,44 @@ class AutoRun:
             self.console.print(message, highlight=False)
         return message is not None
 
-    def _finish(self) -> dict:
+    def _finalists(self) -> dict[str, dict]:
+        """The final's candidates by name: the `final_top` best finds, the best starting file and, after a
+        population run, every starting file (its copies' fitness is not the file's): the baselines the search had to
+        beat (the task's own shaping joins them in the evaluation)."""
         finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
-        # The best starting file and the task's own shaping too: the baselines that the search had to beat (after a
-        # population run, every starting file: its copies' fitness is not the file's).
         is_start = self._is_start()
         starting = self._ranked([h for h in self.history if is_start(h["name"])])
         finalists.update({h["name"]: h for h in starting[:1]})
         finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
+        return finalists
+
+    def _final_evaluation(self, finalists: dict[str, dict]) -> RunResults | None:
+        """The finalists and `task_default` trained together, in rounds of seeds until the best is separable."""
+        if not finalists:
+            return None
         final_dir = self.out / "final"
-        results = None
-        if finalists:
-            (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
-            for name, h in finalists.items():
-                (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
-            max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
-            self.console.rule("final evaluation")
-            more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
-            self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} "
-                               f"seeds{more} × {self.s.final_envs_per_candidate} envs", highlight=False)
-            results = self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
-                                     envs=self.s.final_envs_per_candidate, task_default=True,
-                                     seeds_until_separable=max_seeds)
-        calls = [_read_json(p) for p in sorted((self.out / "llm").glob("*.json"))]
+        (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
+        for name, h in finalists.items():
+            (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
+        max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
+        self.console.rule("final evaluation")
+        more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
+        self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} "
+                           f"seeds{more} × {self.s.final_envs_per_candidate} envs", highlight=False)
+        return self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
+                              envs=self.s.final_envs_per_candidate, task_default=True, seeds_until_separable=max_seeds)
+
+    def _finish(self) -> dict:
+        finalists = self._finalists()
+        results = self._final_evaluation(finalists)
         records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
-        costs = [c["cost_usd"] for c in calls]
-        summary = {
-            "task": self.task.name, "task_description": self.description,
-            "proposer": self.s.proposer if self.offline else self.proposer.name + (
-                " (population)" if self.population_mode else ""),
+        proposer = self.s.proposer if self.offline else self.proposer.name + (
+            " (population)" if self.population_mode else "")
+        summary = search_record(self.out, records, self.history, results, {
+            "task": self.task.name, "task_description": self.description, "proposer": proposer,
             "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
-            "iterations": [
-                {k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
-                    "best_fitness": next((h["fitness"] for h in self.history if h["name"] == r["best"]
-                                          and h["status"] == "ok"), None),
-                    "compile": r.get("compile", {}), "halving": r.get("halving", [])}
-                for r in records],
             "population": population_summary(self.out, self.done) if self.population_mode else None,
-            "offline": self.offline,
-            "files": files_count(records), "trained": trained_groups(self.out),
-            "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
-            "input_tokens": sum(c["input_tokens"] for c in calls),
-            "output_tokens": sum(c["output_tokens"] for c in calls),
-            "cost_usd": None if any(c is None for c in costs) else sum(costs),
-            "final_ranking": [dataclasses.asdict(r) for r in results.ranking] if results else [],
-            "final_seeds": results.seed_rounds if results else None,
-            "best": None, "task_default": None,
-        }
+            "offline": self.offline})
         top = next((r for r in results.ranking if r.name in finalists), None) if results else None
         if top is not None:  # the best file (the task's default, which may rank above it, is no file)
             summary["best"] = {**dataclasses.asdict(top), "file": "best.py",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -100,6 +101,24 @@ def _account(summary: dict) -> str:
         ("search", "the search's evaluations"), ("halving", "its halving rungs"), ("final", "the final evaluation"))
         if trained.get(key)]
     return text + (f"; groups trained: {', '.join(stages)}" if stages else "")
+
+
+def search_record(out: Path, records: list[dict], history: list[dict], results, head: dict) -> dict:
+    """summary.json's record of the search in `out` (`records`: its iterations' `iteration.json`; `history`: every
+    evaluated candidate; `results`: the final evaluation's, or None), after `head` (task, proposer, fitness, ...);
+    `best` and `task_default` are None until the caller names the best file."""
+    calls = [json.loads(p.read_text()) for p in sorted((out / "llm").glob("*.json"))]
+    costs = [c["cost_usd"] for c in calls]
+    iterations = [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
+        "best_fitness": next((h["fitness"] for h in history if h["name"] == r["best"] and h["status"] == "ok"), None),
+        "compile": r.get("compile", {}), "halving": r.get("halving", [])} for r in records]
+    return {
+        **head, "iterations": iterations, "files": files_count(records), "trained": trained_groups(out),
+        "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
+        "input_tokens": sum(c["input_tokens"] for c in calls), "output_tokens": sum(c["output_tokens"] for c in calls),
+        "cost_usd": None if any(c is None for c in costs) else sum(costs),
+        "final_ranking": [dataclasses.asdict(r) for r in results.ranking] if results else [],
+        "final_seeds": results.seed_rounds if results else None, "best": None, "task_default": None}
 
 
 def files_count(records: list[dict]) -> dict[str, int]:
