@@ -27,12 +27,14 @@ def test_files_that_differ_only_in_float_constants_have_the_same_code_and_their_
     a = load_candidate(tmp_path / "a.py", source=GOOD)
     b = load_candidate(tmp_path / "b.py", source=GOOD.replace("0.01 *", "0.05 *"))
     assert a.code_key == b.code_key and a.function_keys == b.function_keys
-    # In order: 1.0 - angle², 0.01 and 0.005 of the motion, 3.0 m, the penalty -2.0 (its sign is data too)
-    assert a.function_params["compute_reward"] == {"_K_0": 1.0, "_K_1": 0.01, "_K_2": 0.005, "_K_3": 3.0, "_K_4": -2.0}
+    # In order: 1.0 - angle², 0.01 and 0.005 of the motion, the penalty -2.0 (its sign is data too); the threshold
+    # `|cart_pos| > 3.0` decides when the cart fell, a comparison's literal: it stays code, as the rail's end.
+    assert a.function_params["compute_reward"] == {"_K_0": 1.0, "_K_1": 0.01, "_K_2": 0.005, "_K_3": -2.0}
     assert b.function_params["compute_reward"]["_K_1"] == 0.05
+    assert load_candidate(tmp_path / "d.py", source=GOOD.replace("> 3.0", "> 2.5")).code_key != a.code_key
     flipped = load_candidate(tmp_path / "e.py", source=GOOD.replace("-2.0", "2.0").replace("0.01 *", "-0.01 *"))
     assert flipped.code_key == a.code_key  # a sign flipped is the same code
-    assert flipped.function_params["compute_reward"]["_K_4"] == 2.0
+    assert flipped.function_params["compute_reward"]["_K_3"] == 2.0
     # Integers are sizes, indices and exponents: code. The literal file keys its floats too.
     assert load_candidate(tmp_path / "c.py", source=GOOD.replace("[:, 1]", "[:, 0]")).code_key != a.code_key
     literal = [load_candidate(tmp_path / f"{n}.py", source=s, lift=False)
@@ -84,7 +86,7 @@ def test_candidates_that_differ_only_in_constants_are_one_class_and_each_keeps_i
     trainer, ts, _ = runs["both"]
     classes = trainer.plan.classes["compute_reward"]
     assert len(classes) == 1 and classes[0].names == ("good_upright", "other")
-    fell = ts.constants["compute_reward:_K_4"]  # the penalty for falling: -2.0 and -5.0, signs included
+    fell = ts.constants["compute_reward:_K_3"]  # the penalty for falling: -2.0 and -5.0, signs included
     assert {label: float(fell[i]) for i, label in enumerate(trainer.labels)} == {"good_upright#0": -2.0,
                                                                                  "other#0": -5.0}
 

@@ -74,6 +74,31 @@ def test_a_file_without_float_constants_is_a_parent_for_structural_moves():
     assert OfflineProposer(seed=0).sample(request).error is None  # re-weighting or dropping its one term
 
 
+def test_a_population_tunes_the_weights_a_move_adds_not_the_terms_or_the_tasks_thresholds():
+    """The copies of a child of each sparse start (`envcoder.search.population.seed_population`) differ only in the
+    weights its move added: a state term's own numbers (the upright axis's `1 - 2 * tilt`) and the thresholds of the
+    task's fitness and of the start (Humanoid: torso above 0.8 m, up axis above 0.7) stay as written. Once, every
+    float of a function was a constant the population scaled by up to 30× either way: an upright bonus became
+    `1.34 + 7.6 * tilt`, a reward for tilting, and a threshold of 0.8 m one of 24 m, which no torso reaches."""
+    from envcoder.search.population import seed_population
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    for task_name, file in (("Humanoid", "humanoid"), ("Cartpole", "cartpole"), ("Anymal", "anymal"), ("Ant", "ant")):
+        task = get_task(task_name)
+        kind, step = task.get_fitness()[1].higher_is_better, task.get_fitness()[1].step
+        sparse = Parent("sparse", (folder / f"{file}.py").read_text(), None)
+        for move, seed in (("add", 0), ("state", 1), ("state", 2), ("state", 3)):
+            child, note = structural_child(random.Random(seed), sparse, [], (fitness_term_source(step), kind),
+                                           move=move, library=state_terms(task.state_fields))
+            copies = seed_population({"child": child}, 4, seed=seed)
+            assert len(copies) == 4, (task_name, note)
+            weights = [line.split(" = ")[0] for line in child.splitlines() if line.startswith(("W_", "FITNESS_"))]
+            for copy in copies.values():  # the same file but for the lines that set the weights
+                assert [line for line in copy.splitlines() if not line.startswith(tuple(weights))] == [
+                    line for line in child.splitlines() if not line.startswith(tuple(weights))], (task_name, note)
+            assert len({tuple(line for line in c.splitlines() if line.startswith("W_")) for c in copies.values()}) == 4
+
+
 def _children(seed: int = 3):
     """Cartpole children of every move (a donor and the task's fitness available), and a grandchild."""
     task = get_task("Cartpole")

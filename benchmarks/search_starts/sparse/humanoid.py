@@ -5,5 +5,5 @@ import jax.numpy as jnp
 
 def compute_reward(state):
     root = state["root_states"]
-    up = quat_rotate(root[:, 3:7], jnp.broadcast_to(jnp.array([0.0, 0.0, 1.0]), root[:, :3].shape))[:, 2]
+    up = quat_rotate(root[:, 3:7], jnp.broadcast_to(jnp.array([0, 0, 1], jnp.float32), root[:, :3].shape))[:, 2]
     return jnp.where((root[:, 2] > 0.8) & (up > 0.7), root[:, 7], 0.0)

@@ -40,7 +40,7 @@ MOVES = ("reweight", "drop", "add", "kernel", "cross", "state")
 STATE_TERMS = (
     # (name, the state fields it reads, its expression, the range of its weight)
     ("alive", ("progress_buf",), "jnp.ones(state['progress_buf'].shape, jnp.float32)", (0.1, 10.0)),
-    ("upright", ("root_states",), "1.0 - 2.0 * (state['root_states'][:, 4] ** 2 + state['root_states'][:, 5] ** 2)",
+    ("upright", ("root_states",), "1 - 2 * (state['root_states'][:, 4] ** 2 + state['root_states'][:, 5] ** 2)",
      (0.1, 10.0)),
     ("height", ("root_states",), "state['root_states'][:, 2]", (0.1, 10.0)),
     ("spin_cost", ("root_states",), "-jnp.sum(state['root_states'][:, 10:13] ** 2, axis=-1)", (1e-3, 1.0)),
@@ -50,7 +50,10 @@ STATE_TERMS = (
 )
 """Terms that a task's state offers whatever the task, for the `state` move: a per-step bonus for staying alive, the
 torso's up axis pointing up (`root_states`' quaternion w, x, y, z: the z of its z axis) or its height, and squared
-costs; each term's weight is drawn log-uniformly from its range (costs of squares of large numbers get small ones)."""
+costs; each term's weight is drawn log-uniformly from its range (costs of squares of large numbers get small ones).
+An expression's own numbers are integers, so that a population tunes the term's weight alone: the float literals of
+a function are constants it scales (`envcoder.candidates.constants`), and `1.0 - 2.0 * tilt` had become
+`1.34 + 7.6 * tilt`, a reward for tilting."""
 
 
 def state_terms(fields) -> list[list]:
@@ -60,15 +63,19 @@ def state_terms(fields) -> list[list]:
 
 
 def fitness_term_source(step, name: str = "_task_fitness") -> str:
-    """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, with the module-level
-    numbers it reads written out (e.g. Cartpole's `UPRIGHT_ANGLE`)."""
+    """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, the module-level numbers
+    it reads written in as literals (Cartpole's `UPRIGHT_ANGLE`: `< 0.2`), so that its thresholds stay the task's
+    where a population tunes a child's constants (a comparison's literal is not one: `envcoder.candidates.constants`)."""
     source = inspect.getsource(step)
     tree = parse_source(source.strip())
-    function = tree.body[0]
-    function.name = name
-    numbers = [f"{n} = {step.__globals__[n]!r}" for n in sorted(step.__code__.co_names)
-               if isinstance(step.__globals__.get(n), (int, float)) and not isinstance(step.__globals__[n], bool)]
-    return "\n".join(numbers + [unparse_source(tree)])
+    tree.body[0].name = name
+    numbers = {n: step.__globals__[n] for n in step.__code__.co_names
+               if isinstance(step.__globals__.get(n), (int, float)) and not isinstance(step.__globals__[n], bool)}
+
+    class WrittenIn(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.copy_location(ast.Constant(numbers[node.id]), node) if node.id in numbers else node
+    return unparse_source(ast.fix_missing_locations(WrittenIn().visit(tree)))
 
 
 def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
