@@ -5,7 +5,7 @@ candidates whose code differs only in them share one trace and one compiled prog
 becomes a module-level constant `_K_<n>` (numbered in order of appearance), and every module-level constant that
 is a float literal (`SIGMA = 0.25`, `W = -1e-3`) stays a constant of its own name. The trainer then calls the
 functions with the constants swapped in as traced per-group values (`call_with_params`), as it does for a `PARAMS`
-sweep. Integers stay literals (they are sizes, indices and exponents), and so do a comparison's float operands (a
+sweep. Integers stay literals (they are sizes, indices and exponents), and so do the numbers of a comparison (a
 threshold: `height > 0.8`, `|angle| < 0.2` says what counts, and a search that scales it by orders of magnitude
 changes the task, not a weight) and every number outside function bodies and plain module-level assignments
 (default arguments, derived module-level expressions).
@@ -73,9 +73,8 @@ class _Lifter(ast.NodeTransformer):
         return node
 
     def visit_Compare(self, node: ast.Compare):
-        # A threshold (`height > 0.8`) decides what counts, not how much: not a weight to scale, it stays a literal.
-        node.left = node.left if _float(node.left) is not None else self.visit(node.left)
-        node.comparators = [c if _float(c) is not None else self.visit(c) for c in node.comparators]
+        # A comparison's numbers are a threshold (`height > 0.8`, `up < cos(30.0°)`): they decide what counts, not
+        # how much, and are no weight to scale. They stay literals.
         return node
 
 

@@ -65,7 +65,7 @@ def state_terms(fields) -> list[list]:
 def fitness_term_source(step, name: str = "_task_fitness") -> str:
     """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, the module-level numbers
     it reads written in as literals (Cartpole's `UPRIGHT_ANGLE`: `< 0.2`), so that its thresholds stay the task's
-    where a population tunes a child's constants (a comparison's literal is not one: `envcoder.candidates.constants`)."""
+    where a population tunes a child's constants (a comparison's numbers are none: `envcoder.candidates.constants`)."""
     source = inspect.getsource(step)
     tree = parse_source(source.strip())
     tree.body[0].name = name

@@ -191,12 +191,18 @@ class AnthropicProposer:
 
 def float_literals(source: str) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
     """`(start, end, value)` of every float literal in `source` (`1.5`, `2e-3`; not ints, which are
-    mostly indices, axes and powers), with `tokenize`'s (row, column) positions."""
+    mostly indices, axes and powers; not those in a comparison, which are thresholds: the constants a population
+    tunes are the same, `envcoder.candidates.constants`), with `tokenize`'s (row, column) positions."""
+    try:
+        thresholds = {(n.lineno, n.col_offset) for c in ast.walk(parse_source(source)) if isinstance(c, ast.Compare)
+                      for n in ast.walk(c) if isinstance(n, ast.Constant)}
+    except SyntaxError:
+        thresholds = set()
     found = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         text = token.string.lower()
         if token.type == tokenize.NUMBER and not text.endswith("j") and ("." in text or "e" in text) \
-                and not text.startswith("0x"):
+                and not text.startswith("0x") and token.start not in thresholds:
             found.append((token.start, token.end, float(text.replace("_", ""))))
     return found
 
@@ -239,7 +245,7 @@ class OfflineProposer:
     (or always, where the parent has no float constant): a term re-weighted by orders of magnitude, dropped, taken
     from another candidate or the task's fitness (`fitness`: its step's source and direction), one that the task's
     state offers added (`library`: `envcoder.search.moves.state_terms`), a kernel's width scaled, or two parents'
-    terms crossed (`envcoder.search.moves`). Otherwise each of its float literals is
+    terms crossed (`envcoder.search.moves`). Otherwise each of its float literals (not a comparison's) is
     multiplied, with probability `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left
     alone. The child's first line says what changed. Draws are seeded by (seed, iteration, slot, attempt), so a
     resumed run proposes the same children.
