@@ -663,6 +663,23 @@ def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_start_with_no_constant_to_tune_joins_the_final_once(tmp_path):
+    """The sparse Cartpole start (its fitness as the reward: its one float a threshold, no constant) trains as one
+    copy, which is the file itself; the final's finds are the search's children, not that copy a second time (it had
+    taken a finalist's place from the sparse Anymal start)."""
+    start = HERE.parent / "benchmarks" / "search_starts" / "sparse" / "cartpole.py"
+    out = tmp_path / "sparse"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(start), "--candidates-per-iteration", "2",
+                 "--iterations", "1", "--copies", "2", "--envs-per-candidate", "16", "--train-iterations", "6",
+                 "--final-seeds", "1", "--final-max-seeds", "1", "--final-top", "2", "--out", str(out)]) == 0
+    record = json.loads((out / "iter_00" / "iteration.json").read_text())
+    assert any(row["name"] == "init_cartpole-0" and row["status"] == "ok" for row in record["table"])  # ranked
+    final = [r["name"] for r in json.loads((out / "summary.json").read_text())["final_ranking"]]
+    assert len(final) == 4 and {"init_cartpole", "task_default"} < set(final), final  # and two children:
+    assert sorted(n.split("-")[0] for n in final if n.startswith("it00_")) == ["it00_c00", "it00_c01"], final
+
+
+@pytest.mark.slow
 def test_with_an_llm_the_population_tunes_the_constants_of_its_candidates(tmp_path, monkeypatch):
     """`--llm` with `--proposer population`: the model writes two candidates, each trains as two copies whose
     constants the population tunes; the table has a row per copy with the constants it trained with last."""

@@ -457,10 +457,15 @@ class AutoRun:
         return message is not None
 
     def _finalists(self) -> dict[str, dict]:
-        """The final's candidates by name: the `final_top` best finds, the best starting file and, after a
-        population run, every starting file (its copies' fitness is not the file's): the baselines the search had to
-        beat (the task's own shaping joins them in the evaluation)."""
-        finalists = {h["name"]: h for h in self._ranked(self.history)[:self.s.final_top]}
+        """The final's candidates by name: the `final_top` best finds (each code once, and none a starting file's
+        own: a copy of a file with no constant to tune is that file), the best starting file and, after a population
+        run, every starting file (its copies' fitness is not the file's): the baselines the search had to beat (the
+        task's own shaping joins them in the evaluation)."""
+        finalists, seen = {}, {h["source"] for h in self.history if h["status"] == "start"}
+        for h in self._ranked(self.history):  # a start's copy with nothing tuned is the start, which joins anyway
+            if len(finalists) < self.s.final_top and h["source"] not in seen:
+                finalists[h["name"]] = h
+                seen.add(h["source"])
         is_start = self._is_start()
         starting = self._ranked([h for h in self.history if is_start(h["name"])])
         finalists.update({h["name"]: h for h in starting[:1]})
