@@ -211,3 +211,11 @@ def test_population_copies_start_from_the_file_and_spread_its_constants_over_dec
     assert magnitudes.min() >= -INITIAL_DECADES and magnitudes.max() <= INITIAL_DECADES
     assert magnitudes.min() < -1 and magnitudes.max() > 1  # spread over decades, not a few percent
     assert 0 < sum(r < 0 for r in ratios) < len(ratios) / 4  # a few signs flipped
+
+
+def test_a_copys_constants_are_written_in_place_on_a_line_with_non_ascii_text():
+    """`ast` counts a column in UTF-8 bytes; a copy's constants go where the file's literals were all the same."""
+    from envcoder.candidates.constants import with_constants
+
+    source = "def compute_reward(state):\n    return {'ω': state['dof_pos']}['ω'][:, 1] * 0.25 + 0.5\n"
+    assert with_constants(source, {"_K_0": 2.0, "_K_1": -1.0}) == source.replace("0.25 + 0.5", "2.0 + (-1.0)")

@@ -60,6 +60,10 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
     child, note = structural_child(random.Random(0), kernel, [], None, move="kernel")
     assert "0.25 ->" in note and "/ 0.25)" not in child
     assert structural_child(random.Random(0), good, [], None, move="kernel") is None
+    # ast counts columns in bytes: on a line with non-ASCII text before the width, the width is still what changes
+    wide = Parent("w", kernel.source.replace("state['dof_pos']", "{'ω': state['dof_pos']}['ω']"), 0.5)
+    child, note = structural_child(random.Random(0), wide, [], None, move="kernel")
+    assert "0.25 ->" in note and "{'ω': state['dof_pos']}['ω'][:, 1] ** 2 / " in child and "/ 0.25)" not in child
     assert reward_terms(good.source) == ["upright", "motion"]
 
 

@@ -110,6 +110,7 @@ def test_offline_proposer_mutates_float_constants_only_and_is_reproducible():
     assert [v for *_, v in float_literals(PARENT)] == [0.5, 0.2, 0.0]
     assert [v for *_, v in float_literals("def r(s):\n    return 0.5 * (s > 0.8) - 1e-2 * (s < 0.1 * 3.0)\n")] == [
         0.5, 1e-2]  # a comparison's numbers are thresholds, which the search leaves alone
+    assert [v for *_, v in float_literals("def r(s):\n    return 1.5 * (s['ω'] > 0.25) + 0.5\n")] == [1.5, 0.5]
     request = Request("", (), iteration=1, slot=2, attempt=0, population=(Parent("p", PARENT, 0.3),))
     child = OfflineProposer(seed=7).sample(request).text
     assert child == OfflineProposer(seed=7).sample(request).text  # resumable: same draw for the same slot

@@ -41,6 +41,12 @@ def unparse(node: ast.AST) -> str:
         return ast.unparse(node)
 
 
+def column(line: str, utf8_offset: int) -> int:
+    """The column in characters on `line` of a node's `col_offset` or `end_col_offset`, which `ast` counts in UTF-8
+    bytes: they differ where non-ASCII text comes before it on the line (`state["ω"] > 0.25`)."""
+    return len(line.encode()[:utf8_offset].decode(errors="ignore"))
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` and `word` agreeing in number: "1 candidate", "2 candidates" (`many`: where it is not word + "s")."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"

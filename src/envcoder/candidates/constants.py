@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from envcoder.text import parse as parse_source
+from envcoder.text import column, parse as parse_source
 
 PREFIX = "_K_"
 """The names of the constants lifted out of function bodies: `_K_0`, `_K_1`, …"""
@@ -129,13 +129,14 @@ def with_constants(source: str, values: dict[str, float]) -> str:
             lifter.visit(node)
     spans.update({PREFIX + name[len(lifter.prefix):]: span for name, span in lifter.spans.items()})
     lines = source.splitlines(keepends=True)
-    for name, (line, column, end_line, end_column) in sorted(
+    for name, (row, start, end_row, end) in sorted(
             ((n, spans[n]) for n in values if n in spans), key=lambda item: item[1], reverse=True):
         text = repr(float(values[name]))
         if values[name] < 0 and name not in module_level:
             text = f"({text})"
-        if line == end_line:
-            lines[line - 1] = lines[line - 1][:column] + text + lines[line - 1][end_column:]
+        if row == end_row:  # ast's columns count bytes, a str's characters
+            old = lines[row - 1]
+            lines[row - 1] = old[:column(old, start)] + text + old[column(old, end):]
     return "".join(lines)
 
 

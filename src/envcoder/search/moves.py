@@ -33,7 +33,7 @@ import random
 from typing import Sequence
 
 from envcoder.search.readable import flatten, reward_terms
-from envcoder.text import parse as parse_source, unparse as unparse_source
+from envcoder.text import column, parse as parse_source, unparse as unparse_source
 
 MOVES = ("reweight", "drop", "add", "kernel", "cross", "state")
 
@@ -222,18 +222,18 @@ def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: lis
 
 
 def _kernel_literals(source: str) -> list[tuple[int, int, float]]:
-    """`(line, column, value)` of the non-zero float literals inside the arguments of an `exp(...)` call in the
-    file's functions (a kernel's width or scale)."""
+    """`(line, column in characters, value)` of the non-zero float literals inside the arguments of an `exp(...)`
+    call in the file's functions (a kernel's width or scale)."""
     try:
         tree = parse_source(source)
     except SyntaxError:
         return []
-    found = []
+    found, lines = [], source.splitlines()
     for call in ast.walk(tree):
         name = getattr(getattr(call, "func", None), "attr", None) or getattr(getattr(call, "func", None), "id", None)
         if isinstance(call, ast.Call) and name == "exp":
             for arg in call.args:
-                found += [(n.lineno, n.col_offset, n.value) for n in ast.walk(arg)
+                found += [(n.lineno, column(lines[n.lineno - 1], n.col_offset), n.value) for n in ast.walk(arg)
                           if isinstance(n, ast.Constant) and type(n.value) is float and n.value != 0.0]
     return sorted(set(found))
 

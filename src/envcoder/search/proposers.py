@@ -24,7 +24,7 @@ import tokenize
 from typing import Protocol, Sequence
 
 from envcoder.search.moves import fitness_term_source, state_terms, structural_child
-from envcoder.text import parse as parse_source
+from envcoder.text import column, parse as parse_source
 
 PROVIDERS = ("openai", "anthropic")
 KEY_VARIABLES = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
@@ -194,7 +194,7 @@ def float_literals(source: str) -> list[tuple[tuple[int, int], tuple[int, int], 
     mostly indices, axes and powers; not those in a comparison, which are thresholds: the constants a population
     tunes are the same, `envcoder.candidates.constants`), with `tokenize`'s (row, column) positions."""
     try:
-        thresholds = {(n.lineno, n.col_offset) for c in ast.walk(parse_source(source)) if isinstance(c, ast.Compare)
+        thresholds = {_position(source, n) for c in ast.walk(parse_source(source)) if isinstance(c, ast.Compare)
                       for n in ast.walk(c) if isinstance(n, ast.Constant)}
     except SyntaxError:
         thresholds = set()
@@ -205,6 +205,11 @@ def float_literals(source: str) -> list[tuple[tuple[int, int], tuple[int, int], 
                 and not text.startswith("0x") and token.start not in thresholds:
             found.append((token.start, token.end, float(text.replace("_", ""))))
     return found
+
+
+def _position(source: str, node: ast.AST) -> tuple[int, int]:
+    """A node's start as `tokenize` gives it: (row, column in characters)."""
+    return node.lineno, column(source.splitlines()[node.lineno - 1], node.col_offset)
 
 
 def _format_float(value: float) -> str:
@@ -231,7 +236,7 @@ def _range_pairs(source: str, literals) -> dict[int, tuple[int, int]]:
             for key, value in zip(entry.keys, entry.values):
                 if isinstance(key, ast.Constant) and key.value == "range" and isinstance(value, (ast.List, ast.Tuple)) \
                         and len(value.elts) == 2:
-                    ends = tuple(where.get((e.lineno, e.col_offset)) for e in value.elts)
+                    ends = tuple(where.get(_position(source, e)) for e in value.elts)
                     if None not in ends:
                         pairs.update({ends[0]: ends, ends[1]: ends})
     return pairs
