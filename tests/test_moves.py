@@ -153,3 +153,37 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
     words, diff = describe_change(start, flatten(children["add"]), reward_terms)
     assert words.startswith("terms added: ") and diff.startswith("--- start\n+++ find\n")
     assert describe_change(start, flatten(children["drop"]), reward_terms)[0].startswith("terms dropped: ")
+
+
+def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
+    """The flat find of a sparse start's child: the start's lines as it wrote them (its quotes too), each added term
+    named once, the components in the return as one literal, no import that nothing uses, and the same reward and
+    components as the child, bit for bit; the diff against the start shows only what the move changed."""
+    import numpy as np
+
+    from envcoder.candidates.load import call_with_params
+    from envcoder.search.readable import readable_text
+
+    task = get_task("Cartpole")
+    start = ('"""Sparse: the pole upright."""\nimport jax.numpy as jnp\n\n\ndef compute_reward(state):\n'
+             '    angle = state["dof_pos"][:, 1]\n    return jnp.where(jnp.abs(angle) < 0.2, 1.0, 0.0)\n')
+    child, _ = structural_child(random.Random(1), Parent("init_sparse", start, 0.2), [], None, move="state",
+                                library=state_terms(task.state_fields))
+    found = readable_text(child, start)
+    flat, diff = found["flat"], found["diff"]
+    body = flat.split("def compute_reward(state):\n")[1]
+    assert "terms" not in body and "_split" not in flat and "import jax\n" not in flat, flat
+    assert body.splitlines()[-1].startswith('    return (reward, {"') and "'" not in body, flat
+    assert '     angle = state["dof_pos"][:, 1]' in diff and '-    angle' not in diff, diff  # unchanged, as written
+    simulator = Simulator(task.model_file, task.substeps)
+    states = rollout_states(task, simulator)
+    outputs = []
+    for name, source in (("child", child), ("flat", flat)):
+        candidate = load_candidate(Path(f"{name}.py"), source=source)
+        validate_candidate(task, simulator, candidate, states)
+        reward, terms = call_with_params(candidate.functions["compute_reward"],
+                                         candidate.function_params.get("compute_reward", {}), states)
+        outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+    (reward_a, terms_a), (reward_b, terms_b) = outputs
+    assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
+    assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)

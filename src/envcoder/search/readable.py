@@ -4,26 +4,24 @@ A child (`envcoder.search.moves`) calls its parent's reward through a renamed co
 donor's through another (`_d0_compute_reward`), unpacks them with `_split` and adds or re-weights terms; a child
 of a child nests the same again. `flatten` writes such a file as one `compute_reward`: every helper that is called
 once and runs straight through (no branch around its `return`) inlined where it is called, `_split` of a literal
-pair resolved, dictionaries of terms built in one literal, the definitions nothing uses any more removed, and the
-prefixes of the names it kept taken off where no other name has that name. Only what does not change the arrays'
-operations is rewritten (nothing is folded or reordered), so the flat file computes what the child computes,
-operation for operation, and trains as it does (`tests/test_moves.py` trains both side by side). What terms a
-file's reward names (`reward_terms`, which the moves read too) is read here.
+pair resolved, and tidied (`envcoder.search.tidy`): dictionaries of terms built in one literal, the definitions
+and imports nothing uses any more removed, the prefixes of the names it kept taken off where no other name has that
+name, and the start's quotes. Only what does not change the arrays' operations is rewritten (nothing is folded or
+reordered), so the flat file computes what the child computes, operation for operation, and trains as it does
+(`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the moves
+read too) is read here.
 """
 
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import re
 
-from envcoder.search.inline import API, inline_one
+from envcoder.search.inline import inline_one
+from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, quoted_like, returned_literal,
+                                  split_pairs, unprefixed, unread, used)
 from envcoder.text import parse as parse_source, unparse as unparse_source
-
-PREFIX = re.compile(r"^(?:_p_|_d\d+_)+")
-"""The prefixes `envcoder.search.moves` gives a parent's (`_p_`) and a donor's (`_d0_`, ...) module-level names."""
-
 
 
 def reward_terms(source: str) -> list[str]:
@@ -71,9 +69,10 @@ def flatten(source: str) -> str:
         inlined += 1
     if not inlined:
         return source
-    reward.body = _returned_literal(_unread(_merged_terms(_collapsed(_split_pairs(reward.body)))))
-    tree.body = _used(tree.body)
-    tree = _unprefixed(tree)
+    reward.body = returned_literal(unread(merged_terms(collapsed(split_pairs(reward.body)))))
+    tree.body = used(tree.body)
+    tree = unprefixed(tree)
+    tree.body = imports_used(tree)
     text = unparse_source(ast.fix_missing_locations(tree))
     text = re.sub(r"\n(?=def )", "\n\n\n", text).replace("\n\n\n\n", "\n\n\n")  # two blank lines before a function
     comments = [line for line in source.splitlines() if line.startswith("# ")]
@@ -107,6 +106,7 @@ def readable_text(source: str, start: str | None) -> dict | None:
     flat = flatten(source)
     if flat == source:
         return None
+    flat = quoted_like(flat, start) if start is not None else flat
     words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
     return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff}
 
@@ -123,238 +123,6 @@ def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:
     diff = "".join(difflib.unified_diff(start.splitlines(keepends=True), find.splitlines(keepends=True), "start",
                                         "find"))
     return words, diff
-
-
-# ---- tidying ------------------------------------------------------------------------------------------------------
-
-def _split_pairs(body: list) -> list:
-    """`a, b = (x, y)` as `a = x` and `b = y` where neither `x` nor `y` reads `a` or `b`."""
-    out = []
-    for statement in body:
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Tuple) and isinstance(statement.value, ast.Tuple)
-                and len(statement.targets[0].elts) == len(statement.value.elts)
-                and all(isinstance(t, ast.Name) for t in statement.targets[0].elts)):
-            targets = {t.id for t in statement.targets[0].elts}
-            if not any(isinstance(n, ast.Name) and n.id in targets for v in statement.value.elts
-                       for n in ast.walk(v)):
-                out += [ast.Assign(targets=[ast.Name(t.id, ast.Store())], value=v)
-                        for t, v in zip(statement.targets[0].elts, statement.value.elts)]
-                continue
-        out.append(statement)
-    return out
-
-
-def _collapsed(body: list) -> list:
-    """`a = b` (`b` a local that nothing reads afterwards, `a` untouched since `b` was first assigned) dropped, with
-    `b` renamed `a` from its first assignment on."""
-    body = list(body)
-    i = 0
-    while i < len(body):
-        statement, name = body[i], _assigned_name(body[i])
-        if name and isinstance(statement.value, ast.Name) and statement.value.id != name:
-            other = statement.value.id
-            first = next((j for j in range(i) if other in _stored(body[j])), None)
-            if first is not None and not any(_reads(s, other) for s in body[i + 1:]) and not any(
-                    _reads(s, name) or name in _stored(s) for s in body[first:i]):
-                for s in body[first:i]:
-                    for n in ast.walk(s):
-                        if isinstance(n, ast.Name) and n.id == other:
-                            n.id = name
-                del body[i]
-                continue
-        i += 1
-    return body
-
-
-def _stored(statement) -> set[str]:
-    return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-
-
-def _reads(statement, name: str) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(statement))
-
-
-def _merged_terms(body: list) -> list:
-    """A dictionary of terms built in one literal: after `d = {...}`, each `d[key]` read as its entry's value, and
-    `d = {**d, key: value}` or `d = {k: v for k, v in d.items() if k != key}` folded into the literal, until `d`
-    is assigned otherwise."""
-    out, literals = [], {}
-    for statement in body:
-        for name, (index, literal) in list(literals.items()):
-            replaced = _substituted_reads(statement, name, literal)
-            if replaced is None:
-                del literals[name]
-            else:
-                statement = replaced
-        name = _assigned_name(statement)
-        if name in literals:
-            index, literal = literals[name]
-            merged = _merge(literal, statement.value, name)
-            later = set().union(*(_stored(s) for s in out[index + 1:])) if out[index + 1:] else set()
-            if merged is not None and not any(_reads(ast.Expr(v), n) for v in merged.values for n in later):
-                out[index].value = merged
-                literals[name] = (index, merged)
-                continue
-            del literals[name]
-        out.append(statement)
-        if name and isinstance(statement.value, ast.Dict) and None not in statement.value.keys and not any(
-                isinstance(n, ast.Name) and n.id == name for n in ast.walk(statement.value)):
-            literals[name] = (len(out) - 1, statement.value)
-    return out
-
-
-def _substituted_reads(statement, name: str, literal: ast.Dict):
-    """`statement` with `name[key]` read as the literal's entry; itself where it does not read `name`; None where it
-    reads `name` otherwise (the literal is then no longer followed), unless it only rebinds `name` from it."""
-    if not any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(statement)):
-        return statement
-    if _assigned_name(statement) == name and _merge(literal, statement.value, name) is not None:
-        return statement  # folded by the caller
-    value = _substituted(statement, name, literal)
-    return value
-
-
-def _unread(body: list) -> list:
-    """Without `name = <names, or a literal of names>` (no array operation) where nothing after reads `name`."""
-    out = list(body)
-    for i in range(len(out) - 1, -1, -1):
-        name = _assigned_name(out[i])
-        value = out[i].value if name else None
-        plain = value is not None and all(isinstance(n, (ast.Name, ast.Dict, ast.Tuple, ast.Constant, ast.Load))
-                                          for n in ast.walk(value))
-        if plain and not any(_reads(s, name) for s in out[i + 1:]):
-            del out[i]
-    return out
-
-
-def _returned_literal(body: list) -> list:
-    """`d = {...}; ...; return (x, d)` as `...; return (x, {...})` where nothing after reads `d` or changes what the
-    literal reads: the components in the return, as a hand-written reward has them."""
-    last = body[-1] if body else None
-    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
-            and isinstance(last.value.elts[1], ast.Name)):
-        return body
-    name = last.value.elts[1].id
-    index = next((i for i in range(len(body) - 2, -1, -1) if name in _stored(body[i])), None)
-    if index is None or _assigned_name(body[index]) != name or not isinstance(body[index].value, ast.Dict):
-        return body
-    literal = body[index].value
-    read = {n.id for n in ast.walk(literal) if isinstance(n, ast.Name)}
-    between = body[index + 1:-1]
-    if any(_reads(s, name) or _stored(s) & read for s in between):
-        return body
-    last.value.elts[1] = literal
-    return body[:index] + between + [last]
-
-
-def _assigned_name(statement) -> str | None:
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-        return statement.targets[0].id
-    return None
-
-
-def _merge(literal: ast.Dict, value, name: str):
-    entries = list(zip(literal.keys, literal.values))
-    if isinstance(value, ast.Dict) and value.keys and value.keys[0] is None and isinstance(
-            value.values[0], ast.Name) and value.values[0].id == name and all(k is not None for k in value.keys[1:]):
-        extra = list(zip(value.keys[1:], value.values[1:]))
-        if any(isinstance(n, ast.Name) and n.id == name for _, v in extra for n in ast.walk(v)):
-            extra = [(k, _substituted(v, name, literal)) for k, v in extra]
-            if any(v is None for _, v in extra):
-                return None
-        keys = {ast.unparse(k): i for i, (k, _) in enumerate(entries)}
-        for k, v in extra:
-            if ast.unparse(k) in keys:
-                entries[keys[ast.unparse(k)]] = (k, v)
-            else:
-                entries.append((k, v))
-        return ast.Dict(keys=[k for k, _ in entries], values=[v for _, v in entries])
-    dropped = _dropped_key(value, name)
-    if dropped is not None:
-        kept = [(k, v) for k, v in entries if ast.unparse(k) != dropped]
-        return ast.Dict(keys=[k for k, _ in kept], values=[v for _, v in kept])
-    return None
-
-
-def _dropped_key(value, name: str) -> str | None:
-    """The key that `{k: v for k, v in name.items() if k != KEY}` leaves out, or None for any other value."""
-    if not (isinstance(value, ast.DictComp) and len(value.generators) == 1):
-        return None
-    generator = value.generators[0]
-    if not (isinstance(generator.iter, ast.Call) and isinstance(generator.iter.func, ast.Attribute)
-            and generator.iter.func.attr == "items" and isinstance(generator.iter.func.value, ast.Name)
-            and generator.iter.func.value.id == name and len(generator.ifs) == 1):
-        return None
-    test = generator.ifs[0]
-    if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.NotEq)
-            and isinstance(test.comparators[0], ast.Constant) and isinstance(test.left, ast.Name)):
-        return ast.unparse(test.comparators[0])
-    return None
-
-
-def _substituted(value, name: str, literal: ast.Dict):
-    """`value` with `name[key]` (a literal key of `literal`) replaced by that entry's value; None where `name` is
-    read otherwise."""
-    table = {ast.unparse(k): v for k, v in zip(literal.keys, literal.values)}
-
-    class Substitute(ast.NodeTransformer):
-        failed = False
-
-        def visit_Subscript(self, node):
-            if isinstance(node.value, ast.Name) and node.value.id == name:
-                key = ast.unparse(node.slice)
-                if key in table:
-                    return copy.deepcopy(table[key])
-                self.failed = True
-            return self.generic_visit(node)
-    substitute = Substitute()
-    out = substitute.visit(copy.deepcopy(value))
-    left = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(out))
-    return None if substitute.failed or left else out
-
-
-def _used(body: list) -> list:
-    """The module's statements less the functions and constants that no shaping function reaches."""
-    defined = {}
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef):
-            defined[statement.name] = statement
-        elif isinstance(statement, ast.Assign):
-            for target in statement.targets:
-                if isinstance(target, ast.Name):
-                    defined[target.id] = statement
-    reached, frontier = set(), [n for n in defined if n in API or n in ("PARAMS", "ACTION_DIM")]
-    while frontier:
-        name = frontier.pop()
-        if name in reached:
-            continue
-        reached.add(name)
-        frontier += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name) and n.id in defined]
-    return [s for s in body if not (isinstance(s, (ast.FunctionDef, ast.Assign)) and s in defined.values()
-                                    and not any(n in reached for n, d in defined.items() if d is s))]
-
-
-def _unprefixed(tree: ast.Module) -> ast.Module:
-    """The move's prefixes taken off every name where the bare name is not taken."""
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
-        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)} | {
-        a.arg for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for a in n.args.args}
-    renames = {}
-    for name in sorted(names):
-        bare = PREFIX.sub("", name)
-        if bare != name and bare and bare not in names and bare not in renames.values():
-            renames[name] = bare
-    class Rename(ast.NodeTransformer):
-        def visit_Name(self, node):
-            node.id = renames.get(node.id, node.id)
-            return node
-
-        def visit_FunctionDef(self, node):
-            node.name = renames.get(node.name, node.name)
-            self.generic_visit(node)
-            return node
-    return Rename().visit(tree)
 
 
 def renamed(source: str, flat: str) -> str:
