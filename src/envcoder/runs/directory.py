@@ -35,6 +35,11 @@ def _jsonable(value):
     return value
 
 
+def read_json(path: Path):
+    """A JSON file's content."""
+    return json.loads(path.read_text())
+
+
 def write_json(path: Path, obj) -> None:
     write_atomically(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 

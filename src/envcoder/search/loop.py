@@ -27,49 +27,39 @@ The run directory (`out/`):
     best.py, summary.json, summary.md
 
 Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
-evaluations are kept, and an evaluation that was cut off starts again.
+evaluations are kept, and an evaluation that was cut off starts again. A population search's iteration is
+`envcoder.search.population_run`'s, the final evaluation and the summary `envcoder.search.final`'s.
 """
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
-import dataclasses
-import json
 import math
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from rich.console import Console
-from rich.markdown import Markdown
 
-from envcoder.candidates import TASK_DEFAULT, read_source
-from envcoder.candidates.constants import sources_with_constants
+from envcoder.candidates import read_source
 from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
-from envcoder.runs.directory import write_json
+from envcoder.runs.directory import read_json, write_json
 from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
-from envcoder.runs.pbt import PopulationSettings
-from envcoder.search.population import CARRIED, Halving, population_rows, population_summary, seed_population
-from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.readable import readable_find
-from envcoder.search.summary import (against_default, environments_trained, evaluation_table, finite_number,
-                                     search_record, summary_text)
+from envcoder.search.final import FinalEvaluation
+from envcoder.search.population_run import PopulationIteration
+from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
+from envcoder.search.summary import environments_trained, evaluation_table, finite_number, summary_text
 from envcoder.tasks import get_task
-from envcoder.text import plural, shown
+from envcoder.text import shown
 
 
-def _read_json(path: Path):
-    return json.loads(path.read_text())
-
-
-class AutoRun:
+class AutoRun(PopulationIteration, FinalEvaluation):
     """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
 
     def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False,
@@ -131,7 +121,7 @@ class AutoRun:
         """One proposer call, recorded; a recorded call is read back instead of being made again."""
         path = self.out / "llm" / f"it{iteration:02d}_s{slot:02d}_a{attempt}.json"
         if path.exists():
-            record = _read_json(path)
+            record = read_json(path)
             return Sample(record["response"], record["input_tokens"], record["output_tokens"], record["error"])
         population = tuple(Parent(h["name"], h["source"], h["fitness"]) for h in self.history
                            if h["status"] == "ok") or tuple(Parent(n + suffix, variant, None)
@@ -252,13 +242,13 @@ class AutoRun:
         iter_dir = self.out / f"iter_{iteration:02d}"
         record_file = iter_dir / "iteration.json"
         if record_file.exists():
-            return _read_json(record_file)
+            return read_json(record_file)
         tick = time.perf_counter()
         iter_dir.mkdir(exist_ok=True)
         first_message = self._next_message(iteration)
         drafts_file = iter_dir / "drafts.json"
         if drafts_file.exists():
-            drafts = _read_json(drafts_file)
+            drafts = read_json(drafts_file)
         else:
             self.console.rule(f"iteration {iteration + 1}/{self.s.iterations} ({iter_dir.name}): " + (
                 "copies of the starting files with random constants" if self.s.proposer == "random" else
@@ -286,9 +276,9 @@ class AutoRun:
         record = {"iteration": iteration, "table": table, "failures": failures,
                   "best": best[0]["name"] if best else None, "attempts": len(drafts), "valid": len(valid),
                   "starting": sum(1 for d in valid if d["slot"] is None),
-                  "compile": compiled, "halving": [_read_json(p) for p in sorted(iter_dir.glob("rung_*/rung.json"))]}
+                  "compile": compiled, "halving": [read_json(p) for p in sorted(iter_dir.glob("rung_*/rung.json"))]}
         if results is not None and (iter_dir / "eval" / "population.json").exists():
-            population = _read_json(iter_dir / "eval" / "population.json")
+            population = read_json(iter_dir / "eval" / "population.json")
             record["population"] = {"groups": len(results.groups), "interval": population["settings"]["interval"],
                                     "exploit_steps": len({row["iteration"] for row in population["lineage"]}),
                                     "takeovers": len(population["lineage"])}
@@ -311,89 +301,12 @@ class AutoRun:
             return [(f"it{iteration:02d}_{name}", source) for name, source in self.initial.items()]
         return []
 
-    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path):
-        """`--proposer population` or `random`: the iteration's candidates (`variants`) and, after the first
-        iteration of a population search, the best finds so far, each trained as `copies` groups under population-
-        based training (`envcoder.search.population`; a random search never exploits). Returns the table (a row
-        per copy, with the constants its group trained with last; the starting files as rows of their own in the
-        first iteration), the copies the evaluation left out, and the results."""
-        files = dict(variants)
-        if self.s.proposer == "population":  # the best finds so far go on, their constants tuned further
-            files.update({f"it{iteration:02d}_p{k}": row["source"]
-                          for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
-        try:
-            sources = self.validator.jailed(seed_population, files=files, copies=self.s.copies,
-                                            seed=self.s.seed + iteration)
-        except JailedError:  # one copy of each: their checks say what is wrong
-            sources = {f"{name}-0": source for name, source in files.items()}
-        for name, source in sources.items():
-            (candidates_dir / f"{name}.py").write_text(source)
-        starts = {name: source for name, source in files.items() if name in self.initial}
-        tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
-        copies = f", {self.s.copies} copies of each of the {tuned} with constants to tune and one of each other"
-        exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
-                   else "no exploit step")
-        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
-                           f"({len(starts)} starting){copies if tuned else ''}; {exploit}", highlight=False)
-        eval_dir = candidates_dir.parent / "eval"
-        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
-            seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
-        table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
-                  "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
-        rows = []
-        if results is not None:
-            record = eval_dir / "population.json"
-            rows = population_rows(results, _read_json(record) if record.exists() else None, sources,
-                                   self.fitness.higher_is_better, self._with_constants, iteration)
-        eval_failures = {f.name: f.error for f in results.failures} if results else {}
-        ranked = {row["name"] for row in rows}
-        failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
-                    for name in sources if name not in ranked]
-        if rows and self.s.halving_rung_count:
-            rows += self._halving(iteration, rows)
-        return table + rows, failures, results
-
-    def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
-        """Each `(source, values)` as the source with those constants written in (`sources_with_constants`), in the
-        sandbox; a source as it is where that fails."""
-        try:
-            return self.validator.jailed(sources_with_constants, pairs=pairs)
-        except JailedError:
-            if len(pairs) == 1:
-                return [pairs[0][0]]
-            return [source for pair in pairs for source in self._with_constants([pair])]
-
-    def _halving(self, iteration: int, rows: list[dict]) -> list[dict]:
-        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`): the table
-        rows of every set of constants trained in them; the population run's own rows become `copy` (not ranked)."""
-        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by)
-        for row in rows:
-            row["status"] = "copy" if row["status"] == "ok" else row["status"]
-        rungs = self.s.halving_rung_count
-        for rung in range(1, rungs + 1):
-            rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
-            (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
-            slots = halving.slots(rung)
-            for name, source in slots.items():
-                (rung_dir / "candidates" / f"{name}.py").write_text(source)
-            seeds = collections.Counter(slots.values())
-            self.console.rule(f"halving rung {rung}/{rungs}: {len(seeds)} set(s) of constants × "
-                              f"{'-'.join(map(str, sorted(set(seeds.values()))))} seed(s), from scratch")
-            results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
-                seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
-            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
-            write_json(rung_dir / "rung.json", {"rung": rung, "sets": len(seeds), "groups": len(slots),
-                                                "compile": compiled})
-            self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
-            halving.record(rung, slots, results.ranking if results else [])
-        return halving.rows(rungs, iteration)
-
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""
         if iteration == 0 or not self.history:
             return prompts.first_prompt(self.description, self.s.shaper_types, self.initial)
         last = iteration - 1
-        record = _read_json(self.out / f"iter_{last:02d}" / "iteration.json")
+        record = read_json(self.out / f"iter_{last:02d}" / "iteration.json")
         best = next(iter(self._ranked(self.history)), None)
         latest = next((row for row in record["table"] if row["name"] == record["best"]), None)
 
@@ -433,87 +346,14 @@ class AutoRun:
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
-    def _is_start(self) -> Callable[[str], bool]:
-        """Whether a name is one a starting file trains under: the file's, or a variant's of its sweep (frozen,
-        `_frozen`, or expanded by the sandbox where it could not be frozen: `name[K=...]`)."""
-        names = {name + suffix for name, source in self.initial.items() for suffix, _ in self._frozen(source)}
-        return lambda name: name in names or name.split("[")[0] in names
-
-    def _starts_ranked(self, finalists: dict[str, dict], results: RunResults) -> list[dict]:
-        """The starting files among the final's candidates (a file of `--initial` or a variant of its sweep), best
-        first by the final's ranking: what the find is compared with in the summary."""
-        order = {row.name: k for k, row in enumerate(results.ranking)}
-        is_start = self._is_start()
-        starts = [h for name, h in finalists.items() if is_start(name) or h["status"] == "start"]
-        return sorted(starts, key=lambda h: order.get(h["name"], len(order)))
-
     def _over_budget(self, elapsed: float) -> bool:
         """Whether another iteration and the final evaluation would pass `--budget` (`AutoSettings.past_budget`);
         says so where they would."""
-        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
+        records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
         message = self.s.past_budget(records, len(self.initial), elapsed)
         if message:
             self.console.print(message, highlight=False)
         return message is not None
-
-    def _finalists(self) -> dict[str, dict]:
-        """The final's candidates by name: the `final_top` best finds (each code once, and none a starting file's
-        own: a copy of a file with no constant to tune is that file), the best starting file and, after a population
-        run, every starting file (its copies' fitness is not the file's): the baselines the search had to beat (the
-        task's own shaping joins them in the evaluation)."""
-        finalists, seen = {}, {h["source"] for h in self.history if h["status"] == "start"}
-        for h in self._ranked(self.history):  # a start's copy with nothing tuned is the start, which joins anyway
-            if len(finalists) < self.s.final_top and h["source"] not in seen:
-                finalists[h["name"]] = h
-                seen.add(h["source"])
-        is_start = self._is_start()
-        starting = self._ranked([h for h in self.history if is_start(h["name"])])
-        finalists.update({h["name"]: h for h in starting[:1]})
-        finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
-        return finalists
-
-    def _final_evaluation(self, finalists: dict[str, dict]) -> RunResults | None:
-        """The finalists and `task_default` trained together, in rounds of seeds until the best is separable."""
-        if not finalists:
-            return None
-        final_dir = self.out / "final"
-        (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
-        for name, h in finalists.items():
-            (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
-        max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
-        self.console.rule("final evaluation")
-        more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
-        self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} "
-                           f"seeds{more} × {self.s.final_envs_per_candidate} envs", highlight=False)
-        return self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
-                              envs=self.s.final_envs_per_candidate, task_default=True, seeds_until_separable=max_seeds)
-
-    def _finish(self) -> dict:
-        finalists = self._finalists()
-        results = self._final_evaluation(finalists)
-        records = [_read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
-        proposer = self.s.proposer if self.offline else self.proposer.name + (
-            " (population)" if self.population_mode else "")
-        summary = search_record(self.out, records, self.history, results, {
-            "task": self.task.name, "task_description": self.description, "proposer": proposer,
-            "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
-            "population": population_summary(self.out, self.done) if self.population_mode else None,
-            "offline": self.offline})
-        top = next((r for r in results.ranking if r.name in finalists), None) if results else None
-        if top is not None:  # the best file (the task's default, which may rank above it, is no file)
-            summary["best"] = {**dataclasses.asdict(top), "file": "best.py",
-                               "iteration": finalists[top.name]["iteration"]}
-            (self.out / "best.py").write_text(finalists[top.name]["source"])
-            summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
-            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"],
-                                                self._starts_ranked(finalists, results))
-        write_json(self.out / "summary.json", summary)
-        (self.out / "summary.md").write_text(summary_text(summary))
-        self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
-        if summary["best"] is not None:
-            self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
-                               highlight=False, soft_wrap=True)  # paths stay whole, to copy
-        return summary
 
 
 def _how_measured(row: dict, fitness: str) -> str:

@@ -1,0 +1,97 @@
+"""A population or random search's iteration (`envcoder auto --proposer population|random`): its candidates trained
+as copies under population-based training (`envcoder.runs.pbt`), then the rungs of successive halving over their
+constants (`envcoder.search.population`). `AutoRun` (`envcoder.search.loop`) takes it as a base: it reads the run's
+settings (`s`), `validator`, `console`, `out`, `fitness`, `initial`, `history`, `_evaluate` and `_ranked`."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from envcoder.candidates.constants import sources_with_constants
+from envcoder.candidates.sandbox import JailedError
+from envcoder.runs.directory import read_json, write_json
+from envcoder.runs.pbt import PopulationSettings
+from envcoder.search.population import CARRIED, Halving, population_rows, seed_population
+from envcoder.text import plural
+
+
+class PopulationIteration:
+    """The population iteration of an `AutoRun`."""
+
+    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path):
+        """`--proposer population` or `random`: the iteration's candidates (`variants`) and, after the first
+        iteration of a population search, the best finds so far, each trained as `copies` groups under population-
+        based training (`envcoder.search.population`; a random search never exploits). Returns the table (a row
+        per copy, with the constants its group trained with last; the starting files as rows of their own in the
+        first iteration), the copies the evaluation left out, and the results."""
+        files = dict(variants)
+        if self.s.proposer == "population":  # the best finds so far go on, their constants tuned further
+            files.update({f"it{iteration:02d}_p{k}": row["source"]
+                          for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
+        try:
+            sources = self.validator.jailed(seed_population, files=files, copies=self.s.copies,
+                                            seed=self.s.seed + iteration)
+        except JailedError:  # one copy of each: their checks say what is wrong
+            sources = {f"{name}-0": source for name, source in files.items()}
+        for name, source in sources.items():
+            (candidates_dir / f"{name}.py").write_text(source)
+        starts = {name: source for name, source in files.items() if name in self.initial}
+        tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
+        copies = f", {self.s.copies} copies of each of the {tuned} with constants to tune and one of each other"
+        exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
+                   else "no exploit step")
+        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
+                           f"({len(starts)} starting){copies if tuned else ''}; {exploit}", highlight=False)
+        eval_dir = candidates_dir.parent / "eval"
+        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
+            seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
+        table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
+                  "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
+        rows = []
+        if results is not None:
+            record = eval_dir / "population.json"
+            rows = population_rows(results, read_json(record) if record.exists() else None, sources,
+                                   self.fitness.higher_is_better, self._with_constants, iteration)
+        eval_failures = {f.name: f.error for f in results.failures} if results else {}
+        ranked = {row["name"] for row in rows}
+        failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
+                    for name in sources if name not in ranked]
+        if rows and self.s.halving_rung_count:
+            rows += self._halving(iteration, rows)
+        return table + rows, failures, results
+
+    def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
+        """Each `(source, values)` as the source with those constants written in (`sources_with_constants`), in the
+        sandbox; a source as it is where that fails."""
+        try:
+            return self.validator.jailed(sources_with_constants, pairs=pairs)
+        except JailedError:
+            if len(pairs) == 1:
+                return [pairs[0][0]]
+            return [source for pair in pairs for source in self._with_constants([pair])]
+
+    def _halving(self, iteration: int, rows: list[dict]) -> list[dict]:
+        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`): the table
+        rows of every set of constants trained in them; the population run's own rows become `copy` (not ranked)."""
+        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by)
+        for row in rows:
+            row["status"] = "copy" if row["status"] == "ok" else row["status"]
+        rungs = self.s.halving_rung_count
+        for rung in range(1, rungs + 1):
+            rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
+            (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
+            slots = halving.slots(rung)
+            for name, source in slots.items():
+                (rung_dir / "candidates" / f"{name}.py").write_text(source)
+            seeds = collections.Counter(slots.values())
+            self.console.rule(f"halving rung {rung}/{rungs}: {len(seeds)} set(s) of constants × "
+                              f"{'-'.join(map(str, sorted(set(seeds.values()))))} seed(s), from scratch")
+            results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
+                seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
+            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
+            write_json(rung_dir / "rung.json", {"rung": rung, "sets": len(seeds), "groups": len(slots),
+                                                "compile": compiled})
+            self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
+            halving.record(rung, slots, results.ranking if results else [])
+        return halving.rows(rungs, iteration)
