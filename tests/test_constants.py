@@ -155,12 +155,13 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     population = Population(PopulationSettings(interval=1, fraction=0.25, scale=0.5, flip=0.0), trainer.plan,
                             trainer.labels, higher_is_better=True)
     assert [sorted(m.tolist()) for m in population.members] == [[0, 1, 2, 3]]
-    fitness = {"c0": 0.2, "c1": 0.9, "c2": 0.5, "c3": np.nan}  # c3 (no finished episode) is the worst
+    fitness = {"c0": 0.2, "c1": 0.9, "c2": 0.5, "c3": np.nan}  # c3 (no finished episode) takes no part
     history = [(0, {"task_fitness": np.array([fitness[label.split("#")[0]] for label in trainer.labels])})]
     before = jax.device_get(ts)
     after = jax.device_get(population.step(ts, 1, history, np.full(4, np.nan)))
-    loser, winner = trainer.labels.index("c3#0"), trainer.labels.index("c1#0")
-    assert population.lineage[0]["group"] == "c3#0" and population.lineage[0]["from"] == "c1#0"
+    loser, winner = trainer.labels.index("c0#0"), trainer.labels.index("c1#0")
+    assert len(population.lineage) == 1
+    assert population.lineage[0]["group"] == "c0#0" and population.lineage[0]["from"] == "c1#0"
     for field in ("params", "opt_state", "learning_rate", "obs_rms", "own", "best"):
         for a, b in zip(jax.tree.leaves(getattr(before, field)), jax.tree.leaves(getattr(after, field))):
             if np.ndim(a) == 0:
@@ -188,6 +189,30 @@ def test_a_population_step_copies_the_winners_state_exactly_and_changes_only_the
     signs = {key: np.sign(flipped[key][loser]) != np.sign(before.constants[key][winner])
              for key in flipped if before.constants[key][winner] != 0}
     assert sum(signs.values()) == 1, signs
+
+
+def test_an_exploit_step_leaves_out_groups_without_a_finished_episode_and_takes_over_diverged_ones():
+    """Hand-worked steps (fraction 0.25): a group none of whose episodes has ended (NaN) is neither a loser nor a
+    winner (agents that stay up end a long episode last); a diverged group is the worst whatever its last fitness;
+    a population with one group known, or none that has not diverged, is left alone."""
+    from envcoder.runs.pbt import exploit
+
+    rng = np.random.default_rng(0)
+    members = [np.arange(4)]
+    # Lower is better (a tracking error): the stood-up group 0 has no finished episode; 3 is the worst known.
+    assert exploit(np.array([np.nan, 0.9, 0.5, 1.2]), members, 0.25, False, rng) == {3: 2}
+    # Eight groups, five known: one loser (int(0.25 * 5) = 1), the best known one its winner.
+    fitness = np.array([np.nan, 3.0, np.nan, 1.0, 2.0, np.nan, 5.0, 4.0])
+    assert exploit(fitness, [np.arange(8)], 0.25, True, rng) == {3: 6}
+    # Diverged (its last fitness 9.0 stale) is the worst; ties keep the plan's order.
+    diverged = np.array([False, False, True, False])
+    assert exploit(np.array([1.0, 2.0, 9.0, np.nan]), members, 0.25, True, rng, diverged=diverged) == {2: 1}
+    assert exploit(np.array([np.nan, 2.0, np.nan, np.nan]), members, 0.25, True, rng) == {}
+    assert exploit(np.array([np.nan, 2.0, 9.0, np.nan]), members, 0.25, True, rng,
+                   diverged=np.array([False, True, True, False])) == {}
+    # Two populations are stepped apart.
+    assert exploit(np.array([1.0, 2.0, 3.0, 4.0]), [np.array([0, 1]), np.array([2, 3])], 0.5, True, rng) == {
+        0: 1, 2: 3}
 
 
 def test_population_copies_start_from_the_file_and_spread_its_constants_over_decades():

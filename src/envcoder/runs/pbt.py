@@ -6,7 +6,10 @@ population, the worst `fraction` of the groups by their recent training task fit
 take over the full training state of a group drawn among the best `fraction` (policy, optimizer, normalizers, best
 policy; each keeps its own environments and randomness), and their constants become the winner's, each multiplied
 by `exp(N(0, scale))` and one of them also by up to `10 ** jump_decades` either way, its sign flipped with probability
-`flip` (a term of the wrong sign is fixed by the constants alone; zeros stay zero). The copy is one small program
+`flip` (a term of the wrong sign is fixed by the constants alone; zeros stay zero). A group none of whose episodes
+has ended yet takes no part in a step: it is not known to be bad, and it is often the best, since agents that stay
+up end a long episode last (an Anymal episode takes 104 iterations of 24 steps; ranked as the worst, a group whose
+agents all stood was taken over by one whose agents fell). A diverged group is the worst. The copy is one program
 compiled once: the training programs see new values of their inputs, never new code. Each step is recorded
 (`lineage`): which group took over which, and the constants it then trains with.
 """
@@ -51,15 +54,21 @@ def populations(plan: GroupPlan) -> list[np.ndarray]:
 
 
 def exploit(fitness: np.ndarray, members: list[np.ndarray], fraction: float, higher_is_better: bool,
-            rng: np.random.Generator) -> dict[int, int]:
-    """`{loser: winner}` of one step: in each population, its worst `fraction` (at least one) by `fitness [G]`
-    (NaN: worst) each draw a winner among its best as many."""
+            rng: np.random.Generator, diverged: np.ndarray | None = None) -> dict[int, int]:
+    """`{loser: winner}` of one step: in each population, of its groups with a fitness (`fitness [G]`, NaN: no
+    episode has ended yet) or diverged (`diverged [G]` bool: the worst), the worst `fraction` (at least one) each
+    draw a winner among the best as many; a population with fewer than two such groups, or none that has not
+    diverged, is left as it is."""
     sign = 1.0 if higher_is_better else -1.0
+    diverged = np.zeros(len(fitness), bool) if diverged is None else np.asarray(diverged, bool)
     moves = {}
     for group in members:
-        n = max(1, int(fraction * len(group)))
-        score = np.where(np.isnan(fitness[group]), -np.inf, sign * fitness[group])
-        order = group[np.argsort(-score, kind="stable")]  # best first
+        known = group[diverged[group] | ~np.isnan(fitness[group])]
+        score = np.where(diverged[known], -np.inf, sign * np.nan_to_num(fitness[known]))
+        if len(known) < 2 or not np.isfinite(score).any():
+            continue
+        n = max(1, int(fraction * len(known)))
+        order = known[np.argsort(-score, kind="stable")]  # best first
         for loser in order[-n:]:
             moves[int(loser)] = int(order[rng.integers(n)])
     return moves
@@ -105,7 +114,8 @@ class Population:
         mean = np.where(finite, rows, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
         fitness = np.where(finite.any(axis=0), mean, last_fitness)
         rng = np.random.default_rng([self.settings.seed, iteration])
-        moves = exploit(fitness, self.members, self.settings.fraction, self.higher, rng)
+        moves = exploit(fitness, self.members, self.settings.fraction, self.higher, rng,
+                        diverged=self._in_plan_order(train_state.diverged_at) >= 0)
         if not moves:
             return train_state
         source = np.arange(len(self.labels))
@@ -145,12 +155,14 @@ class Population:
 
     def _constants(self, train_state) -> dict[str, np.ndarray]:
         """The groups' constants `{key: [G]}` in the plan's order."""
+        return {k: self._in_plan_order(v) for k, v in train_state.constants.items()}
+
+    def _in_plan_order(self, rows) -> np.ndarray:
+        """A train state's `[G]` rows on the host, in the plan's order."""
         import jax
 
-        constants = {k: np.asarray(v) for k, v in jax.device_get(train_state.constants).items()}
-        if self.sharding is not None:
-            constants = {k: self.sharding.in_plan_order(v) for k, v in constants.items()}
-        return constants
+        rows = np.asarray(jax.device_get(rows))
+        return rows if self.sharding is None else self.sharding.in_plan_order(rows)
 
     def record(self, train_state) -> dict:
         """What `population.json` holds: the settings, the lineage and each group's constants at the end
