@@ -204,7 +204,7 @@ def test_an_exploit_step_leaves_out_groups_without_a_finished_episode_and_takes_
     # Eight groups, five known: one loser (int(0.25 * 5) = 1), the best known one its winner.
     fitness = np.array([np.nan, 3.0, np.nan, 1.0, 2.0, np.nan, 5.0, 4.0])
     assert exploit(fitness, [np.arange(8)], 0.25, True, rng) == {3: 6}
-    # Diverged (its last fitness 9.0 stale) is the worst; ties keep the plan's order.
+    # Diverged (its last fitness, 9.0, from before it diverged) is the worst.
     diverged = np.array([False, False, True, False])
     assert exploit(np.array([1.0, 2.0, 9.0, np.nan]), members, 0.25, True, rng, diverged=diverged) == {2: 1}
     assert exploit(np.array([np.nan, 2.0, np.nan, np.nan]), members, 0.25, True, rng) == {}
