@@ -207,6 +207,9 @@ def test_an_exploit_step_leaves_out_groups_without_a_finished_episode_and_takes_
     # Diverged (its last fitness, 9.0, from before it diverged) is the worst.
     diverged = np.array([False, False, True, False])
     assert exploit(np.array([1.0, 2.0, 9.0, np.nan]), members, 0.25, True, rng, diverged=diverged) == {2: 1}
+    # Seven of eight diverged: the two worst take over the one that has not, never another diverged one.
+    fitness = np.where(np.arange(8) == 5, 1.0, np.nan)
+    assert exploit(fitness, [np.arange(8)], 0.25, True, rng, diverged=np.arange(8) != 5) == {6: 5, 7: 5}
     assert exploit(np.array([np.nan, 2.0, np.nan, np.nan]), members, 0.25, True, rng) == {}
     assert exploit(np.array([np.nan, 2.0, 9.0, np.nan]), members, 0.25, True, rng,
                    diverged=np.array([False, True, True, False])) == {}

@@ -68,9 +68,10 @@ def exploit(fitness: np.ndarray, members: list[np.ndarray], fraction: float, hig
         if len(known) < 2 or not np.isfinite(score).any():
             continue
         n = max(1, int(fraction * len(known)))
-        order = known[np.argsort(-score, kind="stable")]  # best first
+        ranks = np.argsort(-score, kind="stable")  # best first
+        order, winners = known[ranks], known[ranks[:n]][np.isfinite(score[ranks[:n]])]  # never a diverged winner
         for loser in order[-n:]:
-            moves[int(loser)] = int(order[rng.integers(n)])
+            moves[int(loser)] = int(winners[rng.integers(len(winners))])
     return moves
 
 
