@@ -57,8 +57,8 @@ def exploit(fitness: np.ndarray, members: list[np.ndarray], fraction: float, hig
             rng: np.random.Generator, diverged: np.ndarray | None = None) -> dict[int, int]:
     """`{loser: winner}` of one step: in each population, of its groups with a fitness (`fitness [G]`, NaN: no
     episode has ended yet) or diverged (`diverged [G]` bool: the worst), the worst `fraction` (at least one) each
-    draw a winner among the best as many; a population with fewer than two such groups, or none that has not
-    diverged, is left as it is."""
+    draw a winner among the best as many that have not diverged; a population with fewer than two such groups, or
+    none that has not diverged, is left as it is."""
     sign = 1.0 if higher_is_better else -1.0
     diverged = np.zeros(len(fitness), bool) if diverged is None else np.asarray(diverged, bool)
     moves = {}
