@@ -11,6 +11,7 @@
 
 import dataclasses
 import json
+import math
 import re
 import subprocess
 import tempfile
@@ -614,6 +615,43 @@ def test_halving_gives_each_kept_set_of_constants_neighbouring_groups_of_its_fil
     assert halving_slots(["g-0"], ["x"], 1) == ["x"]  # a file without constants: one group, its one set
 
 
+def test_the_halving_trains_each_file_again_with_the_constants_it_came_with():
+    """A file whose copy 0 an exploit step took over: its constants as proposed take the second place of the first
+    rung (two of its four groups, new seeds), named `<file>-proposed`, and win where they train best from scratch; a
+    copy 0 never taken over already has them (as the run wrote them), a file that came with none is left alone."""
+    from types import SimpleNamespace
+
+    from envcoder.search.population import Halving, as_proposed
+
+    rows = [{"name": f"f-{k}", "fitness": fit, "status": "ok", "source": f"f with w={w}"}
+            for k, (fit, w) in enumerate([(0.5, 0.01), (0.9, 0.02), (0.7, 0.03), (0.6, 0.04)])]
+    rows += [{"name": "g-0", "fitness": 0.8, "status": "ok", "source": "g as run"},
+             {"name": "h-0", "fitness": None, "status": "diverged", "source": "h as run"}]
+    lineage = [{"group": "f-0#3", "from": "f-1#4"}]  # f's copy 0 (seed 3) took over f-1's state, constants perturbed
+    files = {"f": "f with w=2.5", "g": "g as proposed", "h": "h as proposed", "k": "k as proposed"}
+    proposed = as_proposed(files, rows, lineage)
+    assert proposed == {"f": "f with w=2.5", "g": "g as run"}  # h's copy 0 diverged with them; k has no row
+
+    def ranked(table):  # best first by fitness, higher is better; no fitness: not ranked
+        return sorted((r for r in table if r["fitness"] is not None), key=lambda r: -r["fitness"])
+    halving = Halving(rows, ranked, True, "final", proposed)
+    slots = halving.slots(1)
+    assert [slots[f"f-{k}r1"] for k in range(4)] == ["f with w=0.02", "f with w=0.02", "f with w=2.5", "f with w=2.5"]
+    assert (slots["g-0r1"], slots["h-0r1"]) == ("g as run", "h as run")
+    fitness = {"f-0r1": 0.6, "f-1r1": 0.7, "f-2r1": 1.0, "f-3r1": 0.9, "g-0r1": 0.5, "h-0r1": 0.1}
+    halving.record(1, slots, [SimpleNamespace(name=n, fitness_mean=v, shaped_return=0.0, episode_length=1.0,
+                                              auc=math.nan) for n, v in fitness.items()])
+    slots = halving.slots(2)
+    assert [slots[f"f-{k}r2"] for k in range(4)] == ["f with w=2.5"] * 4  # the better of the two from scratch
+    table = {row["name"]: row for row in halving.rows(2, iteration=0)}
+    assert table["f-proposed"]["source"] == "f with w=2.5" and table["f-proposed"]["rung"] == 2
+    assert table["f-proposed"]["seeds"] == 2 and table["f-proposed"]["fitness"] == pytest.approx(0.95)
+    assert (table["f-1"]["status"], table["f-1"]["rung"], table["f-1"]["fitness"]) == ("dropped", 1, pytest.approx(0.65))
+    # Ranked first by the population run, the file's own constants keep their place (the second set goes on too).
+    first = Halving(rows, ranked, True, "final", {"f": "f with w=0.02"}).slots(1)
+    assert [first[f"f-{k}r1"] for k in range(4)] == ["f with w=0.02"] * 2 + ["f with w=0.03"] * 2
+
+
 @pytest.mark.slow
 def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
     """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) and of a
@@ -643,17 +681,24 @@ def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
     # trained again from scratch, 2, 4, then 8 seeds each, in the same 16 groups: nothing compiled.
     assert [(rung["sets"], rung["groups"], rung["compile"]["compiles"], rung["compile"]["traced"])
             for rung in record["halving"]] == [(8, 16, 0, 0), (4, 16, 0, 0), (2, 16, 0, 0)]
+    lineage = json.loads((out / "iter_00" / "eval" / "population.json").read_text())["lineage"]
     for file in ("init_poor_weights", "it00_c00"):
         rung_1 = {(out / "iter_00" / "rung_1" / "candidates" / f"{file}-{k}r1.py").read_text() for k in range(8)}
         kept = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] in rung_1]
         dropped = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] not in rung_1]
-        assert len(kept) == len(dropped) == 4 and min(kept) >= max(dropped)  # the population run's best four go on
+        assert min(kept) >= max(dropped)  # the population run's best go on: the start's best four, the child's best
+        if file == "it00_c00":  # three or four, and its constants as proposed (copy 0's, if it was never taken over)
+            taken = any(row["group"].startswith("it00_c00-0#") for row in lineage)
+            own = (out / "iter_00" / "candidates" / "it00_c00-0.py").read_text() if taken else next(
+                row["source"] for row in copies if row["name"] == "it00_c00-0")
+            assert own in rung_1 and len(kept) in (3, 4)
+        else:
+            assert len(kept) == len(dropped) == 4
         sets = [row for row in record["table"] if row.get("rung") and row["name"].startswith(file + "-")]
         assert sorted((row["rung"], row["seeds"], row["status"]) for row in sets) == [
             (1, 2, "dropped"), (1, 2, "dropped"), (2, 6, "dropped"), (3, 14, "ok")]
     population = summary["population"]
     assert population["copies"] == 16 and population["takeovers"] > 0 and population["interval"] == 3
-    lineage = json.loads((out / "iter_00" / "eval" / "population.json").read_text())["lineage"]
     assert [{"generation": 0, **row} for row in lineage] == population["lineage"]
     assert all(row["from"] != row["group"] and row["from"].split("-")[0] == row["group"].split("-")[0]
                for row in lineage)  # a takeover within one file's copies: the same code

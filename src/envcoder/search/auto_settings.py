@@ -52,7 +52,8 @@ class AutoSettings(RunSettings):
     """With "population" or "random": the groups that each candidate of an iteration trains as."""
     halving_rungs: int | None = None
     """With "population" or "random": rungs of successive halving after the population run, in which each file's
-    best constants so far train again from scratch with new seeds in the groups of those dropped, nothing recompiled
+    best constants so far (the population run's best and the file's own, `envcoder.search.population.as_proposed`)
+    train again from scratch with new seeds in the groups of those dropped, nothing recompiled
     (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4 copies); 0: the
     population run's own ranking decides."""
     provider: str | None = None

@@ -15,7 +15,12 @@ reused) while its constants compete in rungs. In rung `r` a file of `n` copies t
 constants so far from scratch, each in `n / (n >> r)` of its groups with new seeds, so the survivors take over the
 groups of those dropped; a set's score is its mean over every seed it trained with from scratch. The last rung's
 sets, one per file, are ranked by that mean (2 + 4 seeds for 4 copies): the population's last constants are
-judged as a researcher will use them, trained from the start, and over more than one seed.
+judged as a researcher will use them, trained from the start, and over more than one seed. Each file's constants
+as it came (`as_proposed`; not a starting file's, which the final evaluation trains anyway) take the second place
+of its first rung, with 4 copies or more, where the population run did not rank them first: an exploit step judges
+a copy on a few iterations of one run and can take over constants that would have learned (an Anymal alive bonus
+whose agents stand before they track). On Anymal every winner of six searches was a file as proposed
+(docs/benchmarks/search.md § 18).
 """
 
 from __future__ import annotations
@@ -66,6 +71,21 @@ def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, 
     return out
 
 
+PROPOSED = "proposed"
+"""The name of a file's constants as it came (`<file>-proposed`), where no copy ended the population run with them."""
+
+
+def as_proposed(files: dict[str, str], rows: list[dict], lineage: list[dict]) -> dict[str, str]:
+    """`{file: source}`: each of a population run's `files` (`{name: source}`) with the constants it came with, for
+    the halving to train from scratch (`Halving`): its copy 0's row where no exploit step took that copy over (the
+    same constants, as the run wrote them), else the file itself. None for a file whose copy 0 has no row, or ended
+    the run with the file's constants and diverged (`rows`: `population_rows`; `lineage`: `population.json`'s)."""
+    taken = {step["group"].rsplit("#", 1)[0] for step in lineage}
+    copy_0 = {row["name"][:-2]: row for row in rows if row["name"].endswith("-0")}
+    return {file: copy_0[file]["source"] if f"{file}-0" not in taken else source for file, source in files.items()
+            if file in copy_0 and (f"{file}-0" in taken or copy_0[file]["status"] != "diverged")}
+
+
 def halving_slots(copies: list[str], best_first: list, rung: int) -> list:
     """The set of constants (from `best_first`, a file's sets best first) that each of the file's groups (`copies`,
     its copy names in the order of their groups) trains in `rung` (1, 2, ...): its best `len(copies) >> rung` (at
@@ -81,8 +101,9 @@ class Halving:
     """A set of constants none of whose groups finished training in a rung (left out, or diverged)."""
 
     def __init__(self, rows: list[dict], ranked: Callable[[list[dict]], list[dict]], higher_is_better: bool,
-                 rank_by: str):
-        """`rows`: the population run's (`population_rows`); `ranked`: rows best first, as the search ranks them."""
+                 rank_by: str, proposed: dict[str, str] | None = None):
+        """`rows`: the population run's (`population_rows`); `ranked`: rows best first, as the search ranks them;
+        `proposed`: `{file: source}`, each file with the constants it came with (`as_proposed`)."""
         self.higher_is_better, self.rank_by = higher_is_better, rank_by
         self.files: dict[str, list[str]] = {}  # each file's copies, in their groups' order
         for row in sorted(rows, key=lambda row: row["name"]):
@@ -93,6 +114,11 @@ class Halving:
         self.best_first = {file: list(dict.fromkeys(  # the population run's ranking, the copies without a fitness last
             [row["source"] for row in ranked([r for r in rows if r["name"] in copies])] +
             [row["source"] for row in rows if row["name"] in copies])) for file, copies in self.files.items()}
+        for file, source in (proposed or {}).items():  # second, unless the population run ranked it first
+            if file in self.files and source not in self.best_first[file][:2]:
+                self.sets.setdefault(source, {"name": f"{file}-{PROPOSED}", "runs": []})
+                order = [s for s in self.best_first[file] if s != source]
+                self.best_first[file] = order[:1] + [source] + order[1:]
         self.last: dict[str, int] = {}  # each set's last rung
 
     def slots(self, rung: int) -> dict[str, str]:

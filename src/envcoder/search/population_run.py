@@ -12,7 +12,7 @@ from envcoder.candidates.constants import sources_with_constants
 from envcoder.candidates.sandbox import JailedError
 from envcoder.runs.directory import read_json, write_json
 from envcoder.runs.pbt import PopulationSettings
-from envcoder.search.population import CARRIED, Halving, population_rows, seed_population
+from envcoder.search.population import CARRIED, Halving, as_proposed, population_rows, seed_population
 from envcoder.text import plural
 
 
@@ -48,17 +48,19 @@ class PopulationIteration:
             seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
         table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
                   "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
-        rows = []
+        rows, record = [], None
         if results is not None:
-            record = eval_dir / "population.json"
-            rows = population_rows(results, read_json(record) if record.exists() else None, sources,
-                                   self.fitness.higher_is_better, self._with_constants, iteration)
+            record = read_json(eval_dir / "population.json") if (eval_dir / "population.json").exists() else None
+            rows = population_rows(results, record, sources, self.fitness.higher_is_better, self._with_constants,
+                                   iteration)
         eval_failures = {f.name: f.error for f in results.failures} if results else {}
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
                     for name in sources if name not in ranked]
         if rows and self.s.halving_rung_count:
-            rows += self._halving(iteration, rows)
+            rows += self._halving(iteration, rows, as_proposed(
+                {name: source for name, source in files.items() if name not in starts},  # trained in the final
+                rows, (record or {}).get("lineage", [])))
         return table + rows, failures, results
 
     def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
@@ -71,10 +73,11 @@ class PopulationIteration:
                 return [pairs[0][0]]
             return [source for pair in pairs for source in self._with_constants([pair])]
 
-    def _halving(self, iteration: int, rows: list[dict]) -> list[dict]:
-        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`): the table
-        rows of every set of constants trained in them; the population run's own rows become `copy` (not ranked)."""
-        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by)
+    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str]) -> list[dict]:
+        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`; `proposed`:
+        each file with the constants it came with): the table rows of every set of constants trained in them; the
+        population run's own rows become `copy` (not ranked)."""
+        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed)
         for row in rows:
             row["status"] = "copy" if row["status"] == "ok" else row["status"]
         rungs = self.s.halving_rung_count
