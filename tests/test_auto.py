@@ -652,6 +652,31 @@ def test_the_halving_trains_each_file_again_with_the_constants_it_came_with():
     assert [first[f"f-{k}r1"] for k in range(4)] == ["f with w=0.02"] * 2 + ["f with w=0.03"] * 2
 
 
+def test_a_halving_set_is_described_to_the_model_by_its_training_from_scratch(tmp_path):
+    """The reflection prompt's training statistics of a row: a halving set's are its groups' in its last rung (the
+    groups whose file is its source, averaged), not the population run's copy of the same name; an evaluated row's
+    are its evaluation's."""
+    from envcoder.search.prompts import row_statistics
+
+    def metrics(where, rows):
+        (where / "eval").mkdir(parents=True)
+        lines = ["candidate,seed,iteration,task_fitness,reward/alive"] + [",".join(map(str, r)) for r in rows]
+        (where / "eval" / "metrics.csv").write_text("\n".join(lines) + "\n")
+    metrics(tmp_path / "iter_00", [("f-1", 0, 0, 9.0, 9.0), ("f-1", 0, 1, 9.0, 9.0)])
+    rung = tmp_path / "iter_00" / "rung_2"
+    metrics(rung, [("f-0r2", 5, 0, 1.0, 0.5), ("f-0r2", 5, 1, 2.0, 0.5), ("f-1r2", 6, 0, 3.0, 1.5),
+                   ("f-1r2", 6, 1, 4.0, 1.5), ("g-0r2", 7, 0, 7.0, 7.0), ("g-0r2", 7, 1, 7.0, 7.0)])
+    (rung / "candidates").mkdir()
+    for name, source in (("f-0r2", "f as proposed"), ("f-1r2", "f as proposed"), ("g-0r2", "g")):
+        (rung / "candidates" / f"{name}.py").write_text(source)
+    halving_set = {"name": "f-1", "iteration": 0, "rung": 2, "source": "f as proposed"}
+    assert row_statistics(tmp_path, halving_set) == {"reward/alive": [1.0, 1.0], "task_fitness": [2.0, 3.0]}
+    evaluated = {"name": "f-1", "iteration": 0, "source": "f with w=0.02"}
+    assert row_statistics(tmp_path, evaluated) == {"reward/alive": [9.0, 9.0], "task_fitness": [9.0, 9.0]}
+    assert row_statistics(tmp_path, {**halving_set, "source": "not trained"}) is None
+    assert row_statistics(tmp_path, None) is None
+
+
 @pytest.mark.slow
 def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
     """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) and of a

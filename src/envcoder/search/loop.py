@@ -308,17 +308,12 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         last = iteration - 1
         record = read_json(self.out / f"iter_{last:02d}" / "iteration.json")
         best = next(iter(self._ranked(self.history)), None)
-        latest = next((row for row in record["table"] if row["name"] == record["best"]), None)
-
-        def stats(row):
-            if row is None:
-                return None
-            metrics = self.out / f"iter_{row['iteration']:02d}" / "eval" / "metrics.csv"
-            return prompts.training_statistics(metrics).get(row["name"])
-
+        latest = next((row for row in record["table"] if row["name"] == record["best"] and row["status"] == "ok"),
+                      None)  # ranked: a halving set, not the population run's copy of the same name
         return prompts.reflection_prompt(self.description, self.s.shaper_types, last + 1, self.fitness_name,
                                          self.fitness.higher_is_better, record["table"], record["failures"],
-                                         best, stats(best), latest, stats(latest))
+                                         best, prompts.row_statistics(self.out, best), latest,
+                                         prompts.row_statistics(self.out, latest))
 
     def _ranked(self, rows: Sequence[dict]) -> list[dict]:
         """Trained, non-diverged candidates with a finite fitness, best first, as an evaluation ranks them

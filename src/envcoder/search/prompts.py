@@ -83,10 +83,28 @@ def training_statistics(metrics_csv: Path, points: int = 10) -> dict[str, dict[s
         stats[name] = {}
         for key, by_iteration in per_key.items():
             iterations = sorted(by_iteration)
-            picks = sorted({iterations[round(i * (len(iterations) - 1) / max(points - 1, 1))]
-                            for i in range(min(points, len(iterations)))})
+            n = min(points, len(iterations))  # every one where there are fewer
+            picks = sorted({iterations[round(i * (len(iterations) - 1) / max(n - 1, 1))] for i in range(n)})
             stats[name][key] = [sum(by_iteration[i]) / len(by_iteration[i]) for i in picks]
     return stats
+
+
+def row_statistics(out: Path, row: Mapping | None) -> dict[str, list[float]] | None:
+    """The training statistics (`training_statistics`) of a search's table row (`out`: the run's directory): a
+    halving set's from its groups in its last rung, trained from scratch (`iter_KK/rung_R/`, averaged over them),
+    another row's from its iteration's evaluation; None where there are none."""
+    if row is None:
+        return None
+    where = out / f"iter_{row['iteration']:02d}"
+    if not row.get("rung"):
+        return training_statistics(where / "eval" / "metrics.csv").get(row["name"])
+    where = where / f"rung_{row['rung']}"
+    groups = [f.stem for f in sorted((where / "candidates").glob("*.py")) if f.read_text() == row["source"]]
+    per_group = [stats for name, stats in training_statistics(where / "eval" / "metrics.csv").items()
+                 if name in groups]
+    keys = set.intersection(*(set(stats) for stats in per_group)) if per_group else set()
+    return {key: [sum(values) / len(values) for values in zip(*(stats[key] for stats in per_group))]
+            for key in sorted(keys)} or None
 
 
 def statistics_text(stats: Mapping[str, list[float]]) -> str:
