@@ -652,6 +652,33 @@ def test_the_halving_trains_each_file_again_with_the_constants_it_came_with():
     assert [first[f"f-{k}r1"] for k in range(4)] == ["f with w=0.02"] * 2 + ["f with w=0.03"] * 2
 
 
+@pytest.mark.parametrize("proposer", ["population", "random"])
+def test_only_a_population_search_trains_a_file_as_proposed_in_its_first_rung(proposer, tmp_path, monkeypatch):
+    """Each copy 0 (a file with the constants it came with) ranks last in the population run: a population search's
+    first rung trains it in second place for every proposed file (not the starting one), a random search's (no
+    exploit step, each copy judged by a run from scratch) keeps its two best copies. (The training is stood in for.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    def value(name, seed):  # copies 1, 2, 3: 0.6, 0.7, 0.8; copy 0: 0.1
+        copy = name.rsplit("-", 1)[-1].split("r")[0]
+        return 0.4 if name == "task_default" else 0.1 if copy == "0" else 0.5 + 0.1 * int(copy) if copy.isdigit() \
+            else 0.5
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(value))
+    out = tmp_path / proposer
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--proposer", proposer, "--copies", "4", "--candidates-per-iteration", "1", "--iterations", "2",
+                 "--final-top", "1", "--out", str(out)]) == 0
+    for iteration in (out / "iter_00", out / "iter_01"):
+        files = {p.stem[:-2] for p in (iteration / "candidates").glob("*-0.py")}
+        assert len(files) == (1 if proposer == "random" else 2 if iteration.name == "iter_00" else 3)
+        for file in files:
+            rung_1 = [(iteration / "rung_1" / "candidates" / f"{file}-{k}r1.py").read_text() for k in range(4)]
+            copies = [(iteration / "candidates" / f"{file}-{k}.py").read_text() for k in range(4)]
+            proposed = proposer == "population" and not file.startswith("init_")
+            assert rung_1 == [copies[3]] * 2 + [copies[0] if proposed else copies[2]] * 2, file
+
+
 def test_a_halving_set_is_described_to_the_model_by_its_training_from_scratch(tmp_path):
     """The reflection prompt's training statistics of a row: a halving set's are its groups' in its last rung (the
     groups whose file is its source, averaged), not the population run's copy of the same name; an evaluated row's
@@ -724,6 +751,8 @@ def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
             (1, 2, "dropped"), (1, 2, "dropped"), (2, 6, "dropped"), (3, 14, "ok")]
     population = summary["population"]
     assert population["copies"] == 16 and population["takeovers"] > 0 and population["interval"] == 3
+    assert "each file's best constants (the population's and its own as proposed) trained again" in " ".join(
+        (out / "summary.md").read_text().split())
     assert [{"generation": 0, **row} for row in lineage] == population["lineage"]
     assert all(row["from"] != row["group"] and row["from"].split("-")[0] == row["group"].split("-")[0]
                for row in lineage)  # a takeover within one file's copies: the same code

@@ -14,13 +14,13 @@ after the population run, each file keeps its groups (the same code in the same 
 reused) while its constants compete in rungs. In rung `r` a file of `n` copies trains its best `n >> r` sets of
 constants so far from scratch, each in `n / (n >> r)` of its groups with new seeds, so the survivors take over the
 groups of those dropped; a set's score is its mean over every seed it trained with from scratch. The last rung's
-sets, one per file, are ranked by that mean (2 + 4 seeds for 4 copies): the population's last constants are
-judged as a researcher will use them, trained from the start, and over more than one seed. Each file's constants
-as it came (`as_proposed`; not a starting file's, which the final evaluation trains anyway) take the second place
-of its first rung, with 4 copies or more, where the population run did not rank them first: an exploit step judges
-a copy on a few iterations of one run and can take over constants that would have learned (an Anymal alive bonus
-whose agents stand before they track). On Anymal every winner of six searches was a file as proposed
-(docs/benchmarks/search.md § 18).
+sets, one per file, are ranked by that mean (2 + 4 seeds for 4 copies): the population's last constants are judged
+as a researcher will use them, trained from the start, and over more than one seed. Each file's constants as it came
+(`as_proposed`; not a starting file's, which the final evaluation trains anyway, nor in a random search, which has
+no exploit step) take the second place of its first rung, with 4 copies or more, where the population run did not
+rank them first: an exploit step judges a copy on a few iterations of one run and can take over constants that would
+have learned (an Anymal alive bonus whose agents stand before they track). On Anymal every winner of six searches
+was a file as proposed (docs/benchmarks/search.md § 18).
 """
 
 from __future__ import annotations

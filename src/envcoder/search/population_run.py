@@ -57,10 +57,10 @@ class PopulationIteration:
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
                     for name in sources if name not in ranked]
-        if rows and self.s.halving_rung_count:
-            rows += self._halving(iteration, rows, as_proposed(
-                {name: source for name, source in files.items() if name not in starts},  # trained in the final
-                rows, (record or {}).get("lineage", [])))
+        if rows and self.s.halving_rung_count:  # a random search's copies are never taken over: nothing to add
+            proposed = as_proposed({name: source for name, source in files.items() if name not in starts},
+                                   rows, (record or {}).get("lineage", [])) if self.s.proposer == "population" else {}
+            rows += self._halving(iteration, rows, proposed)  # a start's own constants: the final trains them
         return table + rows, failures, results
 
     def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:

@@ -52,9 +52,10 @@ def summary_text(summary: dict) -> str:
                       f"Random search: {population['copies']} copies with random constants trained; no exploit step."]
         rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
         if rungs:
-            lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file's best constants (the "
-                          "population's and its own as proposed) trained again from scratch in the groups of those "
-                          "dropped, ranked by the mean over their seeds.")
+            own = " (the population's and its own as proposed)" if population["interval"] else ""
+            lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file's best constants{own} "
+                          "trained again from scratch in the groups of those dropped, ranked by the mean over their "
+                          "seeds.")
     if summary["iterations"]:
         lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
                   "|---|---|---|---|---|"]
