@@ -646,7 +646,8 @@ def test_the_halving_trains_each_file_again_with_the_constants_it_came_with():
     table = {row["name"]: row for row in halving.rows(2, iteration=0)}
     assert table["f-proposed"]["source"] == "f with w=2.5" and table["f-proposed"]["rung"] == 2
     assert table["f-proposed"]["seeds"] == 2 and table["f-proposed"]["fitness"] == pytest.approx(0.95)
-    assert (table["f-1"]["status"], table["f-1"]["rung"], table["f-1"]["fitness"]) == ("dropped", 1, pytest.approx(0.65))
+    dropped = table["f-1"]
+    assert (dropped["status"], dropped["rung"], dropped["fitness"]) == ("dropped", 1, pytest.approx(0.65))
     # Ranked first by the population run, the file's own constants keep their place (the second set goes on too).
     first = Halving(rows, ranked, True, "final", {"f": "f with w=0.02"}).slots(1)
     assert [first[f"f-{k}r1"] for k in range(4)] == ["f with w=0.02"] * 2 + ["f with w=0.03"] * 2
