@@ -72,14 +72,14 @@ def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, 
 
 
 PROPOSED = "proposed"
-"""The name of a file's constants as it came (`<file>-proposed`), where no copy ended the population run with them."""
+"""The name of a file's constants as it came (`<file>-proposed`), where an exploit step took its copy 0 over."""
 
 
 def as_proposed(files: dict[str, str], rows: list[dict], lineage: list[dict]) -> dict[str, str]:
     """`{file: source}`: each of a population run's `files` (`{name: source}`) with the constants it came with, for
     the halving to train from scratch (`Halving`): its copy 0's row where no exploit step took that copy over (the
-    same constants, as the run wrote them), else the file itself. None for a file whose copy 0 has no row, or ended
-    the run with the file's constants and diverged (`rows`: `population_rows`; `lineage`: `population.json`'s)."""
+    same constants, as the run wrote them), else the file itself. A file is left out where its copy 0 has no row, or
+    diverged with the file's constants (`rows`: `population_rows`; `lineage`: `population.json`'s)."""
     taken = {step["group"].rsplit("#", 1)[0] for step in lineage}
     copy_0 = {row["name"][:-2]: row for row in rows if row["name"].endswith("-0")}
     return {file: copy_0[file]["source"] if f"{file}-0" not in taken else source for file, source in files.items()
