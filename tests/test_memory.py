@@ -50,15 +50,15 @@ def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its
     of 1,024 groups × 256 envs however many groups train), `--evaluation-envs` chooses another number, and a run
     past that size compiles its evaluation after training instead of beside it (the compile's allocations split
     the pool of a full GPU)."""
-    from envcoder.rl import learner
+    from envcoder.rl import programs
 
-    assert learner.evaluation_envs_per_group(None, 8192, 256, "jax") == 32  # 8,192 Ant candidates on one GPU
-    assert learner.evaluation_envs_per_group(None, 1024, 256, "jax") == 256
-    assert learner.evaluation_envs_per_group(None, 60, 256, "jax") == 256  # the README's Anymal job: unchanged
-    assert learner.evaluation_envs_per_group(500, 60, 256, "jax") == 256
-    assert learner.evaluation_envs_per_group(None, 8192, 256, "warp") == 256  # Warp's worlds are fixed
+    assert programs.evaluation_envs_per_group(None, 8192, 256, "jax") == 32  # 8,192 Ant candidates on one GPU
+    assert programs.evaluation_envs_per_group(None, 1024, 256, "jax") == 256
+    assert programs.evaluation_envs_per_group(None, 60, 256, "jax") == 256  # the README's Anymal job: unchanged
+    assert programs.evaluation_envs_per_group(500, 60, 256, "jax") == 256
+    assert programs.evaluation_envs_per_group(None, 8192, 256, "warp") == 256  # Warp's worlds are fixed
     with pytest.raises(ValueError, match="--evaluation-envs 0"):
-        learner.evaluation_envs_per_group(0, 1, 8, "jax")
+        programs.evaluation_envs_per_group(0, 1, 8, "jax")
 
     task = get_task("Cartpole")
     sim = Simulator(task.model_file, task.substeps)
@@ -66,7 +66,7 @@ def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its
     config = PPOConfig.for_task(task, horizon_length=4, units=(8,))
     small = GroupedPPO(task, [candidate], config, 8, (0, 1), sim)
     assert small.evaluation_envs == 8 and small.compiles_evaluation_early
-    monkeypatch.setattr(learner, "EVALUATION_ENVS", 8)  # as if 16 environments filled a device
+    monkeypatch.setattr(programs, "EVALUATION_ENVS", 8)  # as if 16 environments filled a device
     large = GroupedPPO(task, [candidate], config, 8, (0, 1), sim)
     assert large.evaluation_envs == 4 and not large.compiles_evaluation_early
     chosen = GroupedPPO(task, [candidate], config, 8, (0, 1), sim, evaluation_envs=3)

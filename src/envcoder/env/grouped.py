@@ -31,7 +31,7 @@ from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.env.grouping import GroupPlan
 from envcoder.shaping.api import split_reward
 from envcoder.sim import Simulator
-from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete
+from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete, delayed, pushed
 from envcoder.tasks.base import Task
 
 
@@ -300,11 +300,12 @@ class GroupedEnv:
     def step(self, env: EnvState, clipped_actions, pool: ResetPool, key) -> tuple[EnvState, StepInfo]:
         """Apply actions (`[G, E, A_max]`, in [-1, 1]), step physics, compute reward/terminal/fitness, reset the
         environments whose episode ended from `pool`. `key [G, 2]`: the step's randomness (pushes)."""
-        applied, past_actions = self._delayed(env, clipped_actions)
+        applied, past_actions = (clipped_actions, None) if env.past_actions is None else delayed(
+            clipped_actions, env.past_actions, env.physics["action_latency"])
         data, ctrl = self._physics(env, applied)
         stepped_forces = self.sim.task_contact_forces(self.task, data)
         if "push_interval" in env.physics:
-            data = self._push(env, data, key)
+            data = data.replace(qvel=pushed(data.qvel, env.physics, env.progress, key, self.sim.randomizer.push_dofs))
         # An env whose physics blew up under finite controls (MJX can, under extreme contacts: non-finite,
         # or finite but faster than the task's max_qvel) ends as a failure from its last sane state and is
         # counted, instead of turning the whole candidate's data into NaN or paying it for a solver
@@ -342,15 +343,6 @@ class GroupedEnv:
                          None if past_actions is None else jnp.zeros_like(past_actions), env.curriculum)
         return self._select(done, reset, after), info
 
-    def _delayed(self, env: EnvState, clipped_actions):
-        """`(the action the motors get, the new action history)`: with a randomized `action_latency`, the action
-        of that many steps ago."""
-        if env.past_actions is None:
-            return clipped_actions, None
-        history = jnp.concatenate([clipped_actions[:, :, None], env.past_actions], axis=2)
-        latency = jnp.clip(jnp.round(env.physics["action_latency"]), 0, MAX_ACTION_LATENCY).astype(jnp.int32)
-        return jnp.take_along_axis(history, latency[..., None, None], axis=2)[:, :, 0], history[:, :, :-1]
-
     def _physics(self, env: EnvState, applied):
         """The control step's physics substeps: `(data, the last substep's controls)`."""
         model_fields = {name: value for name, value in env.physics.items() if name in MODEL_FIELDS}
@@ -376,16 +368,6 @@ class GroupedEnv:
             return jax.tree.map(lambda x, like: x.reshape(like.shape), stepped, data), ctrl
 
         return jax.lax.fori_loop(0, self.sim.substeps, physics_step, (self.sim.expand(env.data), env.torques))
-
-    def _push(self, env: EnvState, data, key):
-        """`data` with the randomized pushes of this step applied: a push changes the base's velocity at once."""
-        interval = jnp.round(env.physics["push_interval"]).astype(jnp.int32)
-        now = (interval > 0) & ((env.progress + 1) % jnp.maximum(interval, 1) == 0)
-        dofs = self.sim.randomizer.push_dofs
-        kick = jax.vmap(lambda k: jax.random.uniform(k, (self.num_envs, len(dofs)), minval=-1.0, maxval=1.0))(
-            jax.vmap(lambda k: jax.random.fold_in(k, 0x9054))(key))
-        kick = kick * env.physics["push_velocity"][..., None] * now[..., None]
-        return data.replace(qvel=data.qvel.at[..., dofs[0]:dofs[-1] + 1].add(kick))
 
     # ---- whole episodes -----------------------------------------------------------------------------
 

@@ -1,34 +1,23 @@
 """Settings of each algorithm (`PPOConfig`, `DQNConfig`, `SACConfig`). Names and meanings follow rl_games, so IsaacGymEnvs
 configs carry over.
 
-A run's settings are resolved in layers, each checked for unknown names and wrong types: the config class's
-defaults, the algorithm's section of the task's `tasks/configs/<task>.yaml`, a `--config FILE`, then
-`ALGO.KEY=VALUE` overrides (e.g. `ppo.learning_rate=1e-3`).
+A run's settings are resolved in layers, each checked for unknown names and wrong types
+(`envcoder.rl.typed_settings`): the config class's defaults, the algorithm's section of the task's
+`tasks/configs/<task>.yaml`, a `--config FILE`, then `ALGO.KEY=VALUE` overrides (e.g. `ppo.learning_rate=1e-3`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import typing
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
-CHOICES = {"lr_schedule": ("adaptive", "linear", "none"), "activation": ("elu", "relu", "tanh", "silu")}
-"""Settings that take one of a few strings."""
+from envcoder.rl.typed_settings import ConfigError, Settings
 
-
-class ConfigError(ValueError):
-    """A setting that is unknown or has the wrong type; the message names where it came from."""
-
-
-class Settings:
-    """What every algorithm's settings can do: be changed, and be resolved from checked layers."""
-
-    def replace(self, **changes: Any):
-        return dataclasses.replace(self, **changes)
+class AlgorithmSettings(Settings):
+    """An algorithm's settings (`ALGORITHMS`): those of a task are its defaults, then its `tasks/configs` file."""
 
     @classmethod
     def for_task(cls, task, **changes: Any):
@@ -36,19 +25,13 @@ class Settings:
         algo = next(name for name, a in ALGORITHMS.items() if a.config is cls)
         return cls.resolve([(str(task.config_file), task_settings(task, algo)), ("arguments", changes)])
 
-    @classmethod
-    def resolve(cls, layers: Sequence[tuple[str, Mapping[str, Any]]]):
-        """Defaults, then each `(where, settings)` layer in turn. Raises `ConfigError` naming `where`."""
-        merged: dict[str, Any] = {}
-        for where, settings in layers:
-            for name, value in dict(settings).items():
-                merged[name] = _checked(cls, name, value, where, merged.get(name))
-        return cls(**merged)
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(Settings):
+class PPOConfig(AlgorithmSettings):
     """Settings of the per-candidate PPO. Every candidate trains with the same settings."""
+
+    section_name = "PPO"
 
     horizon_length: int = 16
     """Control steps each environment collects per iteration."""
@@ -128,6 +111,8 @@ class CentralValueConfig(Settings):
     `units` and `activation`; `kl_threshold` and `schedule_type` are accepted and, as in rl_games, change nothing
     (its central value keeps a constant step size unless `lr_schedule` is linear)."""
 
+    section_name = "central_value_config"
+
     learning_rate: float = 5e-4
     """Adam step size of the critic."""
     lr_schedule: str = "none"
@@ -154,9 +139,40 @@ class CentralValueConfig(Settings):
     activation: str | None = None
     """Hidden activation of the critic; None: PPO's `activation`."""
 
+    @classmethod
+    def from_mapping(cls, value: Any, where: str) -> dict:
+        """A `central_value_config` mapping in envcoder's names: rl_games' `network: {mlp: {units, activation}}`
+        becomes `units`/`activation`, and the keys rl_games ignores there are dropped."""
+        section = {k: v for k, v in super().from_mapping(value, where).items()
+                   if k not in ("kl_threshold", "schedule_type")}
+        network = section.pop("network", None)
+        if network is None:
+            return section
+        if not isinstance(network, Mapping):
+            raise ConfigError(f"{where}: central_value_config.network must be a mapping, got {network!r}")
+        for key, value in network.items():
+            if key == "mlp":
+                continue
+            if key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
+                raise ConfigError(f"{where}: central_value_config.network.{key}: {value!r} is not supported; "
+                                  f"envcoder's critic is an MLP set by network.mlp.units and network.mlp.activation")
+        mlp = network.get("mlp") or {}
+        for key, value in mlp.items():
+            if key in ("units", "activation"):
+                section[key] = value
+            elif key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
+                raise ConfigError(f"{where}: central_value_config.network.mlp.{key}: {value!r} is not supported; "
+                                  f"only units and activation can be set")
+        return section
+
+
+_RL_GAMES_NETWORK = {"name": ("actor_critic",), "central_value": (True,), "d2rl": (False,),
+                     "initializer": ({"name": "default"},), "regularizer": ({"name": "None"}, {"name": None})}
+"""rl_games network keys a central value section may carry, and the values envcoder builds (any other is refused)."""
+
 
 @dataclasses.dataclass(frozen=True)
-class OffPolicySettings(Settings):
+class OffPolicySettings(AlgorithmSettings):
     """The settings that DQN and SAC share (each adds its own)."""
 
     grad_norm: float = 10.0
@@ -186,6 +202,8 @@ class OffPolicySettings(Settings):
 class DQNConfig(OffPolicySettings):
     """Settings of the per-candidate (double) DQN, for discrete actions. Every candidate trains with the same
     settings; each group has its own replay buffer on the device."""
+
+    section_name = "DQN"
 
     steps_per_epoch: int = 4
     """Control steps each environment collects per iteration."""
@@ -224,6 +242,8 @@ class SACConfig(OffPolicySettings):
     """Settings of the per-candidate SAC, for continuous actions: twin critics, automatic entropy tuning, and a
     replay buffer per candidate on the device. Many environments and several gradient steps per iteration, as in
     recent fast off-policy work on GPU simulators."""
+
+    section_name = "SAC"
 
     steps_per_epoch: int = 1
     """Control steps each environment collects per iteration."""
@@ -297,93 +317,6 @@ def algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
         raise ValueError(f"unknown --algo {name!r}; choose from {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
-
-NESTED = {"central_value_config": CentralValueConfig}
-"""Settings that are themselves a section of settings."""
-
-_RL_GAMES_NETWORK = {"name": ("actor_critic",), "central_value": (True,), "d2rl": (False,),
-                     "initializer": ({"name": "default"},), "regularizer": ({"name": "None"}, {"name": None})}
-"""rl_games network keys a central value section may carry, and the values envcoder builds (any other is refused)."""
-
-
-def _section_name(cls) -> str:
-    return next((name.upper() for name, a in ALGORITHMS.items() if a.config is cls),
-                next((n for n, c in NESTED.items() if c is cls), cls.__name__))
-
-
-def _central_value_section(value: Any, where: str) -> dict:
-    """A `central_value_config` mapping in envcoder's names: rl_games' `network: {mlp: {units, activation}}` becomes
-    `units`/`activation`, and the keys rl_games ignores there are dropped."""
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: central_value_config must be a mapping of settings (or null), got {value!r}")
-    section = {k: v for k, v in value.items() if k not in ("kl_threshold", "schedule_type")}
-    network = section.pop("network", None)
-    if network is None:
-        return section
-    if not isinstance(network, Mapping):
-        raise ConfigError(f"{where}: central_value_config.network must be a mapping, got {network!r}")
-    for key, value in network.items():
-        if key == "mlp":
-            continue
-        if key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
-            raise ConfigError(f"{where}: central_value_config.network.{key}: {value!r} is not supported; envcoder's "
-                              f"critic is an MLP set by network.mlp.units and network.mlp.activation")
-    mlp = network.get("mlp") or {}
-    for key, value in mlp.items():
-        if key in ("units", "activation"):
-            section[key] = value
-        elif key not in _RL_GAMES_NETWORK or value not in _RL_GAMES_NETWORK[key]:
-            raise ConfigError(f"{where}: central_value_config.network.mlp.{key}: {value!r} is not supported; "
-                              f"only units and activation can be set")
-    return section
-
-
-def _kind(cls, name: str) -> str:
-    expected = typing.get_type_hints(cls)[name]
-    return expected.__name__ if isinstance(expected, type) else str(expected).replace("typing.", "")
-
-
-def _checked(cls, name: str, value: Any, where: str, current: Any = None) -> Any:
-    """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected. A nested
-    section's `value` (a mapping) is merged onto the `current` one of the earlier layers."""
-    hints = typing.get_type_hints(cls)
-    if name not in hints:
-        close = difflib.get_close_matches(name, list(hints), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; known settings: {', '.join(hints)}"
-        raise ConfigError(f"{where}: unknown {_section_name(cls)} setting {name!r}{hint}")
-    expected = hints[name]
-    if name in NESTED:
-        if value is None or isinstance(value, NESTED[name]):
-            return value
-        earlier = dataclasses.asdict(current) if isinstance(current, NESTED[name]) else {}
-        return NESTED[name].resolve([("", earlier), (f"{where}: {name}", _central_value_section(value, where))])
-    is_int = isinstance(value, int) and not isinstance(value, bool)
-    if expected is bool and isinstance(value, bool):
-        return value
-    if expected is int and is_int:
-        return value
-    if expected is float and (is_int or isinstance(value, float)):
-        return float(value)
-    if expected in (float, float | None) and isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    if expected == (int | None) and (value is None or is_int):
-        return value
-    if expected == (float | None) and (value is None or is_int or isinstance(value, float)):
-        return None if value is None else float(value)
-    if expected in (str, str | None) and isinstance(value, str):
-        if name in CHOICES and value not in CHOICES[name]:
-            raise ConfigError(f"{where}: {name} must be one of {', '.join(CHOICES[name])}, got {value!r}")
-        return value
-    if value is None and expected in (str | None, tuple[int, ...] | None):
-        return value
-    if expected in (tuple[int, ...], tuple[int, ...] | None) and isinstance(value, (list, tuple)) and value and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return tuple(value)
-    raise ConfigError(f"{where}: {name} expects {_kind(cls, name)}, got {value!r} ({type(value).__name__})")
-
 
 def load_config_file(path: str | Path, algo: str = "ppo") -> dict:
     """A YAML file of `algo`'s settings (rl_games names), as a dict: either the settings themselves, or a file

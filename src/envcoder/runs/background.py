@@ -19,8 +19,11 @@ import threading
 import time
 from typing import Callable
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from envcoder.text import shown
 
 _STOP = object()
 
@@ -93,6 +96,20 @@ def training_progress(console: Console, iterations: int, completed: int):
                                               best="")
     finally:
         sys.setswitchinterval(switch_interval)
+
+
+def progress_text(state, labels: list[str], higher_is_better: bool) -> str:
+    """The progress bar's text: the best group so far, the solved, diverged and reset counts (of the driver's
+    `DriverState`, for its groups `labels`)."""
+    best_of = np.nanargmax if higher_is_better else np.nanargmin
+    best = "" if np.all(np.isnan(state.last_fitness)) else (
+        f"best {shown(labels[int(best_of(state.last_fitness))].split('#')[0])} "
+        f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
+    if state.reported_solved:
+        best += f" | {len(state.reported_solved)}/{len(labels)} solved"
+    if state.reported_divergence or state.physics_resets:
+        best += f" | {len(state.reported_divergence)} diverged, {state.physics_resets} physics resets"
+    return best
 
 
 class LoggedProgress:

@@ -155,3 +155,9 @@ def resume_hint(command: str, run: Path) -> str:
         except (ValueError, OSError):
             where = "from its last checkpoint"
     return f"; `envcoder eval --resume {run}` continues it {where}"
+
+
+def checkpoint_due(done: int, config) -> bool:
+    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last (of
+    the algorithm's settings, `config`)."""
+    return done == config.max_epochs or bool(config.save_frequency and done % config.save_frequency == 0)

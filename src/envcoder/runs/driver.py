@@ -23,8 +23,9 @@ import numpy as np
 from rich.console import Console
 
 from envcoder.compile_cache import CompileMeter
-from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, training_progress
-from envcoder.runs.checkpoint import has_train_state, load_train_state, read_progress, write_checkpoint
+from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, progress_text, training_progress
+from envcoder.runs.checkpoint import (checkpoint_due, has_train_state, load_train_state, read_progress,
+                                      write_checkpoint)
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
 from envcoder.runs.pbt import Population
@@ -33,8 +34,7 @@ from envcoder.runs.report import write_report
 from envcoder.runs.ranking import learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
-from envcoder.candidates.prepare import memory_suspects
-from envcoder.runs.watchdog import describe_compile, describe_run, guard, hang_passed, leave_out, past_fault
+from envcoder.runs.watchdog import RunWatch
 from envcoder.env.grouping import GroupPlan
 from envcoder.text import plural, shown
 
@@ -44,7 +44,7 @@ class TrainingDriver:
 
     def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
                  restart: Sequence[str] | None = None):
-        self.job, self.run_dir, self.console, self.restart = job, run_dir, console, restart
+        self.job, self.run_dir, self.console = job, run_dir, console
         self.settings, self.config = job.settings, job.config
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
@@ -57,9 +57,7 @@ class TrainingDriver:
             self.state.survivors = saved.get("survivors", self.state.survivors)
             self.state.next_survivors = saved.get("next_survivors")
         self.validation_s = validation_s
-        hung = run_dir.read_hung() if resume else []
-        self.halving = hung[-1] if hung and "bisecting" in hung[-1] else None
-        """The hang whose candidate this run is finding by halves (`watchdog.bisect`): checkpoints wait till then."""
+        self.watch = RunWatch(job, run_dir, self.state, restart, resume)  # the stage, the limits, what hung
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
         self.trainer = self._rung_trainer()
         self.population = Population.of_run(self.settings, job, self.trainer, read_progress(
@@ -68,7 +66,6 @@ class TrainingDriver:
         self.tensorboard = self.wandb = None
         self.timings: dict = {}
         self.evaluation_compiled = None  # the evaluation, compiling in the background during the last rung
-        self.stage = "starting"  # what the run does now, for an error's message (`_compiling`, `_running`)
 
     # ---- the current rung ---------------------------------------------------------------------------
 
@@ -80,48 +77,8 @@ class TrainingDriver:
         self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in trainer.groups])
                                for n in trainer.component_names}
         self.steps_per_iteration = len(trainer.labels) * trainer.num_envs * self.config.horizon_length
-        self.candidates = list({g.candidate.name: g.candidate for g in trainer.groups}.values())
+        self.watch.trainer = trainer
         return trainer
-
-    def _compiling(self, what: str):
-        """The watchdog ends the process with a clear message when a compile hangs..."""
-        self.stage = what
-        limit = self.settings.compile_timeout_s
-        return guard(limit, describe_compile(what, limit, self.candidates, lambda: self.trainer.plan.now_tracing(),
-                                             "--compile-timeout"))
-
-    def _running(self, what: str):
-        """... or an iteration (an `eval` run whose candidate loops for ever goes on without it: `_leave_out`)."""
-        self.stage = what
-        limit = self.settings.iteration_timeout_s
-        return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"), on_hang=self._leave_out)
-
-    def _leave_out(self, message: str) -> None:
-        """A hung iteration: restart the run without its suspects where others are left (`watchdog.leave_out`)."""
-        if jax.process_count() == 1 and self.run_dir.writes:
-            leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
-                      message, self.restart, evaluating=self.stage == "the final evaluation")
-
-    def out_of_memory(self, message: str) -> None:
-        """The device ran out of memory (`message`: why) while training or evaluating: where candidates need a share
-        of it at the run's size (`memory_suspects`), or a search for what failed is open, the one is found by halves
-        across restarts as for a hang (`leave_out`; no return then). Else the run's size is the cause: returns."""
-        if jax.process_count() != 1 or not self.run_dir.writes or not self.stage.startswith(
-                ("compiling the training", "dispatching training", "training iteration", "the final evaluation")):
-            return
-        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.num_envs)
-        if heavy or self.halving is not None:
-            leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
-                      message, self.restart, evaluating=self.stage == "the final evaluation", suspects=heavy)
-
-    def _past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
-        """Where this run, halving for what hung (`halving`), got past it (`watchdog.past_fault`), the culprit is in
-        the half left out: `watchdog.hang_passed` restarts to halve that."""
-        if self.halving is not None and past_fault(self.halving, self.state.done, self.job.iterations, stopped,
-                                                   evaluated):
-            if jax.process_count() == 1 and self.run_dir.writes:
-                hang_passed(self.run_dir, self.restart)
-            self.halving = None
 
     def _announce(self) -> None:
         trainer, settings, schedule = self.trainer, self.settings, self.job.schedule
@@ -142,8 +99,8 @@ class TrainingDriver:
         self._announce()
         start = time.perf_counter()
         state, run_dir = self.state, self.run_dir
-        with self._compiling("compiling the initialization and the training iteration"):  # traced here, compiled
-            train_state = self.trainer.init(prepare_iteration=True)                       # meanwhile
+        with self.watch.compiling("compiling the initialization and the training iteration"):  # traced here,
+            train_state = self.trainer.init(prepare_iteration=True)                             # compiled meanwhile
         state.last_fitness = np.full(len(self.labels), np.nan)
         state.best_written = np.full(len(self.labels), -2)
         if self.resumed:
@@ -175,7 +132,7 @@ class TrainingDriver:
         """Write the train state, every group's last policy and the best policies that changed, in the
         background. The next dispatch donates `train_state`: it is copied on the device first where the memory
         allows (the device runs on while the copy is read back), else read back now."""
-        if self.halving is not None:  # the checkpoint before the hang is where each half of the search restarts
+        if self.watch.halving is not None:  # the checkpoint before the hang is where each half of a search restarts
             return
         trainer, labels, best_written = self.trainer, self.labels, self.state.best_written  # this rung's
         snapshot = trainer.snapshot(train_state)
@@ -208,6 +165,7 @@ class TrainingDriver:
                 console.print(f"[green]solved[/green] {shown(labels[g])} at iteration {iteration}: task fitness "
                               f"{metrics['task_fitness'][g]:.3f} reached score_to_win {self.config.score_to_win}; "
                               "it keeps that policy and stops updating", highlight=False)
+        state.physics_resets += int(np.nansum(metrics["physics_failures"]))  # NaN: a diverged group
         finished = ~np.isnan(metrics["task_fitness"])
         state.last_fitness[finished] = metrics["task_fitness"][finished]
         state.history.append((iteration, {k: metrics[k] for k in RUNG_KEYS}))
@@ -221,22 +179,8 @@ class TrainingDriver:
             if log is not None:
                 self.writer.submit(functools.partial(log.write, iteration, metrics, extra, rows))
         self.progress.update(self.bar, advance=1, rate=f"{extra['env_steps_per_s'] / 1e3:,.0f}k steps/s",
-                             best=self._status(metrics))
+                             best=progress_text(state, labels, self.job.fitness.higher_is_better))
         return _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
-
-    def _status(self, metrics: dict) -> str:
-        """The progress bar's text: the best group so far, the solved, diverged and reset counts."""
-        state, labels = self.state, self.labels
-        best_of = np.nanargmax if self.job.fitness.higher_is_better else np.nanargmin
-        best = "" if np.all(np.isnan(state.last_fitness)) else (
-            f"best {shown(labels[int(best_of(state.last_fitness))].split('#')[0])} "
-            f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
-        state.physics_resets += int(np.nansum(metrics["physics_failures"]))  # NaN: a diverged group
-        if state.reported_solved:
-            best += f" | {len(state.reported_solved)}/{len(labels)} solved"
-        if state.reported_divergence or state.physics_resets:
-            best += f" | {len(state.reported_divergence)} diverged, {state.physics_resets} physics resets"
-        return best
 
     # ---- rungs --------------------------------------------------------------------------------------
 
@@ -251,12 +195,8 @@ class TrainingDriver:
         diverged_at, solved_at = self.trainer.group_status(train_state)
         for g, group in enumerate(self.trainer.groups):
             if group.candidate.name not in keep:
-                state.eliminated.append(GroupResult(
-                    group.candidate.name, group.seed, float(score[g]), float(window["episode_length"][g]),
-                    float(window["shaped_return"][g]), float(state.last_fitness[g]),
-                    int(diverged_at[g]) if diverged_at[g] >= 0 else None,
-                    int(solved_at[g]) if solved_at[g] >= 0 else None, dict(group.candidate.params),
-                    state.done).to_json())
+                state.eliminated.append(GroupResult.of(group, (score[g], window["episode_length"][g], window[
+                    "shaped_return"][g]), state.last_fitness[g], diverged_at[g], solved_at[g], state.done).to_json())
         dropped = [name for name in scores if name not in keep]
         self.progress.console.print(
             f"rung {state.rung + 1}/{len(schedule)} ends after iteration {state.done - 1}: {len(keep)} candidate(s) "
@@ -276,7 +216,7 @@ class TrainingDriver:
         state.rung, state.survivors, state.next_survivors = state.rung + 1, state.next_survivors, None
         self.trainer = self._rung_trainer()
         rows = np.array([old_labels.index(label) for label in self.labels])
-        with self._compiling("initializing the next rung and compiling its iteration"):
+        with self.watch.compiling("initializing the next rung and compiling its iteration"):
             fresh = self.trainer.to_host(self.trainer.init(prepare_iteration=True))
         train_state = self.trainer.to_device(carry_over(host, rows, fresh))
         del host, fresh
@@ -298,8 +238,8 @@ class TrainingDriver:
         pending = None  # (iteration, metrics on the device) dispatched and not yet read
         arrived = tick = time.perf_counter()
         for iteration in range(state.first, rung_end):
-            with self._compiling("compiling the training iteration") if iteration == state.first else self._running(
-                    f"dispatching training iteration {iteration}"):
+            with (self.watch.compiling("compiling the training iteration") if iteration == state.first else
+                  self.watch.running(f"dispatching training iteration {iteration}")):
                 train_state, metrics = trainer.iteration(train_state)
             self.interrupt.check()
             # Compiled now: the evaluation compiles meanwhile (after training where a device is full).
@@ -308,13 +248,13 @@ class TrainingDriver:
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
             exploit = self._exploit_due(iteration + 1, rung_end)
-            due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or _checkpoint_due(
+            due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or checkpoint_due(
                 iteration + 1, self.config) or self.interrupt.requested else [pending])
             stopped = False
             for item in due:
                 if item is None:
                     continue
-                with self._running(f"training iteration {item[0]}"):
+                with self.watch.running(f"training iteration {item[0]}"):
                     host_metrics = jax.device_get(item[1])
                 now = time.perf_counter()
                 if item[0] == state.first:
@@ -333,7 +273,7 @@ class TrainingDriver:
             if stopped or state.done == iteration + 1:
                 if state.done == rung_end and not last_rung and not stopped:
                     state.next_survivors = self.end_rung(train_state)
-                self._past_hang(stopped)
+                self.watch.past_hang(stopped)
                 self.checkpoint(train_state)
                 self.checkpointed = state.done
                 if self.interrupt.requested:
@@ -380,11 +320,11 @@ class TrainingDriver:
                     train_state = self.next_rung(train_state)
                 if self.state.steady_s:
                     self.timings["steady_env_steps_per_s"] = self.state.steady_steps / self.state.steady_s
-                self.stage = "writing the last checkpoint"
+                self.watch.stage = "writing the last checkpoint"
                 self.writer.close()  # every record written while training's thread switch interval holds
         finally:
             if sys.exc_info()[0] is None:  # else the stage that failed stays named
-                self.stage = "writing the last checkpoint"
+                self.watch.stage = "writing the last checkpoint"
             self.writer.close()
             self.run_dir.close()
             if self.tensorboard is not None:
@@ -410,15 +350,15 @@ class TrainingDriver:
                     f"one full episode in each of {trainer.evaluation_envs} of its {trainer.num_envs} environments")
         console.print(f"evaluating each policy deterministically over {episodes}…", highlight=False)
         tick = time.perf_counter()
-        with self._compiling("compiling the evaluation"):
+        with self.watch.compiling("compiling the evaluation"):
             evaluate = trainer.evaluate if self.evaluation_compiled is None else self.evaluation_compiled.result()
             evaluate = evaluate.lower(train_state).compile() if evaluate is trainer.evaluate else evaluate
-        with self._running("the final evaluation"):
+        with self.watch.running("the final evaluation"):
             evaluation = jax.device_get(evaluate(train_state))
-        self._past_hang(evaluated=True)
+        self.watch.past_hang(evaluated=True)
         self.timings["evaluation_s"] = time.perf_counter() - tick
         self._peak_memory("evaluation")
-        self.stage = "writing the results"
+        self.watch.stage = "writing the results"
         self.timings["total_s"] = time.perf_counter() - self.start_time
         self.timings["xla"], self.timings["traces"] = self.compile_meter.read(), trainer.traces()
 
@@ -427,17 +367,16 @@ class TrainingDriver:
         for g, group in enumerate(trainer.groups):
             if group.candidate.name in self.job.left_out:  # hung in training: among the failures instead
                 continue
-            groups.append(GroupResult(
-                group.candidate.name, group.seed, *(float(np.mean(evaluation[k][g])) for k in (
-                    "task_fitness", "episode_length", "shaped_return")), float(self.state.last_fitness[g]),
-                int(diverged_at[g]) if diverged_at[g] >= 0 else None, int(solved_at[g]) if solved_at[g] >= 0 else None,
-                dict(group.candidate.params)))
+            groups.append(GroupResult.of(group, (np.mean(evaluation[k][g]) for k in (
+                "task_fitness", "episode_length", "shaped_return")), self.state.last_fitness[g], diverged_at[g],
+                solved_at[g]))
         groups.sort(key=lambda row: self.position[f"{row.candidate}#{row.seed}"])  # the run's group order
-        curves = self.run_dir.read_group_series("task_fitness") if (self.run_dir.path / "metrics.csv").exists() else {}
+        curves = self.run_dir.read_group_series("task_fitness")
         groups = [dataclasses.replace(g, training_auc=learning_auc(curves.get((g.candidate, g.seed), {})))
                   for g in groups]
+        training_fitness = functools.partial(self.run_dir.read_series, key="task_fitness")  # {} where none
         results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,
-                                 self.job.failures, self.timings, self._training_fitness, self.settings.rank_by)
+                                 self.job.failures, self.timings, training_fitness, self.settings.rank_by)
         print_results(console, results)
         self.run_dir.write_results(results.to_json())
         if self.population is not None and self.run_dir.writes:
@@ -449,18 +388,6 @@ class TrainingDriver:
             report = write_report(self.settings.out)
             console.print(f"run directory: {self.settings.out} (report: {report})", highlight=False)
         return results
-
-    def _training_fitness(self, candidate: str) -> dict[int, float]:
-        """The candidate's training-episode task fitness per iteration (metrics.csv; {} where there is none)."""
-        if not (self.run_dir.path / "metrics.csv").exists():
-            return {}
-        return self.run_dir.read_series(candidate, "task_fitness")
-
-
-def _checkpoint_due(done: int, config) -> bool:
-    """A checkpoint follows the iteration that makes `done` iterations: every `save_frequency`, and the last (of
-    the algorithm's settings, `config`)."""
-    return done == config.max_epochs or bool(config.save_frequency and done % config.save_frequency == 0)
 
 
 def _all_done(diverged, solved) -> bool:

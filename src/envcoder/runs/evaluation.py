@@ -19,7 +19,8 @@ from rich.console import Console
 import envcoder
 from envcoder.compile_cache import xla_options
 from envcoder.rl.staging import in_thread
-from envcoder.rl.config import Settings, algorithm, minibatch_size
+from envcoder.rl.config import algorithm, minibatch_size
+from envcoder.rl.typed_settings import Settings
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
 from envcoder.runs.job import Job, resolved_setup
@@ -125,7 +126,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
 def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
            restart: Sequence[str] | None) -> RunResults:
     """The job trained and ranked (`TrainingDriver`); the device's memory running out is a candidate's fault found
-    by halves where one needs much of it (`TrainingDriver.out_of_memory`: the run restarts), else an
+    by halves where one needs much of it (`watchdog.RunWatch.out_of_memory`: the run restarts), else an
     `OutOfGPUMemoryError` that says what to change."""
     settings, driver = job.settings, None
     try:
@@ -134,10 +135,10 @@ def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, vali
     except (jax.errors.JaxRuntimeError, MemoryError) as err:
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
             raise
-        stage = driver.stage if driver is not None else "building the trainer"
+        stage = driver.watch.stage if driver is not None else "building the trainer"
         if driver is not None:
             reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
-            driver.out_of_memory(f"out of device memory while {stage}: {reason}")
+            driver.watch.out_of_memory(f"out of device memory while {stage}: {reason}")
         raise OutOfGPUMemoryError(_out_of_memory_message(err, len(job.candidates) * len(settings.seeds), settings,
                                                          run_dir, stage)) from err
 

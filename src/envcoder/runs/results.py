@@ -47,6 +47,16 @@ class GroupResult:
     """Learning speed: the area under the group's training curve of the task fitness
     (`envcoder.runs.ranking.learning_auc`)."""
 
+    @classmethod
+    def of(cls, group, means, last_fitness: float, diverged_at: int, solved_at: int,
+           eliminated_at: int | None = None) -> "GroupResult":
+        """The row of a run's `group` (`envcoder.env.grouping.Group`) from its `means` (task fitness, episode length,
+        shaped return) and its learner's status (`GroupedLearner.group_status`: the iteration at which it diverged
+        or was solved, −1 where it was not)."""
+        return cls(group.candidate.name, group.seed, *(float(m) for m in means), float(last_fitness),
+                   int(diverged_at) if diverged_at >= 0 else None, int(solved_at) if solved_at >= 0 else None,
+                   dict(group.candidate.params), eliminated_at)
+
     def to_json(self) -> dict:
         row = dataclasses.asdict(self)
         if row["eliminated_at_iteration"] is None:

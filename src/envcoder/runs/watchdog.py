@@ -17,6 +17,10 @@ import sys
 import threading
 from typing import Callable, Sequence
 
+import jax
+
+from envcoder.candidates.prepare import memory_suspects
+
 
 EXIT_STATUS = 3
 """The exit status of a run the watchdog ended."""
@@ -187,5 +191,64 @@ def describe_run(what: str, limit_s: float, candidates: Sequence, setting: str) 
     return describe
 
 
+class RunWatch:
+    """The watchdog of one training run (`envcoder.runs.driver.TrainingDriver`): what the run does now (`stage`, named
+    by an error's message), the limits of its compiles and iterations, and, where a hang or a fault is one
+    candidate's, a restart without it. `state`: the driver's progress (`DriverState`, its `done` read when it
+    acts); `restart`: the command that continues the run (None: a library call)."""
+
+    def __init__(self, job, run_dir, state, restart: Sequence[str] | None, resume: bool):
+        self.job, self.settings, self.run_dir, self.state, self.restart = job, job.settings, run_dir, state, restart
+        hung = run_dir.read_hung() if resume else []
+        self.halving = hung[-1] if hung and "bisecting" in hung[-1] else None
+        """The hang whose candidate this run is finding by halves (`bisect`): checkpoints wait till then."""
+        self.stage = "starting"
+        self.trainer = None
+        """The current rung's learner: its candidates are the suspects."""
+
+    @property
+    def candidates(self) -> list:
+        return list({g.candidate.name: g.candidate for g in self.trainer.groups}.values())
+
+    def compiling(self, what: str):
+        """A compile: past `--compile-timeout` the process ends with a message naming what it traced..."""
+        self.stage = what
+        limit = self.settings.compile_timeout_s
+        return guard(limit, describe_compile(what, limit, self.candidates, lambda: self.trainer.plan.now_tracing(),
+                                             "--compile-timeout"))
+
+    def running(self, what: str):
+        """... a device step: past `--iteration-timeout`, an `eval` run whose candidate loops for ever goes on
+        without it (`leave_out`)."""
+        self.stage = what
+        limit = self.settings.iteration_timeout_s
+        return guard(limit, describe_run(what, limit, self.candidates, "--iteration-timeout"), on_hang=self._leave_out)
+
+    def _leave_out(self, message: str, suspects: Sequence[str] | None = None) -> None:
+        if jax.process_count() == 1 and self.run_dir.writes:
+            leave_out(self.run_dir, self.candidates, self.job.left_out, len(self.job.candidates), self.state.done,
+                      message, self.restart, evaluating=self.stage == "the final evaluation", suspects=suspects)
+
+    def out_of_memory(self, message: str) -> None:
+        """The device ran out of memory (`message`: why) while training or evaluating: where candidates need a share
+        of it at the run's size (`memory_suspects`), or a search for what failed is open, the one is found by halves
+        across restarts as for a hang (`leave_out`; no return then). Else the run's size is the cause: returns."""
+        if not self.stage.startswith(("compiling the training", "dispatching training", "training iteration",
+                                      "the final evaluation")):
+            return
+        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.num_envs)
+        if heavy or self.halving is not None:
+            self._leave_out(message, suspects=heavy)
+
+    def past_hang(self, stopped: bool = False, evaluated: bool = False) -> None:
+        """Where this run, halving for what hung (`halving`), got past it (`past_fault`), the culprit is in the half
+        left out: `hang_passed` restarts to halve that."""
+        if self.halving is not None and past_fault(self.halving, self.state.done, self.job.iterations, stopped,
+                                                   evaluated):
+            if jax.process_count() == 1 and self.run_dir.writes:
+                hang_passed(self.run_dir, self.restart)
+            self.halving = None
+
+
 __all__ = ["guard", "describe_compile", "describe_run", "leave_out", "bisect", "past_fault", "hang_passed",
-           "loop_candidates", "restart", "EXIT_STATUS"]
+           "loop_candidates", "restart", "RunWatch", "EXIT_STATUS"]

@@ -77,6 +77,27 @@ def complete(fields: Mapping[str, jax.Array], names, mj_model: mujoco.MjModel, l
     return out
 
 
+def delayed(actions, past, latency):
+    """`(the action the motors get, the new action history)` of a step under a randomized `action_latency`
+    (`latency [G, E]`): the action of that many steps ago. `actions [G, E, A]`, `past [G, E, MAX_ACTION_LATENCY, A]`:
+    the actions of the steps before, the latest first."""
+    history = jnp.concatenate([actions[:, :, None], past], axis=2)
+    steps = jnp.clip(jnp.round(latency), 0, MAX_ACTION_LATENCY).astype(jnp.int32)
+    return jnp.take_along_axis(history, steps[..., None, None], axis=2)[:, :, 0], history[:, :, :-1]
+
+
+def pushed(qvel, physics: Mapping[str, jax.Array], progress, key, dofs: tuple[int, ...]):
+    """`qvel [G, E, nv]` after this step's randomized pushes (`push_interval`, `push_velocity`): a push changes the
+    velocity of `dofs` (`ModelRandomizer.push_dofs`) at once. `progress [G, E]`: each episode's steps before this
+    one; `key [G, 2]`: the step's randomness."""
+    interval = jnp.round(physics["push_interval"]).astype(jnp.int32)
+    now = (interval > 0) & ((progress + 1) % jnp.maximum(interval, 1) == 0)
+    kick = jax.vmap(lambda k: jax.random.uniform(k, (progress.shape[1], len(dofs)), minval=-1.0, maxval=1.0))(
+        jax.vmap(lambda k: jax.random.fold_in(k, 0x9054))(key))
+    kick = kick * physics["push_velocity"][..., None] * now[..., None]
+    return qvel.at[..., dofs[0]:dofs[-1] + 1].add(kick)
+
+
 class ModelRandomizer:
     """Applies the model fields of one environment to an `mjx.Model`."""
 
