@@ -4,9 +4,10 @@
         --out runs/search_anymal -- --candidates-per-iteration 12 --iterations 1 --copies 4 --train-iterations 300
 
 Runs `envcoder auto` (the arguments after `--` are its own) with `--proposer` population, offline, or one of the
-two baselines (jitter: constant jitter alone; random: random constants, no exploit step) from the starting files,
-then reads its final evaluation, which trains the finds, every starting file (a population or random search) or
-the best one, and `task_default`
+three baselines (jitter: constant jitter alone; random: random constants, no exploit step; seeds: the population
+search's children each trained as proposed on all its copies, no exploit step) from the starting files, then reads
+its final evaluation, which trains the finds, every starting file (a population, random or seeds search) or the
+best one, and `task_default`
 side by side with the same seeds: the gap closed is `(best start - best find) / (best start - task default)` in the
 fitness's better direction (1.0: the find is as good as the task's default; above 1: better). Writes
 `<out>/search.json` with the numbers, the wall-clock seconds from process start and the compile seconds.

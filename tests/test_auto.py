@@ -680,6 +680,42 @@ def test_only_a_population_search_trains_a_file_as_proposed_in_its_first_rung(pr
             assert rung_1 == [copies[3]] * 2 + [copies[0] if proposed else copies[2]] * 2, file
 
 
+def test_a_seeds_search_trains_every_copy_as_proposed_and_ranks_each_file_by_its_mean(tmp_path, monkeypatch):
+    """`--proposer seeds`: every copy of a file is the file itself, the population run never exploits, and the
+    halving rungs train each file's one set of constants in all its groups; its row's fitness is the mean over
+    those 8 groups (copy k of rung r scores 0.1·k + 0.01·r, the child 0.5 more: 0.15 + 0.015 + 0.5). (The
+    training is stood in for.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    def value(name, seed):  # the final's files and task_default: 0.4
+        copy = re.fullmatch(r".*-(\d+)(?:r(\d+))?", name)
+        return 0.4 if copy is None else (0.1 * int(copy[1]) + 0.01 * int(copy[2] or 0)
+                                         + (0.0 if name.startswith("init_") else 0.5))
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(value))
+    out = tmp_path / "seeds"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--proposer", "seeds", "--copies", "4", "--candidates-per-iteration", "1", "--iterations", "1",
+                 "--final-top", "1", "--out", str(out)]) == 0
+    iteration = out / "iter_00"
+    files = {p.stem[:-2] for p in (iteration / "candidates").glob("*-0.py")}
+    assert len(files) == 2
+    for file in files:
+        copies = [(iteration / "candidates" / f"{file}-{k}.py").read_text() for k in range(4)]
+        assert copies == [copies[0]] * 4, file
+        for rung in (1, 2):
+            assert [(iteration / f"rung_{rung}" / "candidates" / f"{file}-{k}r{rung}.py").read_text()
+                    for k in range(4)] == copies, (file, rung)
+    assert json.loads((iteration / "eval" / "config.json").read_text())["population"]["interval"] == 0
+    ranked = {row["name"]: row for row in json.loads((iteration / "iteration.json").read_text())["table"]
+              if row["status"] == "ok"}
+    child = next(name for name in ranked if not name.startswith("init_"))
+    assert ranked[child]["seeds"] == 8 and ranked[child]["fitness"] == pytest.approx(0.665)
+    summary = (out / "summary.md").read_text()
+    assert "Seeds search: 8 copies trained, each with its file's constants as written; no exploit step." in summary
+    assert "each file trained again from scratch with new seeds in all its groups" in summary
+
+
 def test_a_halving_set_is_described_to_the_model_by_its_training_from_scratch(tmp_path):
     """The reflection prompt's training statistics of a row: a halving set's are its groups' in its last rung (the
     groups whose file is its source, averaged), not the population run's copy of the same name; an evaluated row's

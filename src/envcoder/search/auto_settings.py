@@ -10,8 +10,12 @@ from envcoder.runs.eval_settings import EvalSettings
 from envcoder.settings import RunSettings, from_record, to_record
 
 
-PROPOSERS = ("population", "offline", "jitter", "random")
+PROPOSERS = ("population", "offline", "jitter", "random", "seeds")
 """`AutoSettings.proposer`'s choices."""
+
+POPULATION_PROPOSERS = ("population", "random", "seeds")
+"""The proposers whose candidates train as `copies` groups each, then in halving rungs
+(`envcoder.search.population_run`)."""
 
 BUDGET_ITERATIONS = 20
 """The most iterations a search with a budget (`--budget`) and no `--iterations` runs."""
@@ -47,15 +51,18 @@ class AutoSettings(RunSettings):
     moves and constant jitter, `envcoder.search.proposers.OfflineProposer`). Two baselines of the search benchmark
     (docs/benchmarks/search.md), without `llm`: "jitter", the offline proposer by constant jitter alone (the search
     before structural moves), and "random", the starting files' copies with random constants and no exploit step
-    (a random search over the same constants)."""
+    (a random search over the same constants). "seeds": the population search without population-based training
+    (a baseline, with or without `llm`): each candidate's `copies` groups all train its constants as written, with
+    their own seeds and no exploit step, then the same halving rungs retrain it from scratch, so that each candidate
+    is ranked by its mean over every seed (`envcoder.search.population`)."""
     copies: int | None = None
-    """With "population" or "random": the groups that each candidate of an iteration trains as."""
+    """With "population", "random" or "seeds": the groups that each candidate of an iteration trains as."""
     halving_rungs: int | None = None
-    """With "population" or "random": rungs of successive halving after the population run, in which each file's
-    best constants so far (the population run's best and the file's own, `envcoder.search.population.as_proposed`)
-    train again from scratch with new seeds in the groups of those dropped, nothing recompiled
-    (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4 copies); 0: the
-    population run's own ranking decides."""
+    """With "population", "random" or "seeds": rungs of successive halving after the population run, in which each
+    file's best constants so far (the population run's best and the file's own,
+    `envcoder.search.population.as_proposed`) train again from scratch with new seeds in the groups of those dropped,
+    nothing recompiled (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4
+    copies); 0: the population run's own ranking decides."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
@@ -196,7 +203,7 @@ class AutoSettings(RunSettings):
     def halving_rung_count(self) -> int:
         """The halving rungs of a population or random search (`halving_rungs`, its default resolved; not
         `EvalSettings.rungs`, the rungs of one evaluation's `--schedule halving`)."""
-        if self.proposer not in ("population", "random"):
+        if self.proposer not in POPULATION_PROPOSERS:
             return 0
         return self.copies.bit_length() - 1 if self.halving_rungs is None else self.halving_rungs
 

@@ -74,11 +74,12 @@ class FinalEvaluation:
         results = self._final_evaluation(finalists)
         records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
         proposer = self.s.proposer if self.offline else self.proposer.name + (
-            " (population)" if self.population_mode else "")
+            f" ({self.s.proposer})" if self.population_mode else "")
         summary = search_record(self.out, records, self.history, results, {
             "task": self.task.name, "task_description": self.description, "proposer": proposer,
             "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
-            "population": population_summary(self.out, self.done) if self.population_mode else None,
+            "population": {**population_summary(self.out, self.done), "search": self.s.proposer}
+            if self.population_mode else None,
             "offline": self.offline})
         top = next((r for r in results.ranking if r.name in finalists), None) if results else None
         if top is not None:  # the best file (the task's default, which may rank above it, is no file)

@@ -50,7 +50,7 @@ from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
-from envcoder.search.auto_settings import AutoRunExistsError, AutoSettings, load_settings
+from envcoder.search.auto_settings import POPULATION_PROPOSERS, AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.final import FinalEvaluation
 from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
@@ -78,7 +78,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.description = settings.task_description or self.task.description
         self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
                                           settings.validation_memory_gib, settings.validation_workers,
-                                          same_code_once=settings.proposer in ("population", "random"))
+                                          same_code_once=settings.proposer in POPULATION_PROPOSERS)
         """Checks the drafts and does all work on their text (this process parses none: `jailed`)."""
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
@@ -86,7 +86,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                       state_fields=tuple(self.task.state_fields))
         self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
-        self.population_mode = settings.proposer in ("population", "random")
+        self.population_mode = settings.proposer in POPULATION_PROPOSERS
         self.initial = {f"init_{Path(p).stem}": read_source(Path(p)) for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")

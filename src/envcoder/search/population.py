@@ -21,6 +21,10 @@ no exploit step) take the second place of its first rung, with 4 copies or more,
 rank them first: an exploit step judges a copy on a few iterations of one run and can take over constants that would
 have learned (an Anymal alive bonus whose agents stand before they track). On Anymal every winner of six searches
 was a file as proposed (docs/benchmarks/search.md § 18).
+
+A seeds search (`--proposer seeds`) is this without population-based training: every copy starts from the file's
+own constants and no exploit step runs, so each file has one set of constants, which the halving rungs train again
+from scratch in all its groups; each file is then ranked by its mean over those seeds.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ INITIAL_FLIP = 0.2
 within reach too."""
 
 
-def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, str]:
+def seed_population(files: dict[str, str], copies: int, seed: int, spread: bool = True) -> dict[str, str]:
     """`{copy name: source}`: `copies` copies (`name-0`, `name-1`, …) of each of `files` (`{name: source}`), copy 0
-    the file itself."""
+    the file itself, the others with their constants spread (`INITIAL_DECADES`, `INITIAL_FLIP`; a file without
+    constants to tune joins once). Without `spread` (a seeds search) every copy is the file itself."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, source in files.items():
@@ -59,9 +64,9 @@ def seed_population(files: dict[str, str], copies: int, seed: int) -> dict[str, 
         except SyntaxError:
             constants = {}
         tunable = sorted(k for k, v in constants.items() if v != 0.0)
-        for k in range(copies if tunable else 1):
+        for k in range(copies if tunable or not spread else 1):
             values = {}
-            if k:
+            if k and spread:
                 values = {c: constants[c] * float(10.0 ** rng.uniform(-INITIAL_DECADES, INITIAL_DECADES))
                           for c in tunable}
                 flipped = tunable[rng.integers(len(tunable))]

@@ -1,7 +1,8 @@
-"""A population or random search's iteration (`envcoder auto --proposer population|random`): its candidates trained
-as copies under population-based training (`envcoder.runs.pbt`), then the rungs of successive halving over their
-constants (`envcoder.search.population`). `AutoRun` (`envcoder.search.loop`) takes it as a base: it reads the run's
-settings (`s`), `validator`, `console`, `out`, `fitness`, `initial`, `history`, `_evaluate` and `_ranked`."""
+"""A population, random or seeds search's iteration (`envcoder auto --proposer population|random|seeds`): its
+candidates trained as copies under population-based training (`envcoder.runs.pbt`; a random or seeds search never
+exploits), then the rungs of successive halving over their constants (`envcoder.search.population`). `AutoRun`
+(`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `out`,
+`fitness`, `initial`, `history`, `_evaluate` and `_ranked`."""
 
 from __future__ import annotations
 
@@ -20,18 +21,19 @@ class PopulationIteration:
     """The population iteration of an `AutoRun`."""
 
     def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path):
-        """`--proposer population` or `random`: the iteration's candidates (`variants`) and, after the first
-        iteration of a population search, the best finds so far, each trained as `copies` groups under population-
-        based training (`envcoder.search.population`; a random search never exploits). Returns the table (a row
+        """`--proposer population`, `random` or `seeds`: the iteration's candidates (`variants`) and, after the
+        first iteration of a population or seeds search, the best finds so far, each trained as `copies` groups under
+        population-based training (`envcoder.search.population`; a random or seeds search never exploits, and a
+        seeds search's copies all start from the file's own constants). Returns the table (a row
         per copy, with the constants its group trained with last; the starting files as rows of their own in the
         first iteration), the copies the evaluation left out, and the results."""
         files = dict(variants)
-        if self.s.proposer == "population":  # the best finds so far go on, their constants tuned further
+        if self.s.proposer in ("population", "seeds"):  # the best finds so far go on (constants tuned further)
             files.update({f"it{iteration:02d}_p{k}": row["source"]
                           for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
         try:
             sources = self.validator.jailed(seed_population, files=files, copies=self.s.copies,
-                                            seed=self.s.seed + iteration)
+                                            seed=self.s.seed + iteration, spread=self.s.proposer != "seeds")
         except JailedError:  # one copy of each: their checks say what is wrong
             sources = {f"{name}-0": source for name, source in files.items()}
         for name, source in sources.items():
@@ -40,12 +42,14 @@ class PopulationIteration:
         tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
         copies = f", {self.s.copies} copies of each of the {tuned} with constants to tune and one of each other"
         exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
-                   else "no exploit step")
+                   else "no exploit step" + (", every copy with the file's own constants" if self.s.proposer == "seeds"
+                                             else ""))
         self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
                            f"({len(starts)} starting){copies if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"
+        interval = None if self.s.proposer == "population" else 0  # a random or seeds search never exploits
         results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
-            seed=self.s.seed + iteration, interval=0 if self.s.proposer == "random" else None)) if sources else None
+            seed=self.s.seed + iteration, interval=interval)) if sources else None
         table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
                   "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
         rows, record = [], None

@@ -340,9 +340,9 @@ def offline_sample(settings: dict, request: dict) -> dict:
     return {"text": sample.text, "error": sample.error}
 
 
-STRUCTURAL = {"population": 1.0, "offline": 0.5, "jitter": 0.0, "random": 0.0}
+STRUCTURAL = {"population": 1.0, "offline": 0.5, "jitter": 0.0, "random": 0.0, "seeds": 1.0}
 """The offline proposer's share of structural moves under each `--proposer` (population: its children change
-structure only, as the population tunes their constants)."""
+structure only, as the population tunes their constants; seeds: the same children, trained as proposed)."""
 
 
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,

@@ -45,14 +45,21 @@ def summary_text(summary: dict) -> str:
     lines += _readable_lines(summary.get("readable"))
     population = summary.get("population")
     if population:
-        lines += ["", f"Population-based training: {population['copies']} copies trained; {population['takeovers']} "
-                      f"takeovers in {population['exploit_steps']} exploit steps ("
-                      + ("every iteration" if population["interval"] == 1 else f"every {population['interval']} "
-                         "iterations") + ")." if population["interval"] else
-                      f"Random search: {population['copies']} copies with random constants trained; no exploit step."]
+        kind = population.get("search") or ("population" if population["interval"] else "random")  # older runs
+        lines += ["", {
+            "population": f"Population-based training: {population['copies']} copies trained; "
+                          f"{population['takeovers']} takeovers in {population['exploit_steps']} exploit steps ("
+                          + ("every iteration" if population["interval"] == 1 else
+                             f"every {population['interval']} iterations") + ").",
+            "random": f"Random search: {population['copies']} copies with random constants trained; no exploit step.",
+            "seeds": f"Seeds search: {population['copies']} copies trained, each with its file's constants as written; "
+                     "no exploit step."}[kind]]
         rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
-        if rungs:
-            own = " (the population's and its own as proposed)" if population["interval"] else ""
+        if rungs and kind == "seeds":
+            lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file trained again from scratch "
+                          "with new seeds in all its groups, ranked by the mean over its seeds.")
+        elif rungs:
+            own = " (the population's and its own as proposed)" if kind == "population" else ""
             lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file's best constants{own} "
                           "trained again from scratch in the groups of those dropped, ranked by the mean over their "
                           "seeds.")
