@@ -43,26 +43,7 @@ def summary_text(summary: dict) -> str:
             ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
     lines += _readable_lines(summary.get("readable"))
-    population = summary.get("population")
-    if population:
-        kind = population.get("search") or ("population" if population["interval"] else "random")  # older runs
-        lines += ["", {
-            "population": f"Population-based training: {population['copies']} copies trained; "
-                          f"{population['takeovers']} takeovers in {population['exploit_steps']} exploit steps ("
-                          + ("every iteration" if population["interval"] == 1 else
-                             f"every {population['interval']} iterations") + ").",
-            "random": f"Random search: {population['copies']} copies with random constants trained; no exploit step.",
-            "seeds": f"Seeds search: {population['copies']} copies trained, each with its file's constants as written; "
-                     "no exploit step."}[kind]]
-        rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
-        if rungs and kind == "seeds":
-            lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file trained again from scratch "
-                          "with new seeds in all its groups, ranked by the mean over its seeds.")
-        elif rungs:
-            own = " (the population's and its own as proposed)" if kind == "population" else ""
-            lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file's best constants{own} "
-                          "trained again from scratch in the groups of those dropped, ranked by the mean over their "
-                          "seeds.")
+    lines += _population_lines(summary)
     if summary["iterations"]:
         lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
                   "|---|---|---|---|---|"]
@@ -84,6 +65,32 @@ def summary_text(summary: dict) -> str:
         lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
                       f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
     return "\n".join(lines) + "\n"
+
+
+def _population_lines(summary: dict) -> list[str]:
+    """The summary's paragraph on a population, random or seeds search's copies and halving rungs."""
+    population = summary.get("population")
+    if not population:
+        return []
+    kind = population.get("search") or ("population" if population["interval"] else "random")  # older runs
+    lines = ["", {
+        "population": f"Population-based training: {population['copies']} copies trained; "
+                      f"{population['takeovers']} takeovers in {population['exploit_steps']} exploit steps ("
+                      + ("every iteration" if population["interval"] == 1 else
+                         f"every {population['interval']} iterations") + ").",
+        "random": f"Random search: {population['copies']} copies with random constants trained; no exploit step.",
+        "seeds": f"Seeds search: {population['copies']} copies trained, each with its file's constants as written; "
+                 "no exploit step."}[kind]]
+    rungs = max((len(it.get("halving", [])) for it in summary["iterations"]), default=0)
+    if rungs and kind == "seeds":
+        lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file trained again from scratch "
+                      "with new seeds in all its groups, ranked by the mean over its seeds.")
+    elif rungs:
+        own = " (the population's and its own as proposed)" if kind == "population" else ""
+        lines[-1] += (f" Then {plural(rungs, 'rung')} of successive halving: each file's best constants{own} "
+                      "trained again from scratch in the groups of those dropped, ranked by the mean over their "
+                      "seeds.")
+    return lines
 
 
 def _readable_lines(readable: dict | None) -> list[str]:
