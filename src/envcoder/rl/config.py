@@ -16,6 +16,7 @@ import yaml
 
 from envcoder.rl.typed_settings import ConfigError, Settings
 
+
 class AlgorithmSettings(Settings):
     """An algorithm's settings (`ALGORITHMS`): those of a task are its defaults, then its `tasks/configs` file."""
 
@@ -24,7 +25,6 @@ class AlgorithmSettings(Settings):
         """Defaults, then the task's settings of this algorithm (`task_settings`), then explicit changes."""
         algo = next(name for name, a in ALGORITHMS.items() if a.config is cls)
         return cls.resolve([(str(task.config_file), task_settings(task, algo)), ("arguments", changes)])
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +317,7 @@ def algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
         raise ValueError(f"unknown --algo {name!r}; choose from {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
+
 
 def load_config_file(path: str | Path, algo: str = "ppo") -> dict:
     """A YAML file of `algo`'s settings (rl_games names), as a dict: either the settings themselves, or a file
