@@ -3,7 +3,8 @@
 Defaults follow the IsaacGymEnvs Ant task: progress towards a far target (1000 m along +x), an alive
 bonus, upright and heading bonuses, action, energy and joints-at-limit costs, and a death cost with
 termination when the torso drops below 0.31 m. Rewards are the per-step values of Isaac Gym's task
-(its potential difference is written as the torso's velocity towards the target, which it equals).
+(its potential difference is written as the torso's velocity towards the target, which it equals). The model
+(assets/ant.xml) is IsaacGymEnvs' nv_ant.xml, stepped as Isaac steps it: 15 N·m motors, a control step of 1/60 s.
 """
 
 from pathlib import Path
@@ -69,7 +70,7 @@ TASK = Task(
     name="Ant",
     description="Make the four-legged ant run forward (+x) as fast as possible.",
     model_file=Path(__file__).parent / "assets" / "ant.xml",
-    substeps=5,
+    substeps=2,
     max_episode_length=1000,
     num_commands=3,
     state_fields={
@@ -79,7 +80,7 @@ TASK = Task(
         "dof_vel": StateField("[E, 8]", "rad/s", "joint velocities, same order"),
         "dof_limits_lower": StateField("[E, 8]", "rad", "lower joint limits, same order"),
         "dof_limits_upper": StateField("[E, 8]", "rad", "upper joint limits, same order"),
-        "motor_efforts": StateField("[E, 8]", "N·m", "torque limit of each joint's motor (150), same order"),
+        "motor_efforts": StateField("[E, 8]", "N·m", "torque limit of each joint's motor (15), same order"),
         "targets": StateField("[E, 3]", "m", "walk target from sample_goal (default (1000, 0, 0): far along +x)"),
         "contact_forces": StateField("[E, 4, 3]", "N", "net contact force of the floor on each foot "
                                                        "(foot_1…foot_4), world frame; zero in an episode's first "
@@ -102,7 +103,7 @@ TASK = Task(
     fitness={
         "forward_speed": Fitness(
             forward_speed,
-            "mean forward (+x) velocity of the torso in m/s over the 1000-step (50 s) episode; a fall ends the "
+            "mean forward (+x) velocity of the torso in m/s over the 1000-step (16.7 s) episode; a fall ends the "
             "episode and the remaining time counts as standing still; higher is better"),
     },
 )

@@ -92,8 +92,8 @@ TASK = Task(
         "dof_limits_upper": StateField("[E, 21]", "rad", "upper joint limits, same order"),
         "motor_efforts": StateField("[E, 21]", "N·m", "torque limit of each joint's motor, same order"),
         "targets": StateField("[E, 3]", "m", "run target from sample_goal (default (1000, 0, 0): far along +x)"),
-        "contact_forces": StateField("[E, 2, 3]", "N", "net contact force of the floor on each foot (right, left), "
-                                                       "world frame; only the feet collide in this model; zero in an "
+        "contact_forces": StateField("[E, 2, 3]", "N", "net contact force on each foot (right, left): the floor's, "
+                                                       "and the other leg's where they touch; world frame; zero in an "
                                                        "episode's first state (a reset places the robot without a "
                                                        "physics step)"),
         "actions": action_field(21),
