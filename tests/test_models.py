@@ -1,0 +1,89 @@
+"""The Ant and Humanoid models against what they take from IsaacGymEnvs' nv_ant.xml and nv_humanoid.xml
+(docs/benchmarks/learning.md lists each value and what still differs), checked with MuJoCo C on the CPU."""
+
+import mujoco
+import numpy as np
+import pytest
+
+from envcoder.tasks import get_task
+
+
+def _model(name: str) -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_path(str(get_task(name).model_file))
+
+
+def _settle(model: mujoco.MjModel, qpos: np.ndarray, seconds: float) -> mujoco.MjData:
+    data = mujoco.MjData(model)
+    data.qpos[:] = qpos
+    for _ in range(int(round(seconds / model.opt.timestep))):
+        mujoco.mj_step(model, data)
+    return data
+
+
+def test_the_ant_has_nv_ants_motors_joints_and_step():
+    model, task = _model("Ant"), get_task("Ant")
+    np.testing.assert_allclose(model.actuator_ctrlrange[:, 1], 15.0)  # gear 15 × powerScale 1
+    hips, ankles = np.degrees(model.jnt_range[1::2]), np.degrees(model.jnt_range[2::2])
+    np.testing.assert_allclose(np.abs(hips), 40.0, atol=1e-4)
+    np.testing.assert_allclose(np.sort(np.abs(ankles), axis=1), [[30.0, 100.0]] * 4, atol=1e-4)
+    np.testing.assert_allclose(model.opt.timestep * task.substeps, 1 / 60, rtol=1e-4)  # Isaac's dt, 2 substeps
+    np.testing.assert_allclose(model.dof_damping[6:], 0.1)
+
+
+def test_no_two_geoms_of_the_ant_can_touch_within_its_joint_ranges():
+    """The ant.xml leaves out the pairs of its own geoms (Isaac's actors collide with themselves) since none can
+    touch: the model with every pair collides, posed at random between and at the joint limits, high in the air,
+    has no contact."""
+    spec = mujoco.MjSpec.from_file(str(get_task("Ant").model_file))
+    for geom in spec.geoms:
+        geom.contype, geom.conaffinity = 1, 1
+    model = spec.compile()
+    data = mujoco.MjData(model)
+    rng = np.random.default_rng(0)
+    low, high = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
+    for k in range(5_000):
+        data.qpos[:] = model.qpos0
+        data.qpos[2] = 5.0
+        data.qpos[7:] = rng.uniform(low, high) if k % 2 else np.where(rng.random(8) < 0.5, low, high)
+        mujoco.mj_forward(model, data)
+        assert data.ncon == 0, [(model.geom(c.geom1).name, model.geom(c.geom2).name) for c in data.contact]
+
+
+@pytest.mark.parametrize("name", ["Ant", "Humanoid"])
+def test_every_geom_of_the_ant_and_the_humanoid_collides_with_the_floor(name):
+    model = _model(name)
+    floor = model.geom("floor").id
+    pairs = {frozenset(p) for p in zip(model.pair_geom1.tolist(), model.pair_geom2.tolist())}
+    for geom in range(model.ngeom):
+        if geom == floor:
+            continue
+        by_bits = (model.geom_contype[geom] & model.geom_conaffinity[floor]) or \
+            (model.geom_contype[floor] & model.geom_conaffinity[geom])
+        assert by_bits or frozenset((geom, floor)) in pairs, model.geom(geom).name
+
+
+def test_the_humanoid_dropped_on_its_side_rests_on_the_floor_not_under_it():
+    """With feet-only contacts it fell through the floor (torso at -0.93 m after 1.5 s)."""
+    model = _model("Humanoid")
+    qpos = np.array(model.qpos0)
+    qpos[2], qpos[3:7] = 0.6, [np.sqrt(0.5), np.sqrt(0.5), 0.0, 0.0]  # lying on its side
+    data = _settle(model, qpos, 1.5)
+    assert 0.05 < data.qpos[2] < 0.5
+    assert np.all(np.isfinite(data.qpos))
+
+
+def test_the_humanoids_legs_collide_with_each_other():
+    """The legs posed through each other (both hips turned in to their limits, the right knee bent) touch: four
+    contacts between thighs and shins, none without the model's leg pairs."""
+    model = _model("Humanoid")
+    data = mujoco.MjData(model)
+    data.qpos[:] = model.qpos0
+    data.qpos[2] = 3.0  # in the air
+    for joint, degrees in (("right_hip_x", 15.0), ("left_hip_x", 15.0), ("right_hip_z", -60.0), ("left_hip_z", 35.0),
+                           ("right_knee", -90.0)):
+        data.qpos[model.jnt_qposadr[model.joint(joint).id]] = np.radians(degrees)
+    mujoco.mj_forward(model, data)
+    legs = {model.geom(f"{side}_{part}").id for side in ("right", "left") for part in ("thigh", "shin", "foot")}
+    touching = [(model.geom(c.geom1).name, model.geom(c.geom2).name) for c in data.contact[:data.ncon]
+                if c.geom1 in legs and c.geom2 in legs]
+    assert len(touching) == 4, touching
