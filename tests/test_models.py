@@ -87,3 +87,16 @@ def test_the_humanoids_legs_collide_with_each_other():
     touching = [(model.geom(c.geom1).name, model.geom(c.geom2).name) for c in data.contact[:data.ncon]
                 if c.geom1 in legs and c.geom2 in legs]
     assert len(touching) == 4, touching
+
+
+def test_the_humanoid_has_nv_humanoids_joint_ranges_springs_and_damping():
+    model = _model("Humanoid")
+    expected = {  # joint: (range in degrees, damping, stiffness), nv_humanoid.xml's joint classes
+        "right_hip_x": ((-45, 15), 5, 10), "left_hip_y": ((-120, 45), 5, 20), "right_knee": ((-160, 2), 0.1, 5),
+        "left_ankle_x": ((-50, 50), 1, 2), "abdomen_z": ((-45, 45), 5, 20), "right_shoulder1": ((-90, 70), 5, 10),
+        "left_elbow": ((-90, 50), 1, 2)}
+    for name, (degrees, damping, stiffness) in expected.items():
+        joint = model.joint(name)
+        np.testing.assert_allclose(np.degrees(model.jnt_range[joint.id]), degrees, atol=1e-4, err_msg=name)
+        assert model.dof_damping[model.jnt_dofadr[joint.id]] == pytest.approx(damping), name
+        assert model.jnt_stiffness[joint.id] == pytest.approx(stiffness), name
