@@ -187,3 +187,55 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     (reward_a, terms_a), (reward_b, terms_b) = outputs
     assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
     assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
+
+
+def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
+    """The four sparse starts (benchmarks/search_starts/sparse), each with children of one to three added state
+    terms and a grandchild: the flat find has no `_split` and no chain of `terms`, names every term that the move
+    added (the Ant's start returns `state["root_states"][:, 7]`, an index that only an array takes), and computes
+    the child's reward and components bit for bit on the task's sample states."""
+    import re
+
+    import numpy as np
+
+    from envcoder.candidates.load import call_with_params
+    from envcoder.candidates.samples import shipped_states
+    from envcoder.search.readable import readable_text
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    for name in ("Ant", "Anymal", "Cartpole", "Humanoid"):
+        task = get_task(name)
+        start = (folder / f"{name.lower()}.py").read_text()
+        states = shipped_states(task)
+        library = state_terms(task.state_fields)
+        for seed in range(4):
+            child, note = structural_child(random.Random(seed), Parent("init", start, 0.0), [], None, move="state",
+                                           library=library)
+            grandchild, _ = structural_child(random.Random(seed + 10), Parent("c", child, 0.0), [], None,
+                                             move="state", library=library)
+            for source in (child, grandchild):
+                flat = readable_text(source, start)["flat"]
+                body = flat.split("def compute_reward(state):\n")[1]
+                assert "_split" not in flat and "terms" not in body, (name, seed, flat)
+                added = re.findall(r"'(\w+)' \(proposed weight", note)
+                outputs = []
+                for label, text in (("child", source), ("flat", flat)):
+                    candidate = load_candidate(Path(f"{label}.py"), source=text)
+                    reward, terms = call_with_params(candidate.functions["compute_reward"],
+                                                     candidate.function_params.get("compute_reward", {}), states)
+                    outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+                (reward_a, terms_a), (reward_b, terms_b) = outputs
+                assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys(), (name, seed)
+                assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), (name, seed)
+                assert set(added) <= set(reward_terms(flat)) and reward_terms(flat) == list(terms_a), flat
+
+
+def test_reward_terms_follow_a_chain_of_terms_in_the_order_it_is_built():
+    """`terms = {**terms, "k": v}` three times (a child of a child before it is read flat): every name, in order,
+    whether the return writes the last literal out or returns the name."""
+    lines = ["def compute_reward(state):", "    reward, terms = _split(state['x'])",
+             "    terms = {**terms, 'a': 1.0}", "    terms = {**terms, 'b': 2.0}"]
+    assert reward_terms("\n".join(lines + ["    return reward, {**terms, 'c': 3.0}"])) == ["a", "b", "c"]
+    assert reward_terms("\n".join(lines + ["    terms = {**terms, 'c': 3.0}", "    return reward, terms"])) == [
+        "a", "b", "c"]
+    assert reward_terms("\n".join(lines[:2] + ["    return reward, terms"])) == []

@@ -112,7 +112,7 @@ def _decided(value, bound: dict | None = None):
                     subject = bound[subject.id]
                 if isinstance(subject, ast.Tuple):
                     return node.body
-                if isinstance(subject, (ast.BinOp, ast.UnaryOp, ast.Constant)) or (
+                if isinstance(subject, (ast.BinOp, ast.UnaryOp, ast.Constant)) or _array_index(subject) or (
                         isinstance(subject, ast.Call) and not isinstance(subject.func, ast.Name)):
                     return node.orelse  # an array expression
                 self.undecided = True
@@ -120,6 +120,14 @@ def _decided(value, bound: dict | None = None):
     decide = Decide()
     value = decide.visit(value)
     return None if decide.undecided else value
+
+
+def _array_index(node) -> bool:
+    """Whether `node` indexes along several axes with a slice among them (`state["root_states"][:, 7]`), which only
+    an array takes (a tuple or a list takes no tuple of slices)."""
+    return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and any(
+        isinstance(e, ast.Slice) or (isinstance(e, ast.Constant) and e.value in (None, Ellipsis))
+        for e in node.slice.elts)
 
 
 def _replace(tree, old, new) -> None:

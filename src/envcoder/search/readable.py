@@ -4,12 +4,12 @@ A child (`envcoder.search.moves`) calls its parent's reward through a renamed co
 donor's through another (`_d0_compute_reward`), unpacks them with `_split` and adds or re-weights terms; a child
 of a child nests the same again. `flatten` writes such a file as one `compute_reward`: every helper that is called
 once and runs straight through (no branch around its `return`) inlined where it is called, `_split` of a literal
-pair resolved, and tidied (`envcoder.search.tidy`): dictionaries of terms built in one literal, the definitions
-and imports nothing uses any more removed, the prefixes of the names it kept taken off where no other name has that
-name, and the start's quotes. Only what does not change the arrays' operations is rewritten (nothing is folded or
-reordered), so the flat file computes what the child computes, operation for operation, and trains as it does
-(`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the moves
-read too) is read here.
+pair or of an array expression resolved, and tidied (`envcoder.search.tidy`): dictionaries of terms built in one
+literal, the definitions and imports nothing uses any more removed, the prefixes of the names it kept taken off
+where no other name has that name, and the start's quotes. Only what does not change the arrays' operations is
+rewritten (nothing is folded or reordered), so the flat file computes what the child computes, operation for
+operation, and trains as it does (`tests/test_moves.py` trains both side by side). What terms a file's reward names
+(`reward_terms`, which the moves read too) is read here.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from envcoder.text import parse as parse_source, unparse as unparse_source
 
 
 def reward_terms(source: str) -> list[str]:
-    """The names of the components that a file's `compute_reward` returns as a dict literal, a `**terms` in it read
-    from the literal assigned to `terms` (`[]` where it returns none, or not as a literal)."""
+    """The names of the components that a file's `compute_reward` returns as a dict literal or a name bound to one,
+    a `**terms` in it read from the literal last assigned to `terms` before it (`terms = {**terms, "k": v}` adds to
+    what `terms` held); `[]` where it returns none, or not so."""
     try:
         tree = parse_source(source)
     except SyntaxError:
@@ -34,22 +35,26 @@ def reward_terms(source: str) -> list[str]:
     function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
     if function is None:
         return []
-    literals = {t.id: n.value for n in ast.walk(function) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
-                for t in n.targets if isinstance(t, ast.Name)}  # `terms = {...}`, read where `**terms` is unpacked
+    held: dict[str, list[str]] = {}  # the keys each name holds, as the statements run in their order
 
-    def keys(literal: ast.Dict, seen: frozenset) -> list[str]:
+    def keys(literal: ast.Dict) -> list[str]:
         found = []
         for key, value in zip(literal.keys, literal.values):
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 found.append(key.value)
-            elif key is None and isinstance(value, ast.Name) and value.id in literals and value.id not in seen:
-                found += keys(literals[value.id], seen | {value.id})
+            elif key is None and isinstance(value, ast.Name):
+                found += held.get(value.id, [])
         return found
     names = []
-    for node in ast.walk(function):
-        if (isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2
-                and isinstance(node.value.elts[1], ast.Dict)):
-            names += [k for k in keys(node.value.elts[1], frozenset()) if k not in names]
+    nodes = [n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.Return))]
+    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            found = keys(node.value)
+            held.update({t.id: found for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2:
+            returned = node.value.elts[1]
+            found = keys(returned) if isinstance(returned, ast.Dict) else held.get(getattr(returned, "id", None), [])
+            names += [k for k in found if k not in names]
     return names
 
 
