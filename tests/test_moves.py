@@ -191,13 +191,16 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
 
 def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     """The four sparse starts (benchmarks/search_starts/sparse), each with children of one to three added state
-    terms and a grandchild: the flat find has no `_split` and no chain of `terms`, names every term that the move
-    added (the Ant's start returns `state["root_states"][:, 7]`, an index that only an array takes), and computes
-    the child's reward and components bit for bit on the task's sample states."""
+    terms, a grandchild, and the grandchild with its constants tuned as a population writes them (float32s in
+    full): the flat find has no `_split` and no chain of `terms`, names every term that the move added (the Ant's
+    start returns `state["root_states"][:, 7]`, an index that only an array takes), writes each tuned constant in
+    the few digits of its float32, and computes the child's reward and components bit for bit on the task's sample
+    states."""
     import re
 
     import numpy as np
 
+    from envcoder.candidates.constants import with_constants
     from envcoder.candidates.load import call_with_params
     from envcoder.candidates.samples import shipped_states
     from envcoder.search.readable import readable_text
@@ -213,7 +216,11 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                                            library=library)
             grandchild, _ = structural_child(random.Random(seed + 10), Parent("c", child, 0.0), [], None,
                                              move="state", library=library)
-            for source in (child, grandchild):
+            weights = {line.split(" = ")[0]: float(line.split(" = ")[1]) for line in grandchild.splitlines()
+                       if line.startswith(("W_", "_p_W_"))}  # as a population writes what it tuned: float32s in full
+            tuned_values = {k: float(np.float32(v * 1.37)) for k, v in weights.items()}
+            tuned = with_constants(grandchild, tuned_values)
+            for source in (child, grandchild, tuned):
                 flat = readable_text(source, start)["flat"]
                 body = flat.split("def compute_reward(state):\n")[1]
                 assert "_split" not in flat and "terms" not in body, (name, seed, flat)
@@ -228,6 +235,10 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                 assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys(), (name, seed)
                 assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), (name, seed)
                 assert set(added) <= set(reward_terms(flat)) and reward_terms(flat) == list(terms_a), flat
+                if source is tuned:  # each tuned constant in as few digits as give its float32
+                    assert any(len(repr(v)) > 14 and repr(v) in tuned for v in tuned_values.values())
+                    assert all(len(line.split(" = ")[1]) <= 14 for line in flat.splitlines()
+                               if line.startswith("W_")), flat
 
 
 def test_reward_terms_follow_a_chain_of_terms_in_the_order_it_is_built():

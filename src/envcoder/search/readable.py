@@ -6,10 +6,11 @@ of a child nests the same again. `flatten` writes such a file as one `compute_re
 once and runs straight through (no branch around its `return`) inlined where it is called, `_split` of a literal
 pair or of an array expression resolved, and tidied (`envcoder.search.tidy`): dictionaries of terms built in one
 literal, the definitions and imports nothing uses any more removed, the prefixes of the names it kept taken off
-where no other name has that name, and the start's quotes. Only what does not change the arrays' operations is
-rewritten (nothing is folded or reordered), so the flat file computes what the child computes, operation for
-operation, and trains as it does (`tests/test_moves.py` trains both side by side). What terms a file's reward names
-(`reward_terms`, which the moves read too) is read here.
+where no other name has that name, the start's quotes, and tuned constants as the float32 they train as
+(`0.9498099`, not `0.9498099088668823`). Only what does not change the arrays' operations is rewritten (nothing is
+folded or reordered), so the flat file computes what the child computes, operation for operation, and trains as it
+does (`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the
+moves read too) is read here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import re
 
 from envcoder.search.inline import inline_one
 from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, quoted_like, returned_literal,
-                                  split_pairs, unprefixed, unread, used)
+                                  short_floats, split_pairs, unprefixed, unread, used)
 from envcoder.text import parse as parse_source, unparse as unparse_source
 
 
@@ -76,7 +77,7 @@ def flatten(source: str) -> str:
         return source
     reward.body = returned_literal(unread(merged_terms(collapsed(split_pairs(reward.body)))))
     tree.body = used(tree.body)
-    tree = unprefixed(tree)
+    tree = short_floats(unprefixed(tree))
     tree.body = imports_used(tree)
     text = unparse_source(ast.fix_missing_locations(tree))
     text = re.sub(r"\n(?=def )", "\n\n\n", text).replace("\n\n\n\n", "\n\n\n")  # two blank lines before a function

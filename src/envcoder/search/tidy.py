@@ -1,7 +1,7 @@
 """Rewrites of a flattened reward's statements that keep its array operations as they are, in their order (nothing
 is folded or reordered), so that the tidy file compiles to the same program (`envcoder.search.readable`): pairs
 split, copies collapsed, a dictionary of terms built in one literal and returned, what nothing reads dropped, the
-moves' prefixes taken off, and the start's quotes."""
+moves' prefixes taken off, the start's quotes, and a tuned constant written as the float32 it trains as."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import copy
 import io
 import re
 import tokenize
+
+import numpy as np
 
 from envcoder.search.inline import API
 
@@ -285,3 +287,24 @@ def unprefixed(tree: ast.Module) -> ast.Module:
             self.generic_visit(node)
             return node
     return Rename().visit(tree)
+
+
+def short_floats(tree: ast.Module) -> ast.Module:
+    """Each module-level `NAME = <float>` whose value is a float32 written out in full (a population's tuned
+    constant, `0.9498099088668823`) as the shortest number that is the same float32 (`0.9498099`), where only
+    functions read `NAME`: the trainer passes such constants to the program as float32 (`envcoder.candidates.
+    constants`), so the program and its inputs stay as they were."""
+    read_outside = {n.id for s in tree.body if not isinstance(s, ast.FunctionDef) for n in ast.walk(s)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for statement in tree.body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id not in read_outside):
+            continue
+        node = statement.value
+        literal = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) else node
+        if not (isinstance(literal, ast.Constant) and type(literal.value) is float):
+            continue
+        single = np.float32(literal.value)
+        if np.isfinite(single) and float(single) == literal.value:
+            literal.value = float(str(single))
+    return tree
