@@ -194,8 +194,8 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     terms, a grandchild, and the grandchild with its constants tuned as a population writes them (float32s in
     full): the flat find has no `_split` and no chain of `terms`, names every term that the move added (the Ant's
     start returns `state["root_states"][:, 7]`, an index that only an array takes), writes each tuned constant in
-    the few digits of its float32, and computes the child's reward and components bit for bit on the task's sample
-    states."""
+    the few digits of its float32 (and not the drawn weight in its first comment), and computes the child's reward
+    and components bit for bit on the task's sample states."""
     import re
 
     import numpy as np
@@ -224,6 +224,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                 flat = readable_text(source, start)["flat"]
                 body = flat.split("def compute_reward(state):\n")[1]
                 assert "_split" not in flat and "terms" not in body, (name, seed, flat)
+                assert flat.startswith("# offline: from ") and "proposed weight" not in flat, flat  # constants say
                 added = re.findall(r"'(\w+)' \(proposed weight", note)
                 outputs = []
                 for label, text in (("child", source), ("flat", flat)):

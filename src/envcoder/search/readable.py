@@ -81,7 +81,8 @@ def flatten(source: str) -> str:
     tree.body = imports_used(tree)
     text = unparse_source(ast.fix_missing_locations(tree))
     text = re.sub(r"\n(?=def )", "\n\n\n", text).replace("\n\n\n\n", "\n\n\n")  # two blank lines before a function
-    comments = [line for line in source.splitlines() if line.startswith("# ")]
+    comments = [re.sub(r" \(proposed weight [^)]*\)", "", line) for line in source.splitlines()
+                if line.startswith("# ")]  # the move's note, less the weights it drew: the constants say what trained
     return "\n".join(comments[:1] + [text]) + "\n"
 
 
