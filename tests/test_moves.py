@@ -191,13 +191,15 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
 
 def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     """The four sparse starts (benchmarks/search_starts/sparse), each with children of one to three added state
-    terms, a grandchild, and the grandchild with its constants tuned as a population writes them (float32s in
+    terms, every term the task's state offers alone (finite on the sample states), a grandchild, and the grandchild
+    with its constants tuned as a population writes them (float32s in
     full): the flat find has no `_split` and no chain of `terms`, names every term that the move added (the Ant's
     start returns `state["root_states"][:, 7]`, an index that only an array takes), writes each tuned constant in
     the few digits of its float32 (and not the drawn weight in its first comment), and computes the child's reward
     and components bit for bit on the task's sample states."""
     import re
 
+    import jax.numpy as jnp
     import numpy as np
 
     from envcoder.candidates.constants import with_constants
@@ -209,8 +211,9 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     for name in ("Ant", "Anymal", "Cartpole", "Humanoid"):
         task = get_task(name)
         start = (folder / f"{name.lower()}.py").read_text()
-        states = shipped_states(task)
+        states = {k: jnp.asarray(v) for k, v in shipped_states(task).items()}  # as a run holds them
         library = state_terms(task.state_fields)
+        children = []
         for seed in range(4):
             child, note = structural_child(random.Random(seed), Parent("init", start, 0.0), [], None, move="state",
                                            library=library)
@@ -220,27 +223,31 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                        if line.startswith(("W_", "_p_W_"))}  # as a population writes what it tuned: float32s in full
             tuned_values = {k: float(np.float32(v * 1.37)) for k, v in weights.items()}
             tuned = with_constants(grandchild, tuned_values)
-            for source in (child, grandchild, tuned):
-                flat = readable_text(source, start)["flat"]
-                body = flat.split("def compute_reward(state):\n")[1]
-                assert "_split" not in flat and "terms" not in body, (name, seed, flat)
-                assert flat.startswith("# offline: from ") and "proposed weight" not in flat, flat  # constants say
-                added = re.findall(r"'(\w+)' \(proposed weight", note)
-                outputs = []
-                for label, text in (("child", source), ("flat", flat)):
-                    candidate = load_candidate(Path(f"{label}.py"), source=text)
-                    reward, terms = call_with_params(candidate.functions["compute_reward"],
-                                                     candidate.function_params.get("compute_reward", {}), states)
-                    outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
-                (reward_a, terms_a), (reward_b, terms_b) = outputs
-                assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys(), (name, seed)
-                assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), (name, seed)
-                assert set(added) <= set(reward_terms(flat)) and reward_terms(flat) == list(terms_a), flat
-                if source is tuned:  # each tuned constant in as few digits as give its float32
-                    assert any(len(repr(v)) > 14 and repr(v) in tuned for v in tuned_values.values())
-                    assert all(len(line.split(" = ")[1]) <= 14 for line in flat.splitlines()
-                               if line.startswith("W_")), flat
-
+            children += [(child, note, None), (grandchild, note, None), (tuned, note, tuned_values)]
+        for term in library:  # every term the state offers, alone: it computes, finite, and reads flat
+            children.append(structural_child(random.Random(0), Parent("init", start, 0.0), [], None, move="state",
+                                             library=[term]) + (None,))
+        for source, note, tuned_values in children:
+            flat = readable_text(source, start)["flat"]
+            body = flat.split("def compute_reward(state):\n")[1]
+            assert "_split" not in flat and "terms" not in body, (name, flat)
+            assert flat.startswith("# offline: from ") and "proposed weight" not in flat, flat  # constants say
+            added = re.findall(r"'(\w+)' \(proposed weight", note)
+            outputs = []
+            for label, text in (("child", source), ("flat", flat)):
+                candidate = load_candidate(Path(f"{label}.py"), source=text)
+                reward, terms = call_with_params(candidate.functions["compute_reward"],
+                                                 candidate.function_params.get("compute_reward", {}), states)
+                outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+            (reward_a, terms_a), (reward_b, terms_b) = outputs
+            assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys(), (name, note)
+            assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), (name, note)
+            assert np.all(np.isfinite(reward_a)) and reward_a.shape == states["progress_buf"].shape, (name, note)
+            assert set(added) <= set(reward_terms(flat)) and reward_terms(flat) == list(terms_a), flat
+            if tuned_values:  # each tuned constant in as few digits as give its float32
+                assert any(len(repr(v)) > 14 and repr(v) in source for v in tuned_values.values())
+                assert all(len(line.split(" = ")[1]) <= 14 for line in flat.splitlines()
+                           if line.startswith("W_")), flat
 
 def test_reward_terms_follow_a_chain_of_terms_in_the_order_it_is_built():
     """`terms = {**terms, "k": v}` three times (a child of a child before it is read flat): every name, in order,

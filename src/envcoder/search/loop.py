@@ -83,7 +83,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
                                       fitness=self.fitness, search=settings.proposer, jail=self.validator.jailed,
-                                      state_fields=tuple(self.task.state_fields))
+                                      state_fields=self.task.state_fields)
         self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in POPULATION_PROPOSERS

@@ -11,9 +11,9 @@ a donor's, for a term it takes) and changes the sum:
 - `add`: a term of another candidate (or the task's fitness) added with a log-uniform weight;
 - `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
 - `cross`: the terms of a second parent that the first lacks, all added;
-- `state`: a term that any task's state offers (`STATE_TERMS`: an alive bonus, the torso upright or high, costs of
-  actions, joint speeds, torques, spinning) with a log-uniform weight of its own range: what shapes a sparse start,
-  whose only term is the fitness.
+- `state`: a term that a task's state offers (`STATE_TERMS`: an alive bonus, the torso upright, high or heading to a
+  walk target, costs of actions, joint speeds, torques, power, spinning and joints at their limits) with a
+  log-uniform weight of its own range: what shapes a sparse start, whose only term is the fitness.
 
 A parent that is itself a child is read flat (`envcoder.search.readable.flatten`): its terms as a literal, so that
 a child's terms can be re-weighted, dropped and crossed too.
@@ -30,9 +30,10 @@ import dataclasses
 import inspect
 import math
 import random
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from envcoder.search.readable import flatten, reward_terms
+from envcoder.tasks.base import StateField
 from envcoder.text import column, parse as parse_source, unparse as unparse_source
 
 MOVES = ("reweight", "drop", "add", "kernel", "cross", "state")
@@ -47,19 +48,33 @@ STATE_TERMS = (
     ("action_cost", ("actions",), "-jnp.sum(state['actions'] ** 2, axis=-1)", (1e-3, 1.0)),
     ("joint_speed_cost", ("dof_vel",), "-jnp.sum(state['dof_vel'] ** 2, axis=-1)", (1e-5, 1e-1)),
     ("effort_cost", ("torques",), "-jnp.sum(state['torques'] ** 2, axis=-1)", (1e-6, 1e-2)),
+    ("heading", ("root_states", "targets"), "heading_and_up(state['root_states'], state['targets'])['heading_proj']",
+     (0.1, 10.0)),
+    ("power_cost", (("torques", "dof_vel"),), "-jnp.sum(jnp.abs(state['torques'] * state['dof_vel']), axis=-1)",
+     (1e-5, 1e-2)),
+    ("joint_limit_cost", (("dof_pos", "dof_limits_lower", "dof_limits_upper"),),
+     "-jnp.sum(jnp.maximum(100 * jnp.abs(unscale(state['dof_pos'], state['dof_limits_lower'], "
+     "state['dof_limits_upper'])) - 99, 0), axis=-1)", (0.01, 1.0)),
 )
-"""Terms that a task's state offers whatever the task, for the `state` move: a per-step bonus for staying alive, the
-torso's up axis pointing up (`root_states`' quaternion w, x, y, z: the z of its z axis) or its height, and squared
-costs; each term's weight is drawn log-uniformly from its range (costs of squares of large numbers get small ones).
-An expression's own numbers are integers, so that a population tunes the term's weight alone: the float literals of
-a function are constants it scales (`envcoder.candidates.constants`), and `1.0 - 2.0 * tilt` had become
-`1.34 + 7.6 * tilt`, a reward for tilting."""
+"""Terms that a task's state offers, for the `state` move: a per-step bonus for staying alive, the
+torso's up axis pointing up (`root_states`' quaternion w, x, y, z: the z of its z axis) or its height, squared
+costs, and where the state has a walk target, joint limits or torques and joint speeds of one shape, the terms of
+Isaac Gym's locomotion rewards: the torso's forward axis towards the target (`heading_proj`), the mechanical power
+`|torque · joint speed|` and joints in the last 1% of their range (0 below it, 1 at the limit); each term's weight
+is drawn log-uniformly from its range (costs of squares of large numbers get small ones). Fields in a tuple of their
+own (`(("torques", "dof_vel"),)`) are multiplied entry by entry: the term is offered where they have one shape (not
+Cartpole's one force against its two joint speeds). An expression's own numbers are integers, so that a population
+tunes the term's weight alone: the float literals of a function are constants it scales
+(`envcoder.candidates.constants`), and `1.0 - 2.0 * tilt` had become `1.34 + 7.6 * tilt`, a reward for tilting."""
 
 
-def state_terms(fields) -> list[list]:
-    """The `STATE_TERMS` whose fields a task's state (`fields`: its names) has, as `[name, expression, low, high]`."""
-    return [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS
-            if all(f in fields for f in needs)]
+def state_terms(fields: Mapping[str, StateField]) -> list[list]:
+    """The `STATE_TERMS` that a task's state (`fields`: its `state_fields`) offers, as `[name, expression, low,
+    high]`: it has every field the term reads, those it multiplies entry by entry of one shape."""
+    def offered(needs) -> bool:
+        groups = [need if isinstance(need, tuple) else (need,) for need in needs]
+        return all(all(f in fields for f in group) and len({fields[f].shape for f in group}) == 1 for group in groups)
+    return [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS if offered(needs)]
 
 
 def fitness_term_source(step, name: str = "_task_fitness") -> str:

@@ -21,9 +21,10 @@ import math
 import os
 import random
 import tokenize
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 from envcoder.search.moves import fitness_term_source, state_terms, structural_child
+from envcoder.tasks.base import StateField
 from envcoder.text import column, parse as parse_source
 
 PROVIDERS = ("openai", "anthropic")
@@ -348,14 +349,14 @@ structure only, as the population tunes their constants; seeds: the same childre
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
                   max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline",
-                  jail=None, state_fields: Sequence[str] = ()) -> Proposer:
+                  jail=None, state_fields: Mapping[str, StateField] | None = None) -> Proposer:
     """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
-    add, as may the terms its state offers, `state_fields`: their names; `search`: the run's `--proposer`; `jail`:
+    add, as may the terms its state offers, `state_fields`: the task's; `search`: the run's `--proposer`; `jail`:
     where it writes its children, `OfflineProposer`); otherwise the model's provider's SDK."""
     if model is None:
         term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
         return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search], jail=jail,
-                               library=state_terms(state_fields))
+                               library=state_terms(state_fields or {}))
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)
