@@ -258,3 +258,36 @@ def test_reward_terms_follow_a_chain_of_terms_in_the_order_it_is_built():
     assert reward_terms("\n".join(lines + ["    terms = {**terms, 'c': 3.0}", "    return reward, terms"])) == [
         "a", "b", "c"]
     assert reward_terms("\n".join(lines[:2] + ["    return reward, terms"])) == []
+
+
+def test_the_locomotion_terms_a_state_offers_give_hand_worked_numbers():
+    """Which tasks are offered Isaac's locomotion terms, and their values on two hand-made Ant states: env 0 faces the
+    target (+x) with every joint mid-range; env 1 is turned 90° to the left (quaternion w = z = √½) with one joint at
+    its upper limit and another at 99.5% of its half-range. Torques 2 N·m and joint speeds −3 rad/s on every joint:
+    power 8 × |2 × −3| = 48 W."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    names = {t: [term[0] for term in state_terms(get_task(t).state_fields)] for t in ("Ant", "Anymal", "Humanoid")}
+    locomotion = ["heading", "power_cost", "joint_limit_cost"]
+    assert names["Ant"][-3:] == locomotion and names["Humanoid"][-3:] == locomotion
+    assert "power_cost" in names["Anymal"] and not {"heading", "joint_limit_cost"} & set(names["Anymal"])
+    half = float(np.sqrt(0.5))
+    root = np.zeros((2, 13), np.float32)
+    root[:, 2] = 0.55
+    root[0, 3] = 1.0
+    root[1, 3], root[1, 6] = half, half
+    lower, upper = -np.ones((2, 8), np.float32), np.ones((2, 8), np.float32)
+    dof_pos = np.zeros((2, 8), np.float32)
+    dof_pos[1, 0], dof_pos[1, 3] = 1.0, -0.995
+    state = {"root_states": root, "targets": np.array([[1000.0, 0, 0]] * 2, np.float32), "dof_pos": dof_pos,
+             "dof_limits_lower": lower, "dof_limits_upper": upper, "torques": np.full((2, 8), 2.0, np.float32),
+             "dof_vel": np.full((2, 8), -3.0, np.float32)}
+    state = {k: jnp.asarray(v) for k, v in state.items()}
+    expected = {"heading": [1.0, 0.0], "power_cost": [-48.0, -48.0], "joint_limit_cost": [0.0, -1.5]}
+    for name, expression, _, _ in state_terms(get_task("Ant").state_fields):
+        if name in expected:
+            source = f"def compute_reward(state):\n    return {expression}\n"
+            candidate = load_candidate(Path(f"{name}.py"), source=source)
+            value = np.asarray(candidate.functions["compute_reward"](state))
+            np.testing.assert_allclose(value, expected[name], atol=1e-3, err_msg=name)
