@@ -72,21 +72,66 @@ def test_the_humanoid_dropped_on_its_side_rests_on_the_floor_not_under_it():
     assert np.all(np.isfinite(data.qpos))
 
 
-def test_the_humanoids_legs_collide_with_each_other():
-    """The legs posed through each other (both hips turned in to their limits, the right knee bent) touch: four
-    contacts between thighs and shins, none without the model's leg pairs."""
-    model = _model("Humanoid")
+def _touching(model: mujoco.MjModel, joints: dict[str, float]) -> set[tuple[str, str]]:
+    """The pairs of geoms in contact with the Humanoid posed high in the air at `joints` (degrees)."""
     data = mujoco.MjData(model)
     data.qpos[:] = model.qpos0
-    data.qpos[2] = 3.0  # in the air
-    for joint, degrees in (("right_hip_x", 15.0), ("left_hip_x", 15.0), ("right_hip_z", -60.0), ("left_hip_z", 35.0),
-                           ("right_knee", -90.0)):
+    data.qpos[2] = 3.0
+    for joint, degrees in joints.items():
         data.qpos[model.jnt_qposadr[model.joint(joint).id]] = np.radians(degrees)
     mujoco.mj_forward(model, data)
-    legs = {model.geom(f"{side}_{part}").id for side in ("right", "left") for part in ("thigh", "shin", "foot")}
-    touching = [(model.geom(c.geom1).name, model.geom(c.geom2).name) for c in data.contact[:data.ncon]
-                if c.geom1 in legs and c.geom2 in legs]
-    assert len(touching) == 4, touching
+    return {tuple(sorted((model.geom(c.geom1).name, model.geom(c.geom2).name))) for c in data.contact[:data.ncon]}
+
+
+def test_the_humanoids_legs_collide_with_each_other():
+    """The legs posed through each other (both hips turned in to their limits, the right knee bent) touch: four
+    contacts between thighs and shins."""
+    pose = {"right_hip_x": 15.0, "left_hip_x": 15.0, "right_hip_z": -60.0, "left_hip_z": 35.0, "right_knee": -90.0}
+    assert _touching(_model("Humanoid"), pose) == {("left_shin", "right_shin"), ("left_shin", "right_thigh"),
+                                                  ("left_thigh", "right_shin"), ("left_thigh", "right_thigh")}
+
+
+def test_the_humanoids_arm_swung_across_its_body_meets_its_waist_pelvis_and_other_thigh():
+    """The right arm swung across the body (shoulders 70° and -30°, elbow -70°) goes through the lower waist, the
+    pelvis and the left thigh: six contacts, where the arms used to pass through the body."""
+    pose = {"right_shoulder1": 70.0, "right_shoulder2": -30.0, "right_elbow": -70.0}
+    assert _touching(_model("Humanoid"), pose) == {
+        ("butt", "right_hand"), ("butt", "right_lower_arm"), ("left_thigh", "right_hand"),
+        ("left_thigh", "right_lower_arm"), ("lower_waist", "right_lower_arm"), ("lower_waist", "right_upper_arm")}
+
+
+def test_the_humanoid_collides_every_pair_of_body_parts_that_isaac_collides():
+    """IsaacGymEnvs collides every pair of nv_humanoid's bodies that are not parent and child (its head and hands
+    are bodies of their own, here geoms of the torso and the lower arms). Posed at random between and at the joint
+    limits, high in the air, the model touches in exactly the pairs that a model colliding every pair of geoms
+    touches in, less those of a parent and a child in Isaac's tree: none is missing, none is extra."""
+    model = _model("Humanoid")
+    spec = mujoco.MjSpec.from_file(str(get_task("Humanoid").model_file))
+    for geom in spec.geoms:
+        geom.contype, geom.conaffinity = 1, 1
+    every = spec.compile()
+    every.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_FILTERPARENT
+    own_body = {"head": "torso", "right_hand": "right_lower_arm", "left_hand": "left_lower_arm"}  # their parents
+
+    def isaac_body(name):
+        return name if name in own_body else every.body(every.geom_bodyid[every.geom(name).id]).name
+
+    def parent(body):
+        return own_body.get(body) or every.body(every.body_parentid[every.body(body).id]).name
+
+    def isaacs(a, b):
+        first, second = isaac_body(a), isaac_body(b)
+        return first != second and parent(first) != second and parent(second) != first
+    rng = np.random.default_rng(0)
+    joints = [every.joint(j).name for j in range(1, every.njnt)]
+    low, high = np.degrees(every.jnt_range[1:, 0]), np.degrees(every.jnt_range[1:, 1])
+    seen = set()
+    for k in range(3_000):
+        pose = dict(zip(joints, rng.uniform(low, high) if k % 2 else np.where(rng.random(len(low)) < 0.5, low, high)))
+        expected = {pair for pair in _touching(every, pose) if isaacs(*pair)}
+        assert _touching(model, pose) == expected, pose
+        seen |= expected
+    assert len(seen) > 100  # arms with the body and the legs, legs with each other and the body
 
 
 def test_the_humanoid_has_nv_humanoids_joint_ranges_springs_and_damping():

@@ -33,20 +33,19 @@ def mujoco_c(sim, task, qpos0, ctrl):
     model = sim.mj_model
     data = mujoco.MjData(model)
     data.qpos[:] = qpos0
-    feet = sim.geom_ids(task.contact_geoms)
+    feet = sim.geom_members(task.contact_geoms)  # [ngeom + 1, n]: which geoms each entry adds up
     qpos, forces = [], []
     for step_ctrl in ctrl:
         data.ctrl[:] = step_ctrl
         for _ in range(task.substeps):
             mujoco.mj_step(model, data)
         qpos.append(data.qpos.copy())
-        force = np.zeros((len(feet), 3))
+        force = np.zeros((feet.shape[1], 3))
         for i, contact in enumerate(data.contact[:data.ncon]):
             local = np.zeros(6)
             mujoco.mj_contactForce(model, data, i, local)
             world = contact.frame.reshape(3, 3).T @ local[:3]  # on geom2, world frame
-            for j, geom in enumerate(feet):
-                force[j] += world * ((contact.geom2 == geom) - (contact.geom1 == geom))
+            force += (feet[contact.geom2] - feet[contact.geom1])[:, None] * world
         forces.append(force)
     return np.array(qpos), np.array(forces)
 
@@ -164,24 +163,26 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     assert np.abs(np.asarray(held_qpos) - np.asarray(qpos)).max() > 1e-4
 
 
-def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds():
+@pytest.mark.parametrize("name, lower", [("Anymal", 0.01), ("Humanoid", 0.065)])
+def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds(name, lower):
     """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `mujoco_state`; no MJX program to
     compile, no MJX data made): the task's state built from them equals the one built from MJX's own forward pass
-    of the same poses, contact forces included (float64 C against float32 MJX), on Anymal standing and moving."""
+    of the same poses, contact forces included (float64 C against float32 MJX), standing and moving: Anymal, and
+    the Humanoid whose feet are two capsules each and whose MJX solver takes its 32 deepest contacts."""
     from envcoder.candidates.validate import _builder
 
-    task = get_task("Anymal")
+    task = get_task(name)
     sim = Simulator(task.model_file, task.substeps)
     model, envs = sim.mj_model, 3
     rng = np.random.default_rng(0)
     qpos = np.tile(np.asarray(sim.qpos0, np.float64), (envs, 1))
     qpos[:, 7:] += rng.uniform(-0.2, 0.2, (envs, model.nq - 7))
-    qpos[:, 2] -= 0.01  # the feet press into the floor: contacts with forces
+    qpos[:, 2] -= lower  # the feet press into the floor: contacts with forces
     qvel = rng.uniform(-0.5, 0.5, (envs, model.nv))
     build = jax.jit(_builder(task, sim))
     buffers = (jnp.zeros((envs, task.num_commands)), jnp.zeros((envs, model.nu)), jnp.zeros((envs, model.nu)),
                jnp.zeros((envs,), jnp.int32))
-    from_c = build(*sim.mujoco_state(sim.mujoco_data(qpos, qvel), sim.geom_ids(task.contact_geoms)), *buffers)
+    from_c = build(*sim.mujoco_state(sim.mujoco_data(qpos, qvel), sim.geom_members(task.contact_geoms)), *buffers)
     mjx_data = jax.jit(jax.vmap(sim.reset))(jnp.asarray(qpos, jnp.float32), jnp.asarray(qvel, jnp.float32))
     from_mjx = build(mjx_data, sim.task_contact_forces(task, mjx_data), *buffers)
     assert float(jnp.abs(from_c["contact_forces"]).max()) > 10.0  # the floor pushes

@@ -38,7 +38,7 @@ def sample_state(task, simulator, num_envs: int = SAMPLE_ENVS):
 
 def _physics(task, simulator, datas):
     """`(PhysicsState, contact forces)` of MuJoCo C's data of environments (`Simulator.mujoco_state`)."""
-    return simulator.mujoco_state(datas, simulator.geom_ids(task.contact_geoms))
+    return simulator.mujoco_state(datas, simulator.geom_members(task.contact_geoms))
 
 
 def _action_size(task, nu: int) -> int:

@@ -177,29 +177,34 @@ class Simulator:
         """`ctrl [..., nu]` clipped to the actuators' control ranges (what the physics applies)."""
         return jnp.clip(ctrl, self._ctrl_low, self._ctrl_high)
 
-    def geom_ids(self, names: Sequence[str]) -> tuple[int, ...]:
-        """The ids of the geoms named `names`; an unknown name is an error that names the model file."""
-        ids = tuple(mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_GEOM, name) for name in names)
-        missing = [name for name, i in zip(names, ids) if i < 0]
-        if missing:
-            raise ValueError(f"{self.model_file}: no geom named {', '.join(missing)}")
-        return ids
+    def geom_members(self, entries: Sequence[str | tuple[str, ...]]) -> np.ndarray:
+        """`[ngeom + 1, len(entries)]`: 1 where a geom is an entry's: a task's `contact_geoms`, each the name of a
+        geom or a tuple of names whose forces add up (a foot of two capsules). Its last row, for no geom (-1), is 0.
+        An unknown name is an error that names the model file."""
+        members = np.zeros((self.mj_model.ngeom + 1, len(entries)), np.float32)
+        for k, entry in enumerate(entries):
+            for name in (entry,) if isinstance(entry, str) else entry:
+                geom = mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_GEOM, name)
+                if geom < 0:
+                    raise ValueError(f"{self.model_file}: no geom named {name}")
+                members[geom, k] = 1.0
+        return members
 
     def task_contact_forces(self, task, data: mjx.Data) -> jnp.ndarray:
         """`[..., len(task.contact_geoms), 3]`: what `task.build_state` receives as `contact_forces`."""
-        return self.contact_forces(data, self.geom_ids(task.contact_geoms))
+        return self.contact_forces(data, self.geom_members(task.contact_geoms))
 
-    def contact_forces(self, data: mjx.Data, geom_ids: Sequence[int]) -> jnp.ndarray:
-        """`[..., len(geom_ids), 3]`: the net contact force on each geom, world frame, in N (from the last step's
-        constraint solve), for data with any leading batch axes (all of the simulator's worlds, for Warp).
-        Supports the pyramidal friction cone with condim 3, which envcoder's models use."""
+    def contact_forces(self, data: mjx.Data, members: np.ndarray) -> jnp.ndarray:
+        """`[..., n, 3]`: the net contact force on each of n sets of geoms (`members`, from `geom_members`), world
+        frame, in N (from the last step's constraint solve), for data with any leading batch axes (all of the
+        simulator's worlds, for Warp). Supports the pyramidal friction cone with condim 3, as envcoder's models."""
         if self.mj_model.opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL or np.any(self.mj_model.pair_dim != 3):
             raise NotImplementedError(f"{self.model_file.name}: contact forces need cone='pyramidal' and condim 3")
-        lead = data.qpos.shape[:-1]
-        if not geom_ids:
+        lead, n = data.qpos.shape[:-1], members.shape[1]
+        if not n:
             return jnp.zeros(lead + (0, 3))
         if self.physics == "jax":
-            per_env = functools.partial(self._contact_forces_one, geom_ids=tuple(geom_ids))
+            per_env = functools.partial(self._contact_forces_one, members=members)
             for _ in lead:
                 per_env = jax.vmap(per_env)
             return per_env(data)
@@ -213,17 +218,17 @@ class Simulator:
         efc_force = impl.efc__force.reshape(worlds, -1)
         pyramid = jnp.where(valid[:, None], efc_force[world[:, None], jnp.maximum(rows, 0)], 0.0)
         world_force = self._pyramid_to_world(pyramid, impl.contact__friction, impl.contact__frame)
-        per_geom = self._per_geom(world_force, impl.contact__geom, geom_ids)  # [contacts, n, 3]
+        per_geom = self._per_geom(world_force, impl.contact__geom, members)  # [contacts, n, 3]
         forces = jax.ops.segment_sum(per_geom, world, num_segments=worlds)
-        return forces.reshape(lead + (len(geom_ids), 3))
+        return forces.reshape(lead + (n, 3))
 
-    def _contact_forces_one(self, data: mjx.Data, geom_ids: tuple[int, ...]) -> jnp.ndarray:
-        """`[len(geom_ids), 3]` for one environment of the JAX engine (its own contact list)."""
+    def _contact_forces_one(self, data: mjx.Data, members: np.ndarray) -> jnp.ndarray:
+        """`[n, 3]` for one environment of the JAX engine (its own contact list)."""
         contact = data._impl.contact
         rows = contact.efc_address[:, None] + jnp.arange(4)
         pyramid = jnp.where(contact.efc_address[:, None] >= 0, data._impl.efc_force[jnp.maximum(rows, 0)], 0.0)
         world_force = self._pyramid_to_world(pyramid, contact.friction, contact.frame)
-        return self._per_geom(world_force, contact.geom, geom_ids).sum(axis=0)
+        return self._per_geom(world_force, contact.geom, members).sum(axis=0)
 
     @staticmethod
     def _pyramid_to_world(pyramid, friction, frame):
@@ -234,10 +239,10 @@ class Simulator:
         return jnp.einsum("ci,cij->cj", jnp.stack([normal, tangent1, tangent2], axis=1), frame.reshape(-1, 3, 3))
 
     @staticmethod
-    def _per_geom(world_force, geoms, geom_ids):
-        """`[contacts, len(geom_ids), 3]`: each contact pushes geom2 by its force and geom1 by the opposite."""
-        ids = jnp.asarray(geom_ids)
-        sign = (geoms[:, 1:2] == ids).astype(world_force.dtype) - (geoms[:, 0:1] == ids).astype(world_force.dtype)
+    def _per_geom(world_force, geoms, members):
+        """`[contacts, n, 3]`: each contact pushes geom2's sets by its force and geom1's by the opposite."""
+        members = jnp.asarray(members, world_force.dtype)
+        sign = members[geoms[:, 1]] - members[geoms[:, 0]]
         return sign[:, :, None] * world_force[:, None, :]
 
     def compact(self, data: mjx.Data) -> PhysicsState | mjx.Data:
@@ -312,10 +317,10 @@ class Simulator:
             data.ctrl[:] = row
             mujoco.mj_step(self.mj_model, data)
 
-    def mujoco_state(self, datas: Sequence[mujoco.MjData], geom_ids: Sequence[int]) -> tuple[PhysicsState, np.ndarray]:
+    def mujoco_state(self, datas: Sequence[mujoco.MjData], members: np.ndarray) -> tuple[PhysicsState, np.ndarray]:
         """MuJoCo C's data of environments as what training keeps of MJX's, stacked `[E, ...]` on the host: their
-        `PhysicsState` (float32, as MJX's) and the contact forces on `geom_ids` (`contact_forces`' formula on the
-        constraint forces of C's last solve, `[E, len(geom_ids), 3]`). No MJX data is made: `mjx.put_data` of each
+        `PhysicsState` (float32, as MJX's) and the contact forces on the sets of geoms `members` (`contact_forces`'
+        formula on the constraint forces of C's last solve, `[E, n, 3]`). No MJX data is made: `mjx.put_data` of each
         environment at each physics step was most of the sandbox's sample rollout (a worker's start)."""
         if self.mj_model.opt.cone != mujoco.mjtCone.mjCONE_PYRAMIDAL or np.any(self.mj_model.pair_dim != 3):
             raise NotImplementedError(f"{self.model_file.name}: contact forces need cone='pyramidal' and condim 3")
@@ -324,11 +329,10 @@ class Simulator:
             values = np.stack([np.asarray(getattr(d, name)) for d in datas])
             return values.astype(np.float32) if values.dtype == np.float64 else values
         state = PhysicsState(*(field(name) for name in STEP_INPUTS))
-        ids = np.asarray(geom_ids, dtype=np.int64)
-        forces = np.zeros((len(datas), len(ids), 3))
+        forces = np.zeros((len(datas), members.shape[1], 3))
         for env, d in enumerate(datas):
             contact = d.contact
-            if not d.ncon or not len(ids):
+            if not d.ncon or not members.shape[1]:
                 continue
             rows = contact.efc_address[:, None] + np.arange(4)
             pyramid = np.where(contact.efc_address[:, None] >= 0, d.efc_force[np.maximum(rows, 0)], 0.0)
@@ -337,7 +341,7 @@ class Simulator:
             tangent2 = contact.friction[:, 1] * (pyramid[:, 2] - pyramid[:, 3])
             world = np.einsum("ci,cij->cj", np.stack([normal, tangent1, tangent2], axis=1),
                               contact.frame.reshape(-1, 3, 3))
-            sign = (contact.geom[:, 1:2] == ids).astype(float) - (contact.geom[:, 0:1] == ids).astype(float)
+            sign = members[contact.geom[:, 1]].astype(float) - members[contact.geom[:, 0]]
             forces[env] = (sign[:, :, None] * world[:, None, :]).sum(axis=0)
         return state, forces.astype(np.float32)
 

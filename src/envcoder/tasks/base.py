@@ -97,9 +97,10 @@ class Task:
     num_actions: int | None = None
     """A discrete action space of this many actions (a candidate's `ACTION_DIM` may change it): the policy picks
     one, and `compute_torque` receives its index `[E]` (int32). None: continuous actions in [-1, 1]."""
-    contact_geoms: tuple[str, ...] = ()
-    """Geoms whose net contact force (world frame, N) `build_state` receives, in this order. The simulator
-    computes them over all environments at once (MuJoCo Warp keeps one contact list for all of them)."""
+    contact_geoms: tuple[str | tuple[str, ...], ...] = ()
+    """Geoms whose net contact force (world frame, N) `build_state` receives, in this order: a geom's name, or a
+    tuple of names whose forces add up (a foot of two capsules). The simulator computes them over all
+    environments at once (MuJoCo Warp keeps one contact list for all of them)."""
     max_qvel: float = 100.0
     """The fastest any generalized velocity (m/s or rad/s, every entry of `qvel`) of a sane physics state
     is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its

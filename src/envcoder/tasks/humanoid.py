@@ -20,7 +20,7 @@ JOINTS = ("abdomen_z", "abdomen_y", "abdomen_x",
           "right_hip_x", "right_hip_z", "right_hip_y", "right_knee", "right_ankle_y", "right_ankle_x",
           "left_hip_x", "left_hip_z", "left_hip_y", "left_knee", "left_ankle_y", "left_ankle_x",
           "right_shoulder1", "right_shoulder2", "right_elbow", "left_shoulder1", "left_shoulder2", "left_elbow")
-FEET = ("right_foot", "left_foot")
+FEET = (("right_right_foot", "left_right_foot"), ("left_left_foot", "right_left_foot"))  # two capsules each
 TERMINATION_HEIGHT = 0.8
 
 
@@ -92,10 +92,10 @@ TASK = Task(
         "dof_limits_upper": StateField("[E, 21]", "rad", "upper joint limits, same order"),
         "motor_efforts": StateField("[E, 21]", "N·m", "torque limit of each joint's motor, same order"),
         "targets": StateField("[E, 3]", "m", "run target from sample_goal (default (1000, 0, 0): far along +x)"),
-        "contact_forces": StateField("[E, 2, 3]", "N", "net contact force on each foot (right, left): the floor's, "
-                                                       "and the other leg's where they touch; world frame; zero in an "
-                                                       "episode's first state (a reset places the robot without a "
-                                                       "physics step)"),
+        "contact_forces": StateField("[E, 2, 3]", "N", "net contact force on each foot (right, left; two capsules "
+                                                       "each): the floor's, and any other body part's that touches it; "
+                                                       "world frame; zero in an episode's first state (a reset places "
+                                                       "the robot without a physics step)"),
         "actions": action_field(21),
         "torques": StateField("[E, 21]", "N·m", "last motor torques (after the limits), joint order"),
         "progress_buf": StateField("[E]", "steps", "control steps (1/60 s) since the episode began"),
