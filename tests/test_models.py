@@ -5,6 +5,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
 
@@ -132,6 +133,23 @@ def test_the_humanoid_collides_every_pair_of_body_parts_that_isaac_collides():
         assert _touching(model, pose) == expected, pose
         seen |= expected
     assert len(seen) > 100  # arms with the body and the legs, legs with each other and the body
+
+
+def test_the_humanoid_standing_carries_its_weight_on_both_capsules_of_each_foot():
+    """Stood on the floor at its reference pose, after 0.25 s (before its knees give): the task's contact force on
+    each foot (`contact_forces`, as the sandbox's sample states compute it) holds up half the robot's weight to 5%,
+    and both capsules of each foot push, the inner one more."""
+    task = get_task("Humanoid")
+    sim = Simulator(task.model_file, task.substeps)
+    data = _settle(sim.mj_model, np.r_[sim.mj_model.qpos0[:2], sim.mj_model.qpos0[2] - 0.055, sim.mj_model.qpos0[3:]],
+                   0.25)
+    half_weight = sim.mj_model.body_subtreemass[1] * 9.81 / 2  # about 200 N
+    _, feet = sim.mujoco_state([data], sim.geom_members(task.contact_geoms))
+    np.testing.assert_allclose(feet[0, :, 2], half_weight, rtol=0.05)
+    _, capsules = sim.mujoco_state([data], sim.geom_members([c for foot in task.contact_geoms for c in foot]))
+    outer, inner = capsules[0, 0::2, 2], capsules[0, 1::2, 2]  # right_right, left_right; left_left, right_left
+    assert np.all(outer > 0.15 * half_weight) and np.all(inner > outer)
+    np.testing.assert_allclose(outer + inner, feet[0, :, 2], rtol=1e-6)
 
 
 def test_the_humanoid_has_nv_humanoids_joint_ranges_springs_and_damping():
