@@ -6,7 +6,8 @@ from pathlib import Path
 
 from envcoder.candidates import load_candidate
 from envcoder.candidates.validate import rollout_states, validate_candidate
-from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, state_terms, structural_child
+from envcoder.search.moves import (MOVES, fitness_term_source, reward_terms, rewards_only_the_fitness, state_terms,
+                                   structural_child)
 from envcoder.search.proposers import OfflineProposer, Parent, Request
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
@@ -91,7 +92,8 @@ def test_a_population_tunes_the_weights_a_move_adds_not_the_terms_or_the_tasks_t
         task = get_task(task_name)
         kind, step = task.get_fitness()[1].higher_is_better, task.get_fitness()[1].step
         sparse = Parent("sparse", (folder / f"{file}.py").read_text(), None)
-        for move, seed in (("add", 0), ("state", 1), ("state", 2), ("state", 3)):
+        first = ("state", 4) if kind else ("add", 0)  # the fitness is added to no start that is it (see below)
+        for move, seed in (first, ("state", 1), ("state", 2), ("state", 3)):
             child, note = structural_child(random.Random(seed), sparse, [], (fitness_term_source(step), kind),
                                            move=move, library=state_terms(task.state_fields))
             copies = seed_population({"child": child}, 4, seed=seed)
@@ -101,6 +103,30 @@ def test_a_population_tunes_the_weights_a_move_adds_not_the_terms_or_the_tasks_t
                 assert [line for line in copy.splitlines() if not line.startswith(tuple(weights))] == [
                     line for line in child.splitlines() if not line.startswith(tuple(weights))], (task_name, note)
             assert len({tuple(line for line in c.splitlines() if line.startswith("W_")) for c in copies.values()}) == 4
+
+
+def test_the_fitness_is_not_added_to_a_reward_that_is_the_fitness():
+    """Half of a sparse Ant start's children once added the task's fitness to itself, a reward only scaled (PPO
+    normalizes values and advantages: it trained as the start, docs/benchmarks/search.md § 24). A sparse start written
+    as its fitness (Ant, Humanoid, Cartpole) now gets only the terms its state offers; Anymal's fitness is an error,
+    added through a kernel (a term of its own), and a child with other terms may still weigh the fitness anew."""
+    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    for task_name in ("Ant", "Humanoid", "Cartpole", "Anymal"):
+        task = get_task(task_name)
+        kind, step = task.get_fitness()[1].higher_is_better, task.get_fitness()[1].step
+        fitness, library = (fitness_term_source(step), kind), state_terms(task.state_fields)
+        sparse = Parent("sparse", (folder / f"{task_name.lower()}.py").read_text(), None)
+        assert rewards_only_the_fitness(sparse.source, fitness[0]) == kind, task_name
+        notes = [structural_child(random.Random(seed), sparse, [], fitness, library=library)[1] for seed in range(12)]
+        assert all(n.startswith("add the state's") for n in notes) if kind else any("fitness" in n for n in notes)
+        child, _ = structural_child(random.Random(0), sparse, [], fitness, move="state", library=library)
+        assert structural_child(random.Random(0), Parent("child", child, 1.0), [], fitness, move="add") is not None
+    # Written otherwise (other quotes, a docstring), the same statements still count as the fitness; others do not.
+    ant = fitness_term_source(get_task("Ant").get_fitness()[1].step)
+    assert rewards_only_the_fitness('def compute_reward(state):\n    """v."""\n    return state["root_states"][:, 7]\n',
+                                    ant)
+    assert not rewards_only_the_fitness("def compute_reward(state):\n    return state['root_states'][:, 8]\n", ant)
+    assert not rewards_only_the_fitness("def compute_reward(state:\n", ant)
 
 
 def _children(seed: int = 3):

@@ -8,7 +8,8 @@ a donor's, for a term it takes) and changes the sum:
 - `reweight`: one term times a weight drawn log-uniformly over four orders of magnitude (sometimes negative: a
   term of the wrong sign flips);
 - `drop`: one term taken out;
-- `add`: a term of another candidate (or the task's fitness) added with a log-uniform weight;
+- `add`: a term of another candidate (or the task's fitness, where the parent is not written as the fitness
+  already: `rewards_only_the_fitness`) added with a log-uniform weight;
 - `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
 - `cross`: the terms of a second parent that the first lacks, all added;
 - `state`: a term that a task's state offers (`STATE_TERMS`: an alive bonus, the torso upright, high or heading to a
@@ -93,6 +94,25 @@ def fitness_term_source(step, name: str = "_task_fitness") -> str:
     return unparse_source(ast.fix_missing_locations(WrittenIn().visit(tree)))
 
 
+def rewards_only_the_fitness(source: str, fitness_source: str) -> bool:
+    """Whether a file's `compute_reward` is written as the task fitness's step (`fitness_source`, from
+    `fitness_term_source`): the same statements, its docstring and the strings' quotes aside. Such a file (a sparse
+    start) gains nothing from the fitness as a term: a higher-is-better fitness added to itself only scales the
+    reward, which trains as before (PPO normalizes values and advantages)."""
+    def body(text: str, name: str | None):
+        try:
+            tree = parse_source(text)
+        except SyntaxError:
+            return None
+        function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and name in (None, n.name)), None)
+        if function is None:
+            return None
+        statements = function.body[1:] if ast.get_docstring(function) is not None else function.body
+        return [ast.dump(statement) for statement in statements]
+    mine = body(source, "compute_reward")
+    return mine is not None and mine == body(fitness_source, None)
+
+
 def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
     """`source` without imports and its module docstring, every module-level name it defines prefixed (so that
     two files live in one), and those names."""
@@ -144,12 +164,14 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
                      move: str | None = None, library: Sequence = ()) -> tuple[str, str] | None:
     """`(source, what changed)` of a child of `parent` (a `Parent`) by one structural move (`move`, else drawn
     among those that apply), with donors among `others`, the task's fitness (`(its step's source from
-    fitness_term_source, higher_is_better)`) and the terms its state offers (`library`: `state_terms`); None when no
-    move applies."""
+    fitness_term_source, higher_is_better)`; not added to a parent that `rewards_only_the_fitness`) and the terms its
+    state offers (`library`: `state_terms`); None when no move applies."""
 
     def flat(source: str) -> str:  # without the headers of its generation, a child's terms as a literal
         return flatten("".join(line for line in source.splitlines(keepends=True) if not line.startswith("# offline: ")))
     parent = dataclasses.replace(parent, source=flat(parent.source))
+    if fitness is not None and fitness[1] and rewards_only_the_fitness(parent.source, fitness[0]):
+        fitness = None  # the fitness added to itself only scales the reward: the same run under normalized values
     terms = reward_terms(parent.source)
     others = [dataclasses.replace(o, source=flat(o.source)) for o in others if o.name != parent.name]
     donors = [(o, t) for o in others for t in reward_terms(o.source) if t not in terms]
