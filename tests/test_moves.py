@@ -1,6 +1,7 @@
 """The offline search's structural moves (`envcoder.search.moves`): children that change a reward's terms, each a
 file that passes validation."""
 
+import ast
 import random
 from pathlib import Path
 
@@ -166,6 +167,12 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
         assert "_split" in child and "_split" not in flat and "_p_compute_reward" not in flat, (move, flat)
         assert flat.count("def ") == 1 and "def compute_reward(state):" in flat, (move, flat)
         assert "pole_angle" in flat  # the start's own name, kept
+        body = next(n for n in ast.parse(flat).body if isinstance(n, ast.FunctionDef)).body
+        for i, statement in enumerate(body):  # nothing computed that nothing reads (once: a donor's own reward sum)
+            if isinstance(statement, ast.Assign):
+                name = statement.targets[0].id
+                assert any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                           for later in body[i + 1:] for n in ast.walk(later)), (move, name, flat)
         outputs = []
         for source in (child, flat):
             candidate = load_candidate(Path(f"{move}.py"), source=source)
@@ -184,11 +191,13 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
 def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     """The flat find of a sparse start's child: the start's lines as it wrote them (its quotes too), each added term
     named once, the components in the return as one literal, no import that nothing uses, and the same reward and
-    components as the child, bit for bit; the diff against the start shows only what the move changed."""
+    components as the child, bit for bit; the diff against the start shows only what the move changed. A child that
+    takes a term of another child keeps nothing that nothing reads."""
     import numpy as np
 
     from envcoder.candidates.load import call_with_params
-    from envcoder.search.readable import readable_text
+    from envcoder.candidates.sandbox import SandboxValidator
+    from envcoder.search.readable import readable_text, same_programs
 
     task = get_task("Cartpole")
     start = ('"""Sparse: the pole upright."""\nimport jax.numpy as jnp\n\n\ndef compute_reward(state):\n'
@@ -201,18 +210,34 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     assert "terms" not in body and "_split" not in flat and "import jax\n" not in flat, flat
     assert body.splitlines()[-1].startswith('    return (reward, {"') and "'" not in body, flat
     assert '     angle = state["dof_pos"][:, 1]' in diff and '-    angle' not in diff, diff  # unchanged, as written
+    # A child that takes a term of another child: the donor's own sum (and its copy of the start) is read by
+    # nothing, and was once left in the flat find as `angle_2 = ...; _ = ...; _ = _ + alive_2; ...`.
+    alive, _ = structural_child(random.Random(2), Parent("init_sparse", start, 0.2), [], None, move="state",
+                                library=state_terms(task.state_fields))
+    taking = [structural_child(random.Random(0), Parent("alive", alive, 0.5), [Parent("child", child, 0.4)], None,
+                               move=move)[0] for move in ("add", "cross")]
+    for source in taking:
+        taken = readable_text(source, start)["flat"]
+        assert "_ =" not in taken and "angle_2" not in taken and "action_cost = " in taken, taken
+        assert "return (None, {'action_cost': action_cost})" in source  # the donor's other terms are not carried
+    # ... and the sandbox's programs for the flat find and the child are the same (once not: the flat find computed
+    # a weighted term once per read, lacked the donor's unused constants, and locations on arguments differed).
+    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
+        assert all(same_programs(validator, found["as_found"], found["flat"])
+                   for found in (readable_text(source, start) for source in (child, *taking)))
     simulator = Simulator(task.model_file, task.substeps)
     states = rollout_states(task, simulator)
-    outputs = []
-    for name, source in (("child", child), ("flat", flat)):
-        candidate = load_candidate(Path(f"{name}.py"), source=source)
-        validate_candidate(task, simulator, candidate, states)
-        reward, terms = call_with_params(candidate.functions["compute_reward"],
-                                         candidate.function_params.get("compute_reward", {}), states)
-        outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
-    (reward_a, terms_a), (reward_b, terms_b) = outputs
-    assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
-    assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
+    for source in (child, *taking):
+        outputs = []
+        for name, text in (("child", source), ("flat", readable_text(source, start)["flat"])):
+            candidate = load_candidate(Path(f"{name}.py"), source=text)
+            validate_candidate(task, simulator, candidate, states)
+            reward, terms = call_with_params(candidate.functions["compute_reward"],
+                                             candidate.function_params.get("compute_reward", {}), states)
+            outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+        (reward_a, terms_a), (reward_b, terms_b) = outputs
+        assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
+        assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
 
 
 def test_every_sparse_starts_children_read_flat_with_every_term_they_add():

@@ -34,6 +34,7 @@ import random
 from typing import Mapping, Sequence
 
 from envcoder.search.readable import flatten, reward_terms
+from envcoder.search.tidy import unread, used
 from envcoder.tasks.base import StateField
 from envcoder.text import column, parse as parse_source, unparse as unparse_source
 
@@ -247,7 +248,7 @@ def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: lis
         note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
     for k, donor_name in enumerate(sorted({o.name for o, _ in taken})):
         donor = next(o for o, _ in taken if o.name == donor_name)
-        renamed, _ = _renamed(donor.source, f"_d{k}_")
+        renamed, _ = _renamed(_only_terms(donor.source, {t for o, t in taken if o.name == donor_name}), f"_d{k}_")
         pieces.append(renamed)
         lines += [f"    _, donor{k} = _split(_d{k}_compute_reward(state))"]
         for j, (_, term) in enumerate(t for t in taken if t[0].name == donor_name):
@@ -256,6 +257,26 @@ def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: lis
             lines += [f"    terms = {{**terms, {term!r}: {name} * donor{k}[{term!r}]}}",
                       f"    reward = reward + terms[{term!r}]"]
     return note
+
+
+def _only_terms(source: str, names: set[str]) -> str:
+    """A donor (read flat) whose `compute_reward` returns only the terms `names` that a move takes, `(None, {...})`,
+    less the statements, functions and constants that nothing then reads: a child carries none of its donor's code
+    that its reward does not use (such code trained as nothing, but its constants were inputs of the child's program,
+    which its flat find then lacked). The source itself where its reward does not end by returning a literal of
+    terms."""
+    tree = parse_source(source)
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
+    last = function.body[-1] if function is not None and function.body else None
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
+            and isinstance(last.value.elts[1], ast.Dict) and None not in last.value.elts[1].keys):
+        return source
+    literal = last.value.elts[1]
+    kept = [(k, v) for k, v in zip(literal.keys, literal.values) if isinstance(k, ast.Constant) and k.value in names]
+    last.value = ast.Tuple([ast.Constant(None), ast.Dict([k for k, _ in kept], [v for _, v in kept])], ast.Load())
+    function.body = unread(function.body)
+    tree.body = used(tree.body)
+    return unparse_source(ast.fix_missing_locations(tree))
 
 
 def _kernel_literals(source: str) -> list[tuple[int, int, float]]:

@@ -20,8 +20,8 @@ import difflib
 import re
 
 from envcoder.search.inline import inline_one
-from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, quoted_like, returned_literal,
-                                  short_floats, split_pairs, unprefixed, unread, used)
+from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, named_entries, quoted_like,
+                                  returned_literal, short_floats, split_pairs, unprefixed, unread, used)
 from envcoder.text import parse as parse_source, unparse as unparse_source
 
 
@@ -75,7 +75,7 @@ def flatten(source: str) -> str:
         inlined += 1
     if not inlined:
         return source
-    reward.body = returned_literal(unread(merged_terms(collapsed(split_pairs(reward.body)))))
+    reward.body = returned_literal(unread(merged_terms(named_entries(collapsed(split_pairs(reward.body))))))
     tree.body = used(tree.body)
     tree = short_floats(unprefixed(tree))
     tree.body = imports_used(tree)
@@ -162,11 +162,16 @@ def same_programs(validator, as_found: str, flat: str) -> bool:
     return all(_program_text(first[api]) == _program_text(second[api]) for api in first)
 
 
+_LOCATION = re.compile(r'\s*loc\((?:"[^"]*"|[^()"]|\([^()]*\))*\)')
+"""A source location in MLIR text: `loc(#loc3)`, `loc(unknown)`, and a named one on a block's or a function's
+argument, `loc("scatter:"(#loc40))` (its name may hold parentheses: `loc("jit(f)/asin"(#loc4))`)."""
+
+
 def _program_text(program) -> list[str]:
     """Each of the program's modules as text without source locations and argument or result names."""
     texts = []
     for exported in program.exported:
         lines = [line for line in exported.mlir_module().splitlines() if not line.startswith("#loc")]
-        text = re.sub(r"\s*loc\((?:#loc\d*|unknown)\)", "", "\n".join(lines))
+        text = _LOCATION.sub("", "\n".join(lines))
         texts.append(re.sub(r'jax\.(?:arg|result)_info = "[^"]*",?\s*', "", text))
     return texts

@@ -1,6 +1,7 @@
 """Rewrites of a flattened reward's statements that keep its array operations as they are, in their order (nothing
 is folded or reordered), so that the tidy file compiles to the same program (`envcoder.search.readable`): pairs
-split, copies collapsed, a dictionary of terms built in one literal and returned, what nothing reads dropped, the
+split, copies collapsed, a dictionary of terms built in one literal and returned, what nothing reads dropped (an
+unread result is in no program: tracing drops it), the
 moves' prefixes taken off, the start's quotes, and a tuned constant written as the float32 it trains as."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ast
 import copy
 import io
+import keyword
 import re
 import tokenize
 
@@ -89,6 +91,35 @@ def _reads(statement, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(statement))
 
 
+def named_entries(body: list) -> list:
+    """`d = {**d, "k": <operation>}` whose entry a later statement reads as `d["k"]`: the operation bound to the name
+    `k` first (`k = <operation>` before it, the entry `"k": k`), so that the flat file computes it once, as the child
+    does, and not once per read; only where nothing after reads the name `k` or a `["k"]` of another dictionary."""
+    out = []
+    for i, statement in enumerate(body):
+        name = _assigned_name(statement)
+        value = statement.value if name else None
+        if (isinstance(value, ast.Dict) and value.keys and value.keys[0] is None
+                and isinstance(value.values[0], ast.Name) and value.values[0].id == name):
+            later = body[i + 1:]
+            for j in range(1, len(value.keys)):
+                key, entry = value.keys[j], value.values[j]
+                if isinstance(entry, (ast.Name, ast.Constant)) or not (
+                        isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()
+                        and not keyword.iskeyword(key.value)):
+                    continue
+                reads = [n.value for s in later for n in ast.walk(s) if isinstance(n, ast.Subscript)
+                         and isinstance(n.slice, ast.Constant) and n.slice.value == key.value]
+                if (any(isinstance(r, ast.Name) and r.id == name for r in reads)
+                        and all(isinstance(r, ast.Name) and r.id == name for r in reads)
+                        and not any(_reads(s, key.value) for s in later)):
+                    out.append(ast.copy_location(ast.Assign(targets=[ast.Name(key.value, ast.Store())], value=entry),
+                                                 statement))
+                    value.values[j] = ast.Name(key.value, ast.Load())
+        out.append(statement)
+    return out
+
+
 def merged_terms(body: list) -> list:
     """A dictionary of terms built in one literal: after `d = {...}`, each `d[key]` read as its entry's value, and
     `d = {**d, key: value}` or `d = {k: v for k, v in d.items() if k != key}` folded into the literal, until `d`
@@ -138,14 +169,13 @@ def _substituted_reads(statement, name: str, literal: ast.Dict):
 
 
 def unread(body: list) -> list:
-    """Without `name = <names, or a literal of names>` (no array operation) where nothing after reads `name`."""
+    """Without `name = ...` where nothing after reads `name`, from the end (so a chain `_ = _ + x` that ends unread
+    goes whole: a donor's own reward sum, which a move never uses). An array operation whose result nothing reads is
+    no operation of the program: tracing drops it (its StableHLO is the same, `readable.same_programs` checks)."""
     out = list(body)
     for i in range(len(out) - 1, -1, -1):
         name = _assigned_name(out[i])
-        value = out[i].value if name else None
-        plain = value is not None and all(isinstance(n, (ast.Name, ast.Dict, ast.Tuple, ast.Constant, ast.Load))
-                                          for n in ast.walk(value))
-        if plain and not any(_reads(s, name) for s in out[i + 1:]):
+        if name is not None and not any(_reads(s, name) for s in out[i + 1:]):
             del out[i]
     return out
 
