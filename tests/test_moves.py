@@ -191,13 +191,11 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
 def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     """The flat find of a sparse start's child: the start's lines as it wrote them (its quotes too), each added term
     named once, the components in the return as one literal, no import that nothing uses, and the same reward and
-    components as the child, bit for bit; the diff against the start shows only what the move changed. A child that
-    takes a term of another child keeps nothing that nothing reads."""
+    components as the child, bit for bit; the diff against the start shows only what the move changed."""
     import numpy as np
 
     from envcoder.candidates.load import call_with_params
-    from envcoder.candidates.sandbox import SandboxValidator
-    from envcoder.search.readable import readable_text, same_programs
+    from envcoder.search.readable import readable_text
 
     task = get_task("Cartpole")
     start = ('"""Sparse: the pole upright."""\nimport jax.numpy as jnp\n\n\ndef compute_reward(state):\n'
@@ -210,6 +208,35 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     assert "terms" not in body and "_split" not in flat and "import jax\n" not in flat, flat
     assert body.splitlines()[-1].startswith('    return (reward, {"') and "'" not in body, flat
     assert '     angle = state["dof_pos"][:, 1]' in diff and '-    angle' not in diff, diff  # unchanged, as written
+    simulator = Simulator(task.model_file, task.substeps)
+    states = rollout_states(task, simulator)
+    outputs = []
+    for name, source in (("child", child), ("flat", flat)):
+        candidate = load_candidate(Path(f"{name}.py"), source=source)
+        validate_candidate(task, simulator, candidate, states)
+        reward, terms = call_with_params(candidate.functions["compute_reward"],
+                                         candidate.function_params.get("compute_reward", {}), states)
+        outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
+    (reward_a, terms_a), (reward_b, terms_b) = outputs
+    assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
+    assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
+
+
+def test_a_child_that_takes_weighs_or_drops_a_term_reads_as_written_and_is_the_same_program():
+    """Children of a sparse start's child by `add`, `cross`, `reweight` and `drop`: the flat find keeps nothing that
+    nothing reads and one weight per term, and the sandbox hands over the same programs for it as for the child; on
+    the sample states both compute the same reward and components, bit for bit."""
+    import numpy as np
+
+    from envcoder.candidates.load import call_with_params
+    from envcoder.candidates.sandbox import SandboxValidator
+    from envcoder.search.readable import readable_text, same_programs
+
+    task = get_task("Cartpole")
+    start = ('"""Sparse: the pole upright."""\nimport jax.numpy as jnp\n\n\ndef compute_reward(state):\n'
+             '    angle = state["dof_pos"][:, 1]\n    return jnp.where(jnp.abs(angle) < 0.2, 1.0, 0.0)\n')
+    child, _ = structural_child(random.Random(1), Parent("init_sparse", start, 0.2), [], None, move="state",
+                                library=state_terms(task.state_fields))  # alive and action_cost
     # A child that takes a term of another child: the donor's own sum (and its copy of the start) is read by
     # nothing, and was once left in the flat find as `angle_2 = ...; _ = ...; _ = _ + alive_2; ...`.
     alive, _ = structural_child(random.Random(2), Parent("init_sparse", start, 0.2), [], None, move="state",
@@ -220,6 +247,23 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
         taken = readable_text(source, start)["flat"]
         assert "_ =" not in taken and "angle_2" not in taken and "action_cost = " in taken, taken
         assert "return (None, {'action_cost': action_cost})" in source  # the donor's other terms are not carried
+        # one weight per term, as a person writes it: the move's weight went into the donor's (not `W_ADD0_0 * ...`)
+        assert "W_ADD" not in source and "    action_cost = W_ACTION_COST * -jnp.sum(" in taken, taken
+        assert ('    reward = reward + action_cost\n'
+                '    return (reward, {"alive": alive, "action_cost": action_cost})') in taken
+    weights = [float(line.split(" = ")[1]) for t in (child, *taking) for line in t.splitlines()
+               if "W_ACTION_COST = " in line]
+    assert weights[0] == weights[2] and weights[1] != weights[0], weights  # cross takes it as it is; add draws anew
+    # Re-weighting or dropping a term of a flat parent changes the parent's own lines (once: the term added again
+    # times `W_REWEIGHT - 1`, or added and then subtracted); the summary still gets the find's diff from the start.
+    (scaled, note), (dropped, _) = (structural_child(random.Random(0), Parent("child", child, 0.5), [], None, move=m)
+                                    for m in ("reweight", "drop"))
+    factor = float(note.split("× ")[1])
+    assert "_split" not in scaled + dropped and "W_REWEIGHT" not in scaled, scaled
+    assert f"W_ACTION_COST = {float(f'{weights[0] * factor:.3g}')}" in scaled and "- " not in dropped.split("def ")[1]
+    assert reward_terms(dropped) == ["alive"] and "W_ACTION_COST" not in dropped and "actions" not in dropped, dropped
+    assert "+    action_cost = W_ACTION_COST" in readable_text(scaled, start)["diff"]
+    taking += [scaled, dropped]
     # ... and the sandbox's programs for the flat find and the child are the same (once not: the flat find computed
     # a weighted term once per read, lacked the donor's unused constants, and locations on arguments differed).
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:

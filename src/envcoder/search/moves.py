@@ -3,13 +3,14 @@
 A reward's *terms* are the named components its `compute_reward` returns (`return reward, {"name": term, ...}`).
 The library of terms holds every term of every candidate seen, and the task's own fitness (as a term: its
 per-step quantity, for an error through a kernel). A move writes a child file that calls its parent's reward (and
-a donor's, for a term it takes) and changes the sum:
+a donor's, cut to the terms it takes: `_only_terms`) and changes the sum:
 
 - `reweight`: one term times a weight drawn log-uniformly over four orders of magnitude (sometimes negative: a
   term of the wrong sign flips);
 - `drop`: one term taken out;
 - `add`: a term of another candidate (or the task's fitness, where the parent is not written as the fitness
-  already: `rewards_only_the_fitness`) added with a log-uniform weight;
+  already: `rewards_only_the_fitness`) added with a log-uniform weight (folded into the term's own weight where it
+  has one, `_scaled_weight`: one constant per term, as a person writes it);
 - `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
 - `cross`: the terms of a second parent that the first lacks, all added;
 - `state`: a term that a task's state offers (`STATE_TERMS`: an alive bonus, the torso upright, high or heading to a
@@ -192,16 +193,19 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
     pieces, lines, weights, note = [base], [], {}, ""
     if move in ("reweight", "drop"):
         term = rng.choice(terms)
+        weight = _log_uniform(rng, 1e-2, 1e2) * (-1.0 if rng.random() < 0.15 else 1.0) if move == "reweight" else 0
+        note = f"weight of term {term!r} × {_weight(weight)}" if move == "reweight" else f"drop term {term!r}"
+        edited = _scaled_weight(parent.source, term, weight) if move == "reweight" else _without_term(parent.source,
+                                                                                                     term)
+        if edited is not None:  # the parent's own lines changed, not a term added and then taken away again
+            return f"# offline: from {parent.name}; {note}\n{edited}\n", note
         if move == "drop":
             lines += [f"    reward = reward - terms[{term!r}]",
                       f"    terms = {{k: v for k, v in terms.items() if k != {term!r}}}"]
-            note = f"drop term {term!r}"
         else:
-            weight = _log_uniform(rng, 1e-2, 1e2) * (-1.0 if rng.random() < 0.15 else 1.0)
             weights["W_REWEIGHT"] = weight
             lines += [f"    reward = reward + (W_REWEIGHT - 1.0) * terms[{term!r}]",
                       f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
-            note = f"weight of term {term!r} × {_weight(weight)}"
     elif move == "state":  # one term, or two or three at once (sometimes more than one is needed at all)
         count = min(len(offered), 1 + (rng.random() < 0.5) + (rng.random() < 0.25))
         added = []
@@ -248,15 +252,85 @@ def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: lis
         note = f"add term {taken[0][1]!r} of {taken[0][0].name}"
     for k, donor_name in enumerate(sorted({o.name for o, _ in taken})):
         donor = next(o for o, _ in taken if o.name == donor_name)
-        renamed, _ = _renamed(_only_terms(donor.source, {t for o, t in taken if o.name == donor_name}), f"_d{k}_")
-        pieces.append(renamed)
+        names = [t for o, t in taken if o.name == donor_name]
+        source = _only_terms(donor.source, set(names))
         lines += [f"    _, donor{k} = _split(_d{k}_compute_reward(state))"]
-        for j, (_, term) in enumerate(t for t in taken if t[0].name == donor_name):
-            name = f"W_ADD{k}_{j}"
-            weights[name] = 1.0 if move == "cross" else _log_uniform(rng, 1e-2, 1e1)
-            lines += [f"    terms = {{**terms, {term!r}: {name} * donor{k}[{term!r}]}}",
-                      f"    reward = reward + terms[{term!r}]"]
+        for j, term in enumerate(names):
+            weight = 1.0 if move == "cross" else _log_uniform(rng, 1e-2, 1e1)
+            folded = _scaled_weight(source, term, weight)
+            if folded is not None:  # the term's own weight takes the move's: one constant per term
+                source = folded
+                lines += [f"    terms = {{**terms, {term!r}: donor{k}[{term!r}]}}"]
+            else:
+                weights[f"W_ADD{k}_{j}"] = weight
+                lines += [f"    terms = {{**terms, {term!r}: W_ADD{k}_{j} * donor{k}[{term!r}]}}"]
+            lines += [f"    reward = reward + terms[{term!r}]"]
+        pieces.append(_renamed(source, f"_d{k}_")[0])
     return note
+
+
+def _scaled_weight(source: str, term: str, factor: float) -> str | None:
+    """`source` (a donor, `_only_terms`) with the weight of its term `term` times `factor`, where the term is
+    `name = W * (...)` in its `compute_reward` and `W` a module-level float constant that nothing else reads; None
+    otherwise. So a child adds a donor's term with one weight, not the donor's times its own (`0.78 * 0.039`), which
+    its flat find could not fold without changing the float arithmetic; at `factor` 1 the source as it is."""
+    tree = parse_source(source)
+    function, returned = _returned_terms(tree)
+    value = dict(zip([k.value for k in returned.keys], returned.values)).get(term) if returned else None
+    if not isinstance(value, ast.Name):
+        return None
+    assigned = [n for n in function.body if isinstance(n, ast.Assign) and value.id in _stored_names(n)]
+    product = assigned[0].value if len(assigned) == 1 else None
+    if not (isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult) and isinstance(product.left, ast.Name)):
+        return None
+    weight = product.left.id
+    constant = [n for n in tree.body if isinstance(n, ast.Assign) and weight in _stored_names(n)]
+    reads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == weight and isinstance(n.ctx, ast.Load)]
+    if len(constant) != 1 or len(reads) != 1 or not (isinstance(constant[0].value, ast.Constant)
+                                                      and type(constant[0].value.value) is float):
+        return None
+    if factor != 1.0:
+        constant[0].value = ast.Constant(float(_weight(constant[0].value.value * factor)))
+    return unparse_source(ast.fix_missing_locations(tree))
+
+
+def _without_term(source: str, term: str) -> str | None:
+    """`source` (read flat) without its term `term`: the line that adds it to the reward (`reward = reward + v`, `v`
+    the term's entry in the returned literal) and the entry taken out, and what nothing then reads; None where the
+    reward does not add the entry so, once."""
+    tree = parse_source(source)
+    function, returned = _returned_terms(tree)
+    entry = dict(zip([k.value for k in returned.keys], returned.values)).get(term) if returned else None
+    total = function.body[-1].value.elts[0] if entry is not None else None
+    if not isinstance(total, ast.Name):
+        return None
+    added = [s for s in function.body if isinstance(s, ast.Assign) and total.id in _stored_names(s)
+             and isinstance(s.value, ast.BinOp) and isinstance(s.value.op, ast.Add)
+             and isinstance(s.value.left, ast.Name) and s.value.left.id == total.id
+             and ast.dump(s.value.right) == ast.dump(entry)]
+    if len(added) != 1:
+        return None
+    index = [k.value for k in returned.keys].index(term)
+    del returned.keys[index], returned.values[index]
+    function.body = unread([s for s in function.body if s is not added[0]])
+    tree.body = used(tree.body)
+    return unparse_source(ast.fix_missing_locations(tree))
+
+
+def _returned_terms(tree: ast.Module) -> tuple[ast.FunctionDef | None, ast.Dict | None]:
+    """A module's `compute_reward` and the literal of terms it ends by returning (`return (reward, {"k": v, ...})`,
+    string keys), or None for the literal where it does not."""
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
+    last = function.body[-1] if function is not None and function.body else None
+    if (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
+            and isinstance(last.value.elts[1], ast.Dict)
+            and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in last.value.elts[1].keys)):
+        return function, last.value.elts[1]
+    return function, None
+
+
+def _stored_names(statement) -> set[str]:
+    return {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _only_terms(source: str, names: set[str]) -> str:
@@ -266,14 +340,12 @@ def _only_terms(source: str, names: set[str]) -> str:
     which its flat find then lacked). The source itself where its reward does not end by returning a literal of
     terms."""
     tree = parse_source(source)
-    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
-    last = function.body[-1] if function is not None and function.body else None
-    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple) and len(last.value.elts) == 2
-            and isinstance(last.value.elts[1], ast.Dict) and None not in last.value.elts[1].keys):
+    function, literal = _returned_terms(tree)
+    if literal is None:
         return source
-    literal = last.value.elts[1]
-    kept = [(k, v) for k, v in zip(literal.keys, literal.values) if isinstance(k, ast.Constant) and k.value in names]
-    last.value = ast.Tuple([ast.Constant(None), ast.Dict([k for k, _ in kept], [v for _, v in kept])], ast.Load())
+    kept = [(k, v) for k, v in zip(literal.keys, literal.values) if k.value in names]
+    function.body[-1].value = ast.Tuple([ast.Constant(None), ast.Dict([k for k, _ in kept], [v for _, v in kept])],
+                                        ast.Load())
     function.body = unread(function.body)
     tree.body = used(tree.body)
     return unparse_source(ast.fix_missing_locations(tree))

@@ -104,7 +104,7 @@ def named_entries(body: list) -> list:
             later = body[i + 1:]
             for j in range(1, len(value.keys)):
                 key, entry = value.keys[j], value.values[j]
-                if isinstance(entry, (ast.Name, ast.Constant)) or not (
+                if isinstance(entry, (ast.Name, ast.Constant)) or _entry_read(entry) or not (
                         isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()
                         and not keyword.iskeyword(key.value)):
                     continue
@@ -118,6 +118,12 @@ def named_entries(body: list) -> list:
                     value.values[j] = ast.Name(key.value, ast.Load())
         out.append(statement)
     return out
+
+
+def _entry_read(node) -> bool:
+    """Whether `node` reads a dictionary's entry (`d["k"]`, a string key: no array operation)."""
+    return (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str))
 
 
 def merged_terms(body: list) -> list:
