@@ -561,7 +561,10 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert verdict["text"] == text and text in (out / "summary.md").read_text()
     assert summary["final_seeds"]["stopped"] == "separable"
     assert "beats the task default by 0.45" in " ".join(capsys.readouterr().out.split())
-    assert summary["readable"] is None or (out / "best.py").read_text().startswith("# offline: ")  # a child
+    readable = summary["readable"]  # a child of the offline search says what changed (flat already: as it reads)
+    assert (out / "best.py").read_text().startswith("# offline: ") and readable["same_program"], readable
+    how = "written flat (helpers inlined" if readable["inlined"] else "as it reads (flat already"
+    assert f"`best_readable.py` is best.py {how}" in (out / "summary.md").read_text() and readable["change"]
 
 
 @pytest.mark.slow

@@ -102,23 +102,24 @@ def readable_find(validator, out, source: str, starting: list[dict]) -> dict | N
     same = same_programs(validator, found["as_found"], found["flat"])
     (out / "best_readable.py").write_text(found["flat"])
     return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
-            "change": found["change"], "diff": found["diff"]}
+            "change": found["change"], "diff": found["diff"], "inlined": found["inlined"]}
 
 
 def readable_text(source: str, start: str | None) -> dict | None:
-    """`source` flattened (`flat`), `source` with the names the flat file took prefixes off renamed so (`as_found`:
-    what it is compared with), and what changed from `start` (`change`, `diff`; empty without one); None where there
-    is nothing to flatten and the file is no child of the offline search (whose first line says what changed; one
-    already flat, its parent's constants changed or a term dropped in the parent's own lines, is the find as it
-    reads, and what changed from the start is still said). Run in the sandbox (`SandboxValidator.jailed`): it parses
-    candidate text."""
+    """`source` flattened (`flat`; `inlined`: whether anything was), `source` with the names the flat file took
+    prefixes off renamed so (`as_found`: what it is compared with), and what changed from `start` (`change`, `diff`;
+    empty without one); None where there is nothing to flatten and the file is no child of the offline search (whose
+    first line says what changed; one already flat, its parent's constants changed or a term dropped in the parent's
+    own lines, is the find as it reads, and what changed from the start is still said). Run in the sandbox
+    (`SandboxValidator.jailed`): it parses candidate text."""
 
     flat = flatten(source)
-    if flat == source and not source.startswith("# offline: "):
+    inlined = flat != source
+    if not inlined and not source.startswith("# offline: "):
         return None
     flat = quoted_like(flat, start) if start is not None else flat
     words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
-    return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff}
+    return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff, "inlined": inlined}
 
 
 def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:

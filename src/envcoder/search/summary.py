@@ -99,7 +99,9 @@ def _readable_lines(readable: dict | None) -> list[str]:
         return []
     checked = ("checked in the sandbox to be the same program" if readable["same_program"] else
                "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
-    lines = ["", f"`{readable['file']}` is best.py written flat (helpers inlined, names kept; {checked})."]
+    how = ("written flat (helpers inlined, names kept" if readable.get("inlined", True) else
+           "as it reads (flat already: nothing to inline, the start's quotes")
+    lines = ["", f"`{readable['file']}` is best.py {how}; {checked})."]
     if readable.get("start"):
         lines += ["", f"Against the best starting file, {readable['start']}: {readable['change']}.", "",
                   "```diff", readable["diff"].rstrip("\n"), "```"]
