@@ -192,9 +192,6 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     """The flat find of a sparse start's child: the start's lines as it wrote them (its quotes too), each added term
     named once, the components in the return as one literal, no import that nothing uses, and the same reward and
     components as the child, bit for bit; the diff against the start shows only what the move changed."""
-    import numpy as np
-
-    from envcoder.candidates.load import call_with_params
     from envcoder.search.readable import readable_text
 
     task = get_task("Cartpole")
@@ -208,27 +205,13 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     assert "terms" not in body and "_split" not in flat and "import jax\n" not in flat, flat
     assert body.splitlines()[-1].startswith('    return (reward, {"') and "'" not in body, flat
     assert '     angle = state["dof_pos"][:, 1]' in diff and '-    angle' not in diff, diff  # unchanged, as written
-    simulator = Simulator(task.model_file, task.substeps)
-    states = rollout_states(task, simulator)
-    outputs = []
-    for name, source in (("child", child), ("flat", flat)):
-        candidate = load_candidate(Path(f"{name}.py"), source=source)
-        validate_candidate(task, simulator, candidate, states)
-        reward, terms = call_with_params(candidate.functions["compute_reward"],
-                                         candidate.function_params.get("compute_reward", {}), states)
-        outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
-    (reward_a, terms_a), (reward_b, terms_b) = outputs
-    assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
-    assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
+    _assert_same_rewards(task, [(child, flat)])
 
 
 def test_a_child_that_takes_weighs_or_drops_a_term_reads_as_written_and_is_the_same_program():
     """Children of a sparse start's child by `add`, `cross`, `reweight` and `drop`: the flat find keeps nothing that
     nothing reads and one weight per term, and the sandbox hands over the same programs for it as for the child; on
     the sample states both compute the same reward and components, bit for bit."""
-    import numpy as np
-
-    from envcoder.candidates.load import call_with_params
     from envcoder.candidates.sandbox import SandboxValidator
     from envcoder.search.readable import readable_text, same_programs
 
@@ -269,19 +252,29 @@ def test_a_child_that_takes_weighs_or_drops_a_term_reads_as_written_and_is_the_s
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
         assert all(same_programs(validator, found["as_found"], found["flat"])
                    for found in (readable_text(source, start) for source in (child, *taking)))
+    _assert_same_rewards(task, [(source, readable_text(source, start)["flat"]) for source in (child, *taking)])
+
+
+def _assert_same_rewards(task, pairs: list[tuple[str, str]]) -> None:
+    """Each child and its flat find (`pairs`) validate and compute the same reward and components, bit for bit, on
+    the task's sample rollout."""
+    import numpy as np
+
+    from envcoder.candidates.load import call_with_params
+
     simulator = Simulator(task.model_file, task.substeps)
     states = rollout_states(task, simulator)
-    for source in (child, *taking):
+    for pair in pairs:
         outputs = []
-        for name, text in (("child", source), ("flat", readable_text(source, start)["flat"])):
-            candidate = load_candidate(Path(f"{name}.py"), source=text)
+        for name, source in zip(("child", "flat"), pair):
+            candidate = load_candidate(Path(f"{name}.py"), source=source)
             validate_candidate(task, simulator, candidate, states)
             reward, terms = call_with_params(candidate.functions["compute_reward"],
                                              candidate.function_params.get("compute_reward", {}), states)
             outputs.append((np.asarray(reward), {k: np.asarray(v) for k, v in terms.items()}))
         (reward_a, terms_a), (reward_b, terms_b) = outputs
-        assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a
-        assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a)
+        assert np.array_equal(reward_a, reward_b) and terms_a.keys() == terms_b.keys() and terms_a, pair
+        assert all(np.array_equal(terms_a[k], terms_b[k]) for k in terms_a), pair
 
 
 def test_every_sparse_starts_children_read_flat_with_every_term_they_add():

@@ -192,20 +192,9 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
     base, _ = _renamed(parent.source, "_p_")
     pieces, lines, weights, note = [base], [], {}, ""
     if move in ("reweight", "drop"):
-        term = rng.choice(terms)
-        weight = _log_uniform(rng, 1e-2, 1e2) * (-1.0 if rng.random() < 0.15 else 1.0) if move == "reweight" else 0
-        note = f"weight of term {term!r} × {_weight(weight)}" if move == "reweight" else f"drop term {term!r}"
-        edited = _scaled_weight(parent.source, term, weight) if move == "reweight" else _without_term(parent.source,
-                                                                                                     term)
+        note, edited = _weigh_or_drop(rng, move, parent.source, terms, lines, weights)
         if edited is not None:  # the parent's own lines changed, not a term added and then taken away again
             return f"# offline: from {parent.name}; {note}\n{edited}\n", note
-        if move == "drop":
-            lines += [f"    reward = reward - terms[{term!r}]",
-                      f"    terms = {{k: v for k, v in terms.items() if k != {term!r}}}"]
-        else:
-            weights["W_REWEIGHT"] = weight
-            lines += [f"    reward = reward + (W_REWEIGHT - 1.0) * terms[{term!r}]",
-                      f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
     elif move == "state":  # one term, or two or three at once (sometimes more than one is needed at all)
         count = min(len(offered), 1 + (rng.random() < 0.5) + (rng.random() < 0.25))
         added = []
@@ -225,6 +214,23 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
             *lines, "    return reward, terms"]
     sources = [parent.source] + [o.source for o, _ in donors]
     return "\n".join(header + _imports(*sources) + [""] + constants + [""] + pieces + [""] + body) + "\n", note
+
+
+def _weigh_or_drop(rng: random.Random, move: str, source: str, terms: list[str], lines: list[str],
+                   weights: dict[str, float]) -> tuple[str, str | None]:
+    """The `reweight` or `drop` move on one of `terms`: `(what changed, the parent's source with its own lines
+    changed)` where its term is `name = W * (...)` added once (`_scaled_weight`, `_without_term`); else `(what
+    changed, None)` with the child's lines appended to `lines` and its weight to `weights`."""
+    term = rng.choice(terms)
+    if move == "drop":
+        lines += [f"    reward = reward - terms[{term!r}]",
+                  f"    terms = {{k: v for k, v in terms.items() if k != {term!r}}}"]
+        return f"drop term {term!r}", _without_term(source, term)
+    weight = _log_uniform(rng, 1e-2, 1e2) * (-1.0 if rng.random() < 0.15 else 1.0)
+    weights["W_REWEIGHT"] = weight
+    lines += [f"    reward = reward + (W_REWEIGHT - 1.0) * terms[{term!r}]",
+              f"    terms = {{**terms, {term!r}: W_REWEIGHT * terms[{term!r}]}}"]
+    return f"weight of term {term!r} × {_weight(weight)}", _scaled_weight(source, term, weight)
 
 
 def _add_terms(rng: random.Random, move: str, donors: list, fitness, pieces: list[str], lines: list[str],
