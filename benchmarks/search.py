@@ -32,6 +32,11 @@ task that Eureka shares with us), the gap closed is Eureka's human-normalized sc
         --seeds 4 --gpus 0 1 2 3 --out runs/hns_verify_anymal -- --envs-per-candidate 1024 --iterations 300
 
 HNS is defined where sparse and default are separable at the retraining's budget (`gap_defined` in verify.json).
+The references can be measured again and pooled: `--pool runs/hns_verify_anymal_earlier` adds another verify's
+start and default runs (same task, same arguments) to this one's, and HNS and each find's lead over the default use
+them all. The last lines give each start's searches as search.md's HNS table has them: HNS per search, the median
+with its 95% interval (resampling the searches and each candidate's seeds) and how many finds beat the default at
+P ≥ 0.95.
 """
 
 from __future__ import annotations
@@ -133,8 +138,32 @@ def mean_gap_statistics(finds: dict[str, list[float]], start: list[float], defau
                          "each find against the default)"}
     point = [sign * (np.mean(finds[n]) - s.mean()) / (sign * (d.mean() - s.mean())) for n in names]
     low, high = np.nanpercentile(boot, [2.5, 97.5])
+    median_low, median_high = np.nanpercentile(np.median(closed, axis=1), [2.5, 97.5])
     return {"mean_gap_closed": float(np.mean(point)), "ci_low": float(low), "ci_high": float(high),
+            "median_gap_closed": float(np.median(point)), "median_ci": [float(median_low), float(median_high)],
+            "per_search": dict(zip(names, map(float, point))),
             "searches": len(names), "at_least_80_percent": int(sum(p >= 0.8 for p in point))}
+
+
+def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: str,
+                      arguments: list[str]) -> dict[str, list[float]]:
+    """`fitness` with the starts' and the task default's runs of other verifies (`pool`: their `--out` folders, the
+    same task retrained with the same arguments) added: the references HNS divides by, measured again. A seed
+    trained in two verifies counts twice (training on the GPU is not bitwise repeatable: search.md § 23); the finds
+    are this verify's own."""
+    pooled = {name: list(values) for name, values in fitness.items()}
+    for folder in pool:
+        path = folder / "verify.json"
+        if not path.is_file():
+            raise ValueError(f"--pool {folder}: no verify.json there (give folders that `search.py verify` wrote)")
+        other = json.loads(path.read_text())
+        if other["task"] != task or other.get("arguments", []) != arguments:
+            raise ValueError(f"--pool {folder}: retrained {other['task']} with {' '.join(other.get('arguments', []))!r}, "
+                             f"this verify {task} with {' '.join(arguments)!r}: pool verifies of one setting")
+        for name, values in other["per_seed"].items():
+            if name == "task_default" or name.startswith("start_"):
+                pooled.setdefault(name, []).extend(values)
+    return pooled
 
 
 def _candidate_name(text: str) -> str:
@@ -153,8 +182,13 @@ def verify(argv: list[str]) -> int:
                              "evaluation, on whatever JAX finds)")
     parser.add_argument("--seed", type=int, default=1000, help="first seed, away from the searches' (default 1000)")
     parser.add_argument("--report-only", action="store_true", help="recompute the report from the parts' results")
+    parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY",
+                        help="other verifies' --out folders (same task, same arguments) whose start and default runs "
+                             "join this one's: HNS and each find's lead over the default use them all")
     args, rest = parser.parse_known_args(argv)
     rest = [a for a in rest if a != "--"]
+    if args.report_only and not rest and (args.out / "verify.json").is_file():
+        rest = json.loads((args.out / "verify.json").read_text()).get("arguments", [])
     runs = {}
     for run in args.runs:
         if not (run / "search.json").is_file() or not (run / "best.py").is_file():
@@ -170,7 +204,7 @@ def verify(argv: list[str]) -> int:
                 parser.error(f"{run}'s best start ({search['best_start']['name']}) has no file in {args.starts}")
         if not _train_parts(task, runs, args, rest):
             print(f"a part failed: see {args.out}/part_*.log", file=sys.stderr)
-    return _report(task, runs, args.out, rest)
+    return _report(task, runs, args.out, rest, args.pool)
 
 
 def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
@@ -194,16 +228,21 @@ def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
     return all([process.wait() == 0 for process in parts])
 
 
-def _report(task: str, runs: dict, out: Path, rest: list[str]) -> int:
-    """`verify.json` and a table from the parts' results."""
+def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path]) -> int:
+    """`verify.json` and a table from the parts' results (the references pooled with `pool`'s verifies)."""
     results = [json.loads(path.read_text()) for path in sorted(out.glob("part_*/results.json"))]
     if not results:
         print(f"no part wrote results.json under {out}", file=sys.stderr)
         return 1
     higher = results[0]["higher_is_better"]
-    fitness = fresh_seeds(results)
+    own = fresh_seeds(results)
+    try:
+        fitness = pooled_references(own, pool, task, rest)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
     report = {"task": task, "higher_is_better": higher, "arguments": rest, "parts": len(results),
-              "per_seed": fitness, "searches": {}}
+              "per_seed": own, "pooled_from": [str(p) for p in pool], "searches": {}}
     by_start: dict[str, dict[str, list[float]]] = {}
     for name, (run, search) in runs.items():
         start = "start_" + search["best_start"]["name"].removeprefix("init_")
@@ -215,7 +254,20 @@ def _report(task: str, runs: dict, out: Path, rest: list[str]) -> int:
         report["searches"][name] = entry
     report["over_searches"] = {start: mean_gap_statistics(finds, fitness[start], fitness["task_default"], higher)
                                for start, finds in by_start.items()}
+    for start, m in report["over_searches"].items():
+        m["beat_default_at_95"] = sum(report["searches"][n].get("p_find_beats_default", 0.0) >= 0.95
+                                      for n in by_start[start])
     (out / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
+    _print_report(report, fitness)
+    return 0
+
+
+def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
+    """verify.json's table, then a line per start over the searches (the row of search.md's HNS table)."""
+    if report["pooled_from"]:
+        print(f"references pooled with {', '.join(report['pooled_from'])}: " + ", ".join(
+            f"{name} {len(values)} runs" for name, values in fitness.items()
+            if name == "task_default" or name.startswith("start_")))
     print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | find − default [95% CI], "
           "P(beats) |\n|---|---:|---:|---:|---:|---|---|")
     for name, e in report["searches"].items():
@@ -233,9 +285,11 @@ def _report(task: str, runs: dict, out: Path, rest: list[str]) -> int:
         if "error" in m:
             print(f"over the searches from {start}: {m['error']}")
             continue
-        print(f"over {m['searches']} searches from {start}: mean {m['mean_gap_closed']:.0%} "
-              f"[{m['ci_low']:.0%}, {m['ci_high']:.0%}], {m['at_least_80_percent']} at 80% or more")
-    return 0
+        print(f"over {m['searches']} searches from {start}: per search "
+              f"{', '.join(f'{v:.2f}' for v in m['per_search'].values())}; median {m['median_gap_closed']:.2f} "
+              f"[{m['median_ci'][0]:.2f}, {m['median_ci'][1]:.2f}], mean {m['mean_gap_closed']:.2f} "
+              f"[{m['ci_low']:.2f}, {m['ci_high']:.2f}]; {m['at_least_80_percent']} at 0.80 or more; "
+              f"{m['beat_default_at_95']} beat the default at P ≥ 0.95")
 
 
 def main() -> None:

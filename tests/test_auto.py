@@ -880,6 +880,52 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
     assert bench.fresh_seeds([part(0, 1.0), part(1, None), part(2, 3.0)]) == {"x": [1.0, 3.0]}
     with pytest.raises(ValueError, match="seed 0"):
         bench.fresh_seeds([part(0, 1.0), part(0, 2.0)])
+    # The median over searches: 50% and 100% and 90%, median 90%; its interval resamples the searches.
+    three = bench.mean_gap_statistics({"a": [0.6], "b": [0.2], "c": [0.28]}, [1.0], [0.2], higher_is_better=False)
+    assert three["median_gap_closed"] == pytest.approx(0.9) and three["median_ci"] == pytest.approx([0.5, 1.0])
+    assert three["per_search"] == pytest.approx({"a": 0.5, "b": 1.0, "c": 0.9})
+
+
+def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, capsys):
+    """`search.py verify --pool`: another verify's sparse start and default runs join this one's, so HNS divides by
+    all of them (worked by hand: start 1.5, default 4.0 pooled, the find 3.0 closes 60%); a verify retrained with
+    other arguments is refused, not pooled."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run = tmp_path / "searches" / "s0"
+    run.mkdir(parents=True)
+    (run / "best.py").write_text("def compute_reward(state):\n    return state['x']\n")
+    (run / "search.json").write_text(json.dumps({"task": "Ant", "best_start": {"name": "init_sparse"},
+                                                 "best_find": {"name": "child"}, "gap_closed": 0.5}))
+    out = tmp_path / "verify"
+    (out / "part_0").mkdir(parents=True)
+    groups = [{"candidate": name, "seed": seed, "task_fitness": value} for name, value in
+              (("find_searches_s0", 3.0), ("start_sparse", 1.0), ("task_default", 3.0)) for seed in (1000, 1001)]
+    (out / "part_0" / "results.json").write_text(json.dumps({"higher_is_better": True, "groups": groups}))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "verify.json").write_text(json.dumps({"task": "Ant", "arguments": [], "per_seed": {
+        "start_sparse": [2.0, 2.0], "task_default": [5.0, 5.0], "find_elsewhere": [9.0, 9.0]}}))
+    common = ["--runs", str(run), "--starts", str(tmp_path), "--out", str(out), "--report-only"]
+    assert bench.verify(common) == 0
+    alone = json.loads((out / "verify.json").read_text())["searches"]["find_searches_s0"]
+    assert alone["gap_closed"] == pytest.approx(1.0) and alone["find_beats_default_by"] == pytest.approx(0.0)
+    assert bench.verify([*common, "--pool", str(other)]) == 0
+    report = json.loads((out / "verify.json").read_text())
+    pooled = report["searches"]["find_searches_s0"]
+    assert pooled["gap_closed"] == pytest.approx(0.6) and pooled["find_beats_default_by"] == pytest.approx(-1.0)
+    assert pooled["seeds"] == {"find": 2, "start": 4, "default": 4} and report["pooled_from"] == [str(other)]
+    assert report["per_seed"]["start_sparse"] == [1.0, 1.0]  # this verify's own runs, as trained
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "start_sparse 4 runs, task_default 4 runs" in printed and "per search 0.60; median 0.60" in printed
+    (other / "verify.json").write_text(json.dumps({"task": "Ant", "arguments": ["--iterations", "300"],
+                                                   "per_seed": {"start_sparse": [2.0], "task_default": [5.0]}}))
+    assert bench.verify([*common, "--pool", str(other)]) == 2
+    assert "pool verifies of one setting" in capsys.readouterr().err
 
 
 def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch, capsys):
