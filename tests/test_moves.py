@@ -3,6 +3,7 @@ file that passes validation."""
 
 import ast
 import random
+import re
 from pathlib import Path
 
 from envcoder.candidates import load_candidate
@@ -206,6 +207,30 @@ def test_a_sparse_starts_child_reads_as_the_start_with_its_terms_added():
     assert body.splitlines()[-1].startswith('    return (reward, {"') and "'" not in body, flat
     assert '     angle = state["dof_pos"][:, 1]' in diff and '-    angle' not in diff, diff  # unchanged, as written
     _assert_same_rewards(task, [(child, flat)])
+
+
+def test_what_changed_says_which_terms_a_population_turned_around():
+    """A population's copy may turn a weight's sign (`INITIAL_FLIP`): a cost with a weight below zero rewards what it
+    is named for, a bonus with one is a cost; what changed from the start says so, the terms of the start's own
+    sign aside."""
+    from envcoder.search.readable import describe_change, flatten
+
+    task = get_task("Cartpole")
+    start = ('"""Sparse: the pole upright."""\nimport jax.numpy as jnp\n\n\ndef compute_reward(state):\n'
+             '    angle = state["dof_pos"][:, 1]\n    return jnp.where(jnp.abs(angle) < 0.2, 1.0, 0.0)\n')
+    child, _ = structural_child(random.Random(1), Parent("init_sparse", start, 0.2), [], None, move="state",
+                                library=state_terms(task.state_fields))  # alive and action_cost
+    flat = flatten(child)
+    assert describe_change(start, flat, reward_terms)[0] == "terms added: alive, action_cost"
+    constants = dict(re.findall(r"^(W_\w+) = (\S+)$", flat, re.M))
+    turned = flat
+    for name, value in constants.items():
+        turned = turned.replace(f"{name} = {value}", f"{name} = -{value}")
+    words = describe_change(start, turned, reward_terms)[0]
+    alive, cost = float(constants["W_ALIVE"]), float(constants["W_ACTION_COST"])
+    assert words == (f"terms added: alive, action_cost; signs the search turned: 'alive' is a cost (weight "
+                     f"{-alive:.3g}), 'action_cost' rewards what it is written to penalize (weight {-cost:.3g})"), words
+    assert "signs" not in describe_change(turned, turned, reward_terms)[0]  # turned in the start already
 
 
 def test_a_child_that_takes_weighs_or_drops_a_term_reads_as_written_and_is_the_same_program():

@@ -128,12 +128,42 @@ def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:
     before, after = terms_of(start), terms_of(find)
     added = [t for t in after if t not in before]
     dropped = [t for t in before if t not in after]
+    was = turned_terms(start)
+    turned = [f"{t!r} {'rewards what it is written to penalize' if cost else 'is a cost'} (weight {value:.3g})"
+              for t, (value, cost) in turned_terms(find).items() if t in after and t not in was]
     words = "; ".join(filter(None, (
         f"terms added: {', '.join(added)}" if added else "", f"terms dropped: {', '.join(dropped)}" if dropped else "",
-        "the same terms, re-weighted or re-shaped" if not added and not dropped else "")))
+        "the same terms, re-weighted or re-shaped" if not added and not dropped else "",
+        f"signs the search turned: {', '.join(turned)}" if turned else "")))
     diff = "".join(difflib.unified_diff(start.splitlines(keepends=True), find.splitlines(keepends=True), "start",
                                         "find"))
     return words, diff
+
+
+def turned_terms(source: str) -> dict[str, tuple[float, bool]]:
+    """The terms of a file's `compute_reward` written `name = W * (expression)` whose weight `W`, a module-level
+    number, is below zero (a population's copy may turn a sign: `envcoder.search.population.INITIAL_FLIP`): `{name:
+    (W, whether the expression is written as a cost, -(...))}`. A cost with a weight below zero rewards what it is
+    named for; a bonus with one is a cost."""
+    try:
+        tree = parse_source(source)
+    except SyntaxError:
+        return {}
+    def number(node):  # a float literal, or one with a minus
+        negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+        value = getattr(node.operand if negated else node, "value", None)
+        return (-value if negated else value) if isinstance(value, float) else None
+    numbers = {t.id: number(n.value) for n in tree.body if isinstance(n, ast.Assign) and number(n.value) is not None
+               for t in n.targets if isinstance(t, ast.Name)}
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "compute_reward"), None)
+    turned = {}
+    for node in ast.walk(function) if function is not None else ():
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Mult)
+                and isinstance(node.value.left, ast.Name) and numbers.get(node.value.left.id, 0.0) < 0.0):
+            cost = isinstance(node.value.right, ast.UnaryOp) and isinstance(node.value.right.op, ast.USub)
+            turned[node.targets[0].id] = (numbers[node.value.left.id], cost)
+    return turned
 
 
 def renamed(source: str, flat: str) -> str:
