@@ -157,9 +157,10 @@ def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: s
         if not path.is_file():
             raise ValueError(f"--pool {folder}: no verify.json there (give folders that `search.py verify` wrote)")
         other = json.loads(path.read_text())
-        if other["task"] != task or other.get("arguments", []) != arguments:
-            raise ValueError(f"--pool {folder}: retrained {other['task']} with {' '.join(other.get('arguments', []))!r}, "
-                             f"this verify {task} with {' '.join(arguments)!r}: pool verifies of one setting")
+        theirs = other.get("arguments", [])
+        if other["task"] != task or theirs != arguments:
+            raise ValueError(f"--pool {folder}: retrained {other['task']} with {' '.join(theirs)!r}, this verify "
+                             f"{task} with {' '.join(arguments)!r}: pool verifies of one setting")
         for name, values in other["per_seed"].items():
             if name == "task_default" or name.startswith("start_"):
                 pooled.setdefault(name, []).extend(values)
