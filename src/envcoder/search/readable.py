@@ -149,6 +149,7 @@ def turned_terms(source: str) -> dict[str, tuple[float, bool]]:
         tree = parse_source(source)
     except SyntaxError:
         return {}
+
     def number(node):  # a float literal, or one with a minus
         negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
         value = getattr(node.operand if negated else node, "value", None)
