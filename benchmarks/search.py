@@ -37,6 +37,12 @@ start and default runs (same task, same arguments) to this one's, and HNS and ea
 them all. The last lines give each start's searches as search.md's HNS table has them: HNS per search, the median
 with its 95% interval (resampling the searches and each candidate's seeds) and how many finds beat the default at
 P ≥ 0.95.
+
+One row of that table in one command, `hns`: the searches from the task's sparse start (`--search-seeds`, one at a
+time on each GPU of `--gpus`; a seed whose search ended before is kept), then their verify:
+
+    python benchmarks/search.py hns --task Ant --search-seeds 9 10 11 12 13 --gpus 0 1 --out runs/hns_ant \
+        --verify-seeds 16 --pool runs/verify_D      # searches with `--budget 9`, retrained at 1,024 envs × 300
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -293,9 +301,79 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
               f"{m['beat_default_at_95']} beat the default at P ≥ 0.95")
 
 
+SPARSE = Path(__file__).resolve().parent / "search_starts" / "sparse"
+
+
+def hns(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="search.py hns", description="one row of search.md's HNS table: searches "
+                                     "from the task's sparse start, one per GPU at a time, then their finds retrained "
+                                     "on fresh seeds (`verify`) beside the sparse start and the task's default")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--search-seeds", type=int, nargs="+", required=True, metavar="S",
+                        help="one search per seed (`envcoder auto --seed S`); a seed whose search ended is kept")
+    parser.add_argument("--out", type=Path, required=True, help="searches in <out>/search_S, the verify in <out>/verify")
+    parser.add_argument("--gpus", nargs="+", default=None, metavar="GPU",
+                        help="one search at a time on each of these GPUs, then one verify part on each (default: one "
+                             "at a time, on whatever JAX finds)")
+    parser.add_argument("--search-args", default="--budget 9", metavar="ARGS",
+                        help="`envcoder auto`'s own arguments, one string (default: '--budget 9')")
+    parser.add_argument("--verify-seeds", type=int, default=16,
+                        help="fresh seeds per candidate in all, split evenly over --gpus (default 16)")
+    parser.add_argument("--verify-args", default="--envs-per-candidate 1024 --iterations 300", metavar="ARGS",
+                        help="`envcoder eval`'s own arguments for the retraining, one string (default: "
+                             "'--envs-per-candidate 1024 --iterations 300')")
+    parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --pool")
+    args = parser.parse_args(argv)
+    parts = len(args.gpus or [None])
+    if args.verify_seeds % parts:
+        parser.error(f"--verify-seeds {args.verify_seeds} does not split evenly over {parts} GPUs")
+    start = SPARSE / f"{args.task.lower()}.py"
+    if not start.is_file():
+        parser.error(f"no sparse start for {args.task} in {SPARSE}: one of "
+                     f"{', '.join(p.stem for p in sorted(SPARSE.glob('*.py')))}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    waiting = [s for s in args.search_seeds if not (args.out / f"search_{s}" / "search.json").is_file()]
+
+    def searches(gpu: str | None) -> None:  # one GPU's share: the next waiting seed until none is left
+        while True:
+            try:
+                seed = waiting.pop(0)
+            except IndexError:
+                return
+            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+            with open(args.out / f"search_{seed}.log", "w") as log:
+                subprocess.run([sys.executable, __file__, "--task", args.task, "--starts", str(start), "--out",
+                                str(args.out / f"search_{seed}"), "--", "--seed", str(seed),
+                                *shlex.split(args.search_args)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    workers = [threading.Thread(target=searches, args=(gpu,)) for gpu in args.gpus or [None]]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done = [args.out / f"search_{s}" for s in args.search_seeds if (args.out / f"search_{s}" / "best.py").is_file()]
+    if not done:
+        print(f"no search ended with a find: see {args.out}/search_*.log", file=sys.stderr)
+        return 1
+    missing = sorted(set(args.search_seeds) - {int(d.name.removeprefix("search_")) for d in done})
+    if missing:
+        print(f"searches without a find (seeds {missing}): see their logs; verifying the others", file=sys.stderr)
+    checked, names = args.out / "verify", {_candidate_name(f"find_{d.parent.name}_{d.name}") for d in done}
+    again = (checked / "verify.json").is_file() and set(json.loads((checked / "verify.json").read_text())["searches"])
+    if checked.exists() and again != names:
+        print(f"{checked} holds a verify of other searches: move it away (or pass it to --pool) to retrain these",
+              file=sys.stderr)
+        return 2
+    return verify(["--runs", *map(str, done), "--starts", str(SPARSE), "--seeds", str(args.verify_seeds // parts),
+                   "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
+                   *(["--pool", *map(str, args.pool)] if args.pool else []), *(["--report-only"] if again else []),
+                   "--", *shlex.split(args.verify_args)])
+
+
 def main() -> None:
     if sys.argv[1:2] == ["verify"]:
         sys.exit(verify(sys.argv[2:]))
+    if sys.argv[1:2] == ["hns"]:
+        sys.exit(hns(sys.argv[2:]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True)
     parser.add_argument("--starts", type=Path, required=True,

@@ -928,6 +928,44 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert "pool verifies of one setting" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 2-3 min here: two searches and their verify on the CPU
+def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
+    """`search.py hns`: searches from the task's sparse start, one per seed, then their finds retrained on fresh
+    seeds beside the sparse start and the default, and the row of HNS; run again, the searches that ended are kept
+    and the verify is reported again, not retrained; a verify of other searches is not overwritten."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "hns"
+    command = ["--task", "Cartpole", "--search-seeds", "0", "1", "--out", str(out), "--verify-seeds", "2",
+               "--search-args", "--candidates-per-iteration 1 --iterations 1 --copies 2 --envs-per-candidate 8 "
+               "--train-iterations 2 --final-envs 8 --final-seeds 2 --final-max-seeds 2 --final-top 1 "
+               "--halving-rungs 0", "--verify-args", "--envs-per-candidate 8 --iterations 2"]
+    assert bench.hns(command) == 0
+    searches = [json.loads((out / f"search_{s}" / "search.json").read_text()) for s in (0, 1)]
+    assert [s["arguments"][:2] for s in searches] == [["--seed", "0"], ["--seed", "1"]]
+    report = json.loads((out / "verify" / "verify.json").read_text())
+    assert sorted(report["searches"]) == ["find_hns_search_0", "find_hns_search_1"]
+    assert {len(v) for v in report["per_seed"].values()} == {2}  # two fresh seeds for each candidate
+    assert report["arguments"] == ["--envs-per-candidate", "8", "--iterations", "2"]
+    row = report["over_searches"]["start_cartpole"]
+    printed = " ".join(capsys.readouterr().out.split())
+    if "error" in row:  # (runs this small may not separate the sparse start from the default)
+        assert f"over the searches from start_cartpole: {row['error']}" in printed
+    else:
+        first = row["per_search"]["find_hns_search_0"]
+        assert f"over 2 searches from start_cartpole: per search {first:.2f}" in printed
+    stamps = [(out / f"search_{s}" / "search.json").stat().st_mtime_ns for s in (0, 1)]
+    assert bench.hns(command) == 0  # again: nothing retrained
+    assert [(out / f"search_{s}" / "search.json").stat().st_mtime_ns for s in (0, 1)] == stamps
+    assert json.loads((out / "verify" / "verify.json").read_text())["per_seed"] == report["per_seed"]
+    assert bench.hns([*command[:2], "--search-seeds", "0", *command[5:]]) == 2
+    assert "holds a verify of other searches" in capsys.readouterr().err
+
+
 def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch, capsys):
     """The summary's account adds up: the files it says it validated (proposed and starting), the groups each stage
     trained (counted here from the candidate files and seeds each evaluation was given), and a difference against
