@@ -331,25 +331,7 @@ def hns(argv: list[str]) -> int:
     if not start.is_file():
         parser.error(f"no sparse start for {args.task} in {SPARSE}: one of "
                      f"{', '.join(p.stem for p in sorted(SPARSE.glob('*.py')))}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    waiting = [s for s in args.search_seeds if not (args.out / f"search_{s}" / "search.json").is_file()]
-
-    def searches(gpu: str | None) -> None:  # one GPU's share: the next waiting seed until none is left
-        while True:
-            try:
-                seed = waiting.pop(0)
-            except IndexError:
-                return
-            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-            with open(args.out / f"search_{seed}.log", "w") as log:
-                subprocess.run([sys.executable, __file__, "--task", args.task, "--starts", str(start), "--out",
-                                str(args.out / f"search_{seed}"), "--", "--seed", str(seed),
-                                *shlex.split(args.search_args)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    workers = [threading.Thread(target=searches, args=(gpu,)) for gpu in args.gpus or [None]]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    _searches(args, start)
     done = [args.out / f"search_{s}" for s in args.search_seeds if (args.out / f"search_{s}" / "best.py").is_file()]
     if not done:
         print(f"no search ended with a find: see {args.out}/search_*.log", file=sys.stderr)
@@ -367,6 +349,30 @@ def hns(argv: list[str]) -> int:
                    "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
                    *(["--pool", *map(str, args.pool)] if args.pool else []), *(["--report-only"] if again else []),
                    "--", *shlex.split(args.verify_args)])
+
+
+def _searches(args, start: Path) -> None:
+    """`hns`' searches from `start`, one per seed of `--search-seeds` whose search has not ended before, one at a time
+    on each GPU of `--gpus`, each into `<out>/search_S` with its log beside it."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    waiting = [s for s in args.search_seeds if not (args.out / f"search_{s}" / "search.json").is_file()]
+
+    def one_gpu(gpu: str | None) -> None:  # the next waiting seed until none is left
+        while True:
+            try:
+                seed = waiting.pop(0)
+            except IndexError:
+                return
+            env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+            with open(args.out / f"search_{seed}.log", "w") as log:
+                subprocess.run([sys.executable, __file__, "--task", args.task, "--starts", str(start), "--out",
+                                str(args.out / f"search_{seed}"), "--", "--seed", str(seed),
+                                *shlex.split(args.search_args)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    workers = [threading.Thread(target=one_gpu, args=(gpu,)) for gpu in args.gpus or [None]]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
 
 
 def main() -> None:
