@@ -34,9 +34,10 @@ task that Eureka shares with us), the gap closed is Eureka's human-normalized sc
 HNS is defined where sparse and default are separable at the retraining's budget (`gap_defined` in verify.json).
 The references can be measured again and pooled: `--pool runs/hns_verify_anymal_earlier` adds another verify's
 start and default runs (same task, same arguments) to this one's, and HNS and each find's lead over the default use
-them all. The last lines give each start's searches as search.md's HNS table has them: HNS per search, the median
-with its 95% interval (resampling the searches and each candidate's seeds) and how many finds beat the default at
-P ≥ 0.95.
+them all. `--join` does that too, and its verifies' searches join this one's (named `<its folder>/<find>`), scored
+against the pooled references: a row over searches retrained in several verifies of one setting. The last lines
+give each start's searches as search.md's HNS table has them: HNS per search, the median with its 95% interval
+(resampling the searches and each candidate's seeds) and how many finds beat the default at P ≥ 0.95.
 
 One row of that table in one command, `hns`: the searches from the task's sparse start (`--search-seeds`, one at a
 time on each GPU of `--gpus`; a seed whose search ended before is kept), then their verify:
@@ -175,6 +176,22 @@ def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: s
     return pooled
 
 
+def pooled_finds(join: list[Path]) -> dict[str, tuple[dict, list[float]]]:
+    """The searches of other verifies (`join`, checked by `pooled_references` to be of this setting), named
+    `<their folder>/<find>`: their record and their runs, to join this verify's searches in the row over searches."""
+    finds = {}
+    for folder in join:
+        other = json.loads((folder / "verify.json").read_text())
+        starts = [name for name in other["per_seed"] if name.startswith("start_")]
+        for name, entry in other.get("searches", {}).items():
+            if other["per_seed"].get(name):
+                kept = {k: entry[k] for k in ("run", "gap_closed_in_its_final", "best_find_in_its_final")}
+                start = entry.get("start_name", starts[0] if len(starts) == 1 else None)  # one start: older files
+                finds[f"{folder.name}/{name}"] = ({"verify": str(folder), "start_name": start} | kept,
+                                                  other["per_seed"][name])
+    return finds
+
+
 def _candidate_name(text: str) -> str:
     return re.sub(r"\W", "_", text).strip("_")
 
@@ -194,6 +211,8 @@ def verify(argv: list[str]) -> int:
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY",
                         help="other verifies' --out folders (same task, same arguments) whose start and default runs "
                              "join this one's: HNS and each find's lead over the default use them all")
+    parser.add_argument("--join", type=Path, nargs="+", default=[], metavar="VERIFY",
+                        help="as --pool, and these verifies' searches join this one's in the row over searches")
     args, rest = parser.parse_known_args(argv)
     rest = [a for a in rest if a != "--"]
     if args.report_only and not rest and (args.out / "verify.json").is_file():
@@ -213,7 +232,7 @@ def verify(argv: list[str]) -> int:
                 parser.error(f"{run}'s best start ({search['best_start']['name']}) has no file in {args.starts}")
         if not _train_parts(task, runs, args, rest):
             print(f"a part failed: see {args.out}/part_*.log", file=sys.stderr)
-    return _report(task, runs, args.out, rest, args.pool)
+    return _report(task, runs, args.out, rest, args.pool, args.join)
 
 
 def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
@@ -237,26 +256,37 @@ def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
     return all([process.wait() == 0 for process in parts])
 
 
-def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path]) -> int:
-    """`verify.json` and a table from the parts' results (the references pooled with `pool`'s verifies)."""
+def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path], join: list[Path]) -> int:
+    """`verify.json` and a table from the parts' results (the references pooled with `pool`'s and `join`'s verifies,
+    `join`'s searches beside this one's)."""
     results = [json.loads(path.read_text()) for path in sorted(out.glob("part_*/results.json"))]
     if not results:
         print(f"no part wrote results.json under {out}", file=sys.stderr)
         return 1
     higher = results[0]["higher_is_better"]
     own = fresh_seeds(results)
+    unknown = [name for name in runs if name not in own]
+    if unknown:
+        print(f"{', '.join(unknown)}: not among the candidates that {out}'s parts trained ({', '.join(sorted(own))}); "
+              "a find is named after its run's folder and the one above it (find_<above>_<run>): give the runs under "
+              "the paths they were verified with", file=sys.stderr)
     try:
-        fitness = pooled_references(own, pool, task, rest)
+        fitness = pooled_references(own, [*pool, *join], task, rest)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
     report = {"task": task, "higher_is_better": higher, "arguments": rest, "parts": len(results),
-              "per_seed": own, "pooled_from": [str(p) for p in pool], "searches": {}}
+              "per_seed": own, "pooled_from": [str(p) for p in [*pool, *join]], "joined": [str(p) for p in join],
+              "searches": {}}
     by_start: dict[str, dict[str, list[float]]] = {}
-    for name, (run, search) in runs.items():
-        start = "start_" + search["best_start"]["name"].removeprefix("init_")
-        entry = {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
-                 "best_find_in_its_final": search["best_find"]["name"], "start": start}
+    entries = {name: {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
+                      "best_find_in_its_final": search["best_find"]["name"],
+                      "start_name": "start_" + search["best_start"]["name"].removeprefix("init_")}
+               for name, (run, search) in runs.items()}
+    for name, (entry, values) in pooled_finds(join).items():
+        entries[name], fitness[name] = entry, values
+    for name, entry in entries.items():
+        start = entry["start_name"]  # gap_statistics' "start" is its mean
         if fitness.get(name) and fitness.get(start) and fitness.get("task_default"):
             entry |= gap_statistics(fitness[name], fitness[start], fitness["task_default"], higher)
             by_start.setdefault(start, {})[name] = fitness[name]
@@ -323,6 +353,7 @@ def hns(argv: list[str]) -> int:
                         help="`envcoder eval`'s own arguments for the retraining, one string (default: "
                              "'--envs-per-candidate 1024 --iterations 300')")
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --pool")
+    parser.add_argument("--join", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --join")
     args = parser.parse_args(argv)
     parts = len(args.gpus or [None])
     if args.verify_seeds % parts:
@@ -340,14 +371,16 @@ def hns(argv: list[str]) -> int:
     if missing:
         print(f"searches without a find (seeds {missing}): see their logs; verifying the others", file=sys.stderr)
     checked, names = args.out / "verify", {_candidate_name(f"find_{d.parent.name}_{d.name}") for d in done}
-    again = (checked / "verify.json").is_file() and set(json.loads((checked / "verify.json").read_text())["searches"])
+    again = (checked / "verify.json").is_file() and {name for name, entry in json.loads(
+        (checked / "verify.json").read_text())["searches"].items() if "verify" not in entry}  # not --join's
     if checked.exists() and again != names:
         print(f"{checked} holds a verify of other searches: move it away (or pass it to --pool) to retrain these",
               file=sys.stderr)
         return 2
     return verify(["--runs", *map(str, done), "--starts", str(SPARSE), "--seeds", str(args.verify_seeds // parts),
                    "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
-                   *(["--pool", *map(str, args.pool)] if args.pool else []), *(["--report-only"] if again else []),
+                   *(["--pool", *map(str, args.pool)] if args.pool else []),
+                   *(["--join", *map(str, args.join)] if args.join else []), *(["--report-only"] if again else []),
                    "--", *shlex.split(args.verify_args)])
 
 

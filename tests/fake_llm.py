@@ -33,8 +33,8 @@ class FakeLLMServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server._lock:
                     step = server.script.pop(0) if server.script else ("status", 500)
-                    server.requests.append({"path": self.path, "body": body, "headers": {k.lower(): v for k, v in self.headers.items()},
-                                            "step": step[0]})
+                    headers = {k.lower(): v for k, v in self.headers.items()}
+                    server.requests.append({"path": self.path, "body": body, "headers": headers, "step": step[0]})
                 kind, value = step
                 if kind == "stall":
                     time.sleep(value)

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 import subprocess
 import tempfile
 import sys
@@ -888,8 +889,9 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
 
 def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, capsys):
     """`search.py verify --pool`: another verify's sparse start and default runs join this one's, so HNS divides by
-    all of them (worked by hand: start 1.5, default 4.0 pooled, the find 3.0 closes 60%); a verify retrained with
-    other arguments is refused, not pooled."""
+    all of them (worked by hand: start 1.5, default 4.0 pooled, the find 3.0 closes 60%); with `--join` its searches
+    join the row over searches too (its find at 4.0 closes 100%); a verify retrained with other arguments is refused,
+    not pooled."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
@@ -909,8 +911,14 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     other = tmp_path / "other"
     other.mkdir()
     (other / "verify.json").write_text(json.dumps({"task": "Ant", "arguments": [], "per_seed": {
-        "start_sparse": [2.0, 2.0], "task_default": [5.0, 5.0], "find_elsewhere": [9.0, 9.0]}}))
+        "start_sparse": [2.0, 2.0], "task_default": [5.0, 5.0], "find_elsewhere": [4.5, 3.5]}, "searches": {
+        "find_elsewhere": {"run": "elsewhere/s1", "gap_closed_in_its_final": 0.9, "start_name": "start_sparse",
+                           "best_find_in_its_final": "it01_c02", "start": 2.0, "gap_closed": 0.7}}}))
     common = ["--runs", str(run), "--starts", str(tmp_path), "--out", str(out), "--report-only"]
+    moved = tmp_path / "moved" / "s0"
+    shutil.copytree(run, moved)  # verified as searches/s0: under another path it is another candidate
+    assert bench.verify(["--runs", str(moved), *common[2:]]) == 0
+    assert "find_moved_s0: not among the candidates" in capsys.readouterr().err
     assert bench.verify(common) == 0
     alone = json.loads((out / "verify.json").read_text())["searches"]["find_searches_s0"]
     assert alone["gap_closed"] == pytest.approx(1.0) and alone["find_beats_default_by"] == pytest.approx(0.0)
@@ -922,6 +930,14 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert report["per_seed"]["start_sparse"] == [1.0, 1.0]  # this verify's own runs, as trained
     printed = " ".join(capsys.readouterr().out.split())
     assert "start_sparse 4 runs, task_default 4 runs" in printed and "per search 0.60; median 0.60" in printed
+    assert bench.verify([*common, "--join", str(other)]) == 0
+    report = json.loads((out / "verify.json").read_text())
+    assert report["searches"]["find_searches_s0"]["gap_closed"] == pytest.approx(0.6)
+    printed = " ".join(capsys.readouterr().out.split())
+    theirs = report["searches"]["other/find_elsewhere"]
+    assert theirs["gap_closed"] == pytest.approx(1.0) and theirs["verify"] == str(other)  # not their own 0.7
+    assert "over 2 searches from start_sparse: per search 0.60, 1.00; median 0.80" in printed
+    assert "other/find_elsewhere" not in report["per_seed"]  # a verify pooling this one does not count it twice
     (other / "verify.json").write_text(json.dumps({"task": "Ant", "arguments": ["--iterations", "300"],
                                                    "per_seed": {"start_sparse": [2.0], "task_default": [5.0]}}))
     assert bench.verify([*common, "--pool", str(other)]) == 2

@@ -296,7 +296,8 @@ def compute_reward(state):
 def test_which_of_several_candidates_hung_is_found_by_halves(tmp_path):
     """Two candidates could have hung (both have a `lax.while_loop`; one ends, one does not on later states): the run
     trains again from its checkpoint without one of them; it hangs again or gets past the hang, which names the
-    culprit, and restarts without it alone (`test_a_hang_is_found_by_halves_in_few_restarts` walks both ways). The innocent one with a loop and the good one are ranked, each with
+    culprit, and restarts without it alone (`test_a_hang_is_found_by_halves_in_few_restarts` walks both ways). The
+    innocent one with a loop and the good one are ranked, each with
     the results of a run without the hung one (no checkpoint is written while halving)."""
     functions, alone = tmp_path / "functions", tmp_path / "alone"
     for folder in (functions, alone):

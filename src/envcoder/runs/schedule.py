@@ -40,7 +40,8 @@ class Rung:
 def rungs(schedule: str, candidates: int, envs_per_candidate: int, iterations: int,
           count: int | None = None, fits: Callable[[int], bool] = lambda envs: True) -> list[Rung]:
     """The rungs of a run of `candidates` candidates. Halving: `count` rungs (default 4), at most as many as halve
-    the candidates to one and as there are `iterations`, of equal iterations (the last takes the remainder); rung `r` keeps `ceil(candidates / 2**r)` candidates, each with the most envs that keep the rung
+    the candidates to one and as there are `iterations`, of equal iterations (the last takes the remainder); rung
+    `r` keeps `ceil(candidates / 2**r)` candidates, each with the most envs that keep the rung
     within the first rung's environments, in steps of a quarter of `envs_per_candidate`, that `fits` (the
     algorithm's batch arithmetic) accepts."""
     if schedule not in SCHEDULES:
