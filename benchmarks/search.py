@@ -43,7 +43,7 @@ One row of that table in one command, `hns`: the searches from the task's sparse
 time on each GPU of `--gpus`; a seed whose search ended before is kept), then their verify:
 
     python benchmarks/search.py hns --task Ant --search-seeds 9 10 11 12 13 --gpus 0 1 --out runs/hns_ant \
-        --verify-seeds 16 --pool runs/verify_D      # searches with `--budget 9`, retrained at 1,024 envs × 300
+        --verify-seeds 16 --join runs/verify_D      # searches with `--budget 9`, retrained at 1,024 envs × 300
 """
 
 from __future__ import annotations
