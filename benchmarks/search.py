@@ -270,13 +270,14 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
         print(f"{', '.join(unknown)}: not among the candidates that {out}'s parts trained ({', '.join(sorted(own))}); "
               "a find is named after its run's folder and the one above it (find_<above>_<run>): give the runs under "
               "the paths they were verified with", file=sys.stderr)
+    pool = [*pool, *(folder for folder in join if folder not in pool)]  # a verify's runs count once
     try:
-        fitness = pooled_references(own, [*pool, *join], task, rest)
+        fitness = pooled_references(own, pool, task, rest)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
     report = {"task": task, "higher_is_better": higher, "arguments": rest, "parts": len(results),
-              "per_seed": own, "pooled_from": [str(p) for p in [*pool, *join]], "joined": [str(p) for p in join],
+              "per_seed": own, "pooled_from": [str(p) for p in pool], "joined": [str(p) for p in join],
               "searches": {}}
     by_start: dict[str, dict[str, list[float]]] = {}
     entries = {name: {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),

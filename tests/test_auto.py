@@ -930,7 +930,7 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert report["per_seed"]["start_sparse"] == [1.0, 1.0]  # this verify's own runs, as trained
     printed = " ".join(capsys.readouterr().out.split())
     assert "start_sparse 4 runs, task_default 4 runs" in printed and "per search 0.60; median 0.60" in printed
-    assert bench.verify([*common, "--join", str(other)]) == 0
+    assert bench.verify([*common, "--join", str(other), "--pool", str(other)]) == 0  # its runs count once
     report = json.loads((out / "verify.json").read_text())
     assert report["searches"]["find_searches_s0"]["gap_closed"] == pytest.approx(0.6)
     printed = " ".join(capsys.readouterr().out.split())
