@@ -282,7 +282,8 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
     by_start: dict[str, dict[str, list[float]]] = {}
     entries = {name: {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
                       "best_find_in_its_final": search["best_find"]["name"],
-                      "start_name": "start_" + search["best_start"]["name"].removeprefix("init_")}
+                      "start_name": "start_" + search["best_start"]["name"].removeprefix("init_"),
+                      "find_is_start": _find_is_start(run, search, out)}
                for name, (run, search) in runs.items()}
     for name, (entry, values) in pooled_finds(join).items():
         entries[name], fitness[name] = entry, values
@@ -294,12 +295,22 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
         report["searches"][name] = entry
     report["over_searches"] = {start: mean_gap_statistics(finds, fitness[start], fitness["task_default"], higher)
                                for start, finds in by_start.items()}
-    for start, m in report["over_searches"].items():
-        m["beat_default_at_95"] = sum(report["searches"][n].get("p_find_beats_default", 0.0) >= 0.95
-                                      for n in by_start[start])
+    for start, m in report["over_searches"].items():  # a start kept by its search is not a find that beats it
+        beat = [n for n in by_start[start] if report["searches"][n].get("p_find_beats_default", 0.0) >= 0.95]
+        m["beat_default_at_95"] = sum(not report["searches"][n].get("find_is_start") for n in beat)
+        m["start_kept_beats_default_at_95"] = len(beat) - m["beat_default_at_95"]
     (out / "verify.json").write_text(json.dumps(report, indent=1) + "\n")
     _print_report(report, fitness)
     return 0
+
+
+def _find_is_start(run: Path, search: dict, out: Path) -> bool:
+    """Whether a search kept its start (its final ranked the start first, so its `best.py` is the start): by its
+    search.json, or, for runs from before it said so, by `best.py` against the start that this verify trained."""
+    if "best_is_start" in search:
+        return bool(search["best_is_start"])
+    start = out / "functions" / f"start_{search['best_start']['name'].removeprefix('init_')}.py"
+    return start.is_file() and (run / "best.py").read_text() == start.read_text()
 
 
 def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
@@ -315,21 +326,25 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
         if "gap_closed" in e:
             gap = (f"{e['gap_closed']:.0%} [{e['ci_low']:.0%}, {e['ci_high']:.0%}]" if e["gap_defined"] else
                    "none: the start is not separable from the default")
-            print(f"| {name} | {claimed} | {e['find']:.3f} | {e['start']:.3f} | {e['default']:.3f} | "
+            kept = " (best.py is the start: the search kept it)" if e.get("find_is_start") else ""
+            print(f"| {name}{kept} | {claimed} | {e['find']:.3f} | {e['start']:.3f} | {e['default']:.3f} | "
                   f"{gap} | {e['find_beats_default_by']:+.3f} "
                   f"[{e['find_beats_default_ci'][0]:+.3f}, {e['find_beats_default_ci'][1]:+.3f}], "
                   f"{e['p_find_beats_default']:.2f} |")
         else:
             print(f"| {name} | {claimed} | not measured (diverged or missing) | | | | |")
     for start, m in report["over_searches"].items():
+        kept = m.get("start_kept_beats_default_at_95", 0)
+        kept = f" (and {kept} whose best.py is the start, which beats it)" if kept else ""
         if "error" in m:
-            print(f"over the searches from {start}: {m['error']}")
+            print(f"over the searches from {start}: {m['error']}; {m['beat_default_at_95']} finds beat the default at "
+                  f"P ≥ 0.95{kept}")
             continue
         print(f"over {m['searches']} searches from {start}: per search "
               f"{', '.join(f'{v:.2f}' for v in m['per_search'].values())}; median {m['median_gap_closed']:.2f} "
               f"[{m['median_ci'][0]:.2f}, {m['median_ci'][1]:.2f}], mean {m['mean_gap_closed']:.2f} "
               f"[{m['ci_low']:.2f}, {m['ci_high']:.2f}]; {m['at_least_80_percent']} at 0.80 or more; "
-              f"{m['beat_default_at_95']} beat the default at P ≥ 0.95")
+              f"{m['beat_default_at_95']} beat the default at P ≥ 0.95{kept}")
 
 
 SPARSE = Path(__file__).resolve().parent / "search_starts" / "sparse"
@@ -432,7 +447,8 @@ def main() -> None:
     result = {"task": args.task, "proposer": args.proposer, "arguments": rest, "status": status,
               "wall_s_from_process_start": wall_s, **gap_closed(summary, starts),
               "compile": [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),
-              "task_default_verdict": (summary.get("task_default") or {}).get("text")}
+              "task_default_verdict": (summary.get("task_default") or {}).get("text"),
+              "best_is_start": (summary.get("best") or {}).get("name") in starts}
     (args.out / "search.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result.get(k) for k in ("gap_closed", "error", "wall_s_from_process_start")} | {
         k: result[k]["name"] + f" {result[k]['fitness_mean']:.3f}" for k in ("best_start", "best_find", "task_default")

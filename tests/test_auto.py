@@ -944,6 +944,47 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert "pool verifies of one setting" in capsys.readouterr().err
 
 
+def test_the_fresh_seed_check_does_not_count_a_start_its_search_kept_as_a_find(tmp_path, capsys):
+    """A search whose final ranked its start first writes the start as `best.py`: `verify` says so, and where the
+    start itself beats the task's default (the Humanoid's sparse reward at 1,024 envs × 300), that search is not
+    counted among the finds that beat the default. Known by search.json's `best_is_start`, or, for a search from
+    before it, by `best.py` against the start that the verify trained."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sparse = "def compute_reward(state):\n    return state['x']\n"
+    out = tmp_path / "verify"
+    (out / "functions").mkdir(parents=True)
+    (out / "functions" / "start_sparse.py").write_text(sparse)
+    runs = []
+    for name, best, said in (("kept", sparse, {"best_is_start": True}), ("older", sparse, {}),
+                             ("found", sparse + "# a child\n", {"best_is_start": False})):
+        run = tmp_path / "searches" / name
+        run.mkdir(parents=True)
+        (run / "best.py").write_text(best)
+        (run / "search.json").write_text(json.dumps({"task": "Humanoid", "best_start": {"name": "init_sparse"},
+                                                     "best_find": {"name": "child"}, "gap_closed": 0.0, **said}))
+        runs.append(str(run))
+    (out / "part_0").mkdir()
+    groups = [{"candidate": name, "seed": seed, "task_fitness": value + 0.1 * seed} for name, value in (
+        ("find_searches_kept", 2.0), ("find_searches_older", 2.0), ("find_searches_found", 2.0),
+        ("start_sparse", 2.0), ("task_default", 1.0)) for seed in (0, 1)]
+    (out / "part_0" / "results.json").write_text(json.dumps({"higher_is_better": True, "groups": groups}))
+    assert bench.verify(["--runs", *runs, "--starts", str(tmp_path), "--out", str(out), "--report-only"]) == 0
+    report = json.loads((out / "verify.json").read_text())
+    assert [report["searches"][f"find_searches_{n}"]["find_is_start"] for n in ("kept", "older", "found")] == [
+        True, True, False]
+    assert all(e["p_find_beats_default"] == 1.0 for e in report["searches"].values())
+    counts = report["over_searches"]["start_sparse"]
+    assert (counts["beat_default_at_95"], counts["start_kept_beats_default_at_95"]) == (1, 2)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "find_searches_kept (best.py is the start: the search kept it)" in printed
+    assert "1 finds beat the default at P ≥ 0.95 (and 2 whose best.py is the start, which beats it)" in printed
+
+
 @pytest.mark.slow  # 2-3 min here: two searches and their verify on the CPU
 def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     """`search.py hns`: searches from the task's sparse start, one per seed, then their finds retrained on fresh
@@ -1089,6 +1130,25 @@ def test_auto_s_defaults_are_sized_from_the_device_and_the_task(tmp_path):
     assert (given.resolved().copies, given.resolved().train_iterations, given.resolved().final_envs_per_candidate) \
         == (8, 7, 16)
     assert AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=5).resolved().iterations == BUDGET_ITERATIONS
+
+
+def test_auto_s_gpu_defaults_are_what_the_task_changes_of_the_benchmarked_setting(tmp_path, monkeypatch):
+    """On an accelerator the unset sizes are `SIZES["gpu"]` with what `TASK_SIZES` changes for the task (the
+    Humanoid's search trains 6 files × 2 copies × 1,024 envs); a task with no entry gets the benchmarked setting,
+    and a value given on the command line is kept."""
+    import jax
+
+    from envcoder.search.auto_settings import SIZES, TASK_SIZES, AutoSettings
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    sizes = ("candidates_per_iteration", "copies", "envs_per_candidate", "final_envs_per_candidate", "train_iterations")
+    humanoid = AutoSettings(task="Humanoid", out=tmp_path).resolved()
+    assert [getattr(humanoid, name) for name in sizes] == [5, 2, 1024, 1024, 300]
+    assert TASK_SIZES["Humanoid"] == {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024}
+    ant = AutoSettings(task="Ant", out=tmp_path).resolved()
+    assert [getattr(ant, name) for name in sizes] == [SIZES["gpu"][name] for name in sizes]
+    given = AutoSettings(task="Humanoid", out=tmp_path, copies=4, envs_per_candidate=512).resolved()
+    assert (given.copies, given.envs_per_candidate, given.candidates_per_iteration) == (4, 512, 5)
 
 
 @pytest.mark.slow

@@ -74,9 +74,12 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
     kwargs.setdefault("default", list(default) if isinstance(default, tuple) else
                       None if default is dataclasses.MISSING else default)
     shown = kwargs["default"]
-    sized = getattr(sys.modules[settings_class.__module__], "SIZES", {})  # defaults by device kind
+    module = sys.modules[settings_class.__module__]
+    sized = getattr(module, "SIZES", {})  # defaults by device kind, and what a task changes of them on a GPU
     if field in sized.get("gpu", {}):
         gpu, cpu = (f"{v:,}" if isinstance(v, int) else v for v in (sized["gpu"][field], sized["cpu"][field]))
+        gpu += "".join(f", {task} {sizes[field]:,}" for task, sizes in getattr(module, "TASK_SIZES", {}).items()
+                       if field in sizes)
         note = " ".join(filter(None, (note, f"(default {gpu} on a GPU, {cpu} on a CPU)")))
     elif not note and shown is not None and not isinstance(shown, (bool, list, dict)):
         note = f"(default {shown})"

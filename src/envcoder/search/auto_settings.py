@@ -29,9 +29,18 @@ SIZES = {
             "final_top": 2},
 }
 """`envcoder auto`'s defaults by device kind: on an accelerator, the setting the search benchmark measures
-(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal); on a CPU, a search that ends on Cartpole in a
-few minutes. `train_iterations` is a cap on the task's own `max_epochs` (Cartpole's 60); on a CPU the final
+(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal), with what `TASK_SIZES` changes of it for a
+task; on a CPU, a search that ends on Cartpole in a few minutes. `train_iterations` is a cap on the task's own `max_epochs` (Cartpole's 60); on a CPU the final
 evaluation trains as many envs per candidate as the search's."""
+
+
+TASK_SIZES = {
+    "Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024},
+}
+"""What `SIZES["gpu"]` changes for a task. At 256 envs per group × 300 iterations a Humanoid has hardly begun to
+learn (docs/benchmarks/search.md § 19: 0.4 m/s at most, against 1.6 and more at 1,024 envs), so the search could
+not rank its candidates: it trains them in the final's groups instead, 6 files (5 children and the start) × 2
+copies × 1,024 envs, about as many environments as 13 × 4 × 256."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -172,9 +181,10 @@ class AutoSettings(RunSettings):
         from envcoder.rl.config import ALGORITHMS, task_settings
         from envcoder.tasks import get_task
 
-        sizes = dict(SIZES["cpu" if jax.default_backend() == "cpu" else "gpu"])
-        task_epochs = task_settings(get_task(self.task), self.algo).get(
-            "max_epochs", ALGORITHMS[self.algo].config.max_epochs)
+        task = get_task(self.task)
+        sizes = dict(SIZES["cpu"]) if jax.default_backend() == "cpu" else {
+            **SIZES["gpu"], **TASK_SIZES.get(task.name, {})}
+        task_epochs = task_settings(task, self.algo).get("max_epochs", ALGORITHMS[self.algo].config.max_epochs)
         sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
         if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
             sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
