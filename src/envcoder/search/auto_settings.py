@@ -30,17 +30,18 @@ SIZES = {
 }
 """`envcoder auto`'s defaults by device kind: on an accelerator, the setting the search benchmark measures
 (docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal), with what `TASK_SIZES` changes of it for a
-task; on a CPU, a search that ends on Cartpole in a few minutes. `train_iterations` is a cap on the task's own `max_epochs` (Cartpole's 60); on a CPU the final
-evaluation trains as many envs per candidate as the search's."""
+task; on a CPU, a search that ends on Cartpole in a few minutes. `train_iterations` is a cap on the task's own
+`max_epochs` (Cartpole's 60); on a CPU the final evaluation trains as many envs per candidate as the search's."""
 
 
 TASK_SIZES = {
     "Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024},
 }
-"""What `SIZES["gpu"]` changes for a task. At 256 envs per group × 300 iterations a Humanoid has hardly begun to
-learn (docs/benchmarks/search.md § 19: 0.4 m/s at most, against 1.6 and more at 1,024 envs), so the search could
-not rank its candidates: it trains them in the final's groups instead, 6 files (5 children and the start) × 2
-copies × 1,024 envs, about as many environments as 13 × 4 × 256."""
+"""What `SIZES["gpu"]` changes for a task. At 256 or 512 envs per group × 300 iterations a Humanoid has hardly begun
+to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so the search cannot rank its candidates;
+at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains in the final's groups: 6 files (5
+children and the start) × 2 copies × 1,024 envs, about as many environments as 13 × 4 × 256 (about 12 minutes a
+search on one H200)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
