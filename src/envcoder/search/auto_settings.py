@@ -40,8 +40,8 @@ TASK_SIZES = {
 """What `SIZES["gpu"]` changes for a task. At 256 or 512 envs per group × 300 iterations a Humanoid has hardly begun
 to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so the search cannot rank its candidates;
 at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains in the final's groups: 6 files (5
-children and the start) × 2 copies × 1,024 envs, about as many environments as 13 × 4 × 256 (about 12 minutes a
-search on one H200)."""
+children and the start) × 2 copies × 1,024 envs (the start trains one copy: 11 groups), about as many
+environments as the 49 groups of 256 of `SIZES["gpu"]` (about 12 minutes a search on one H200)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
