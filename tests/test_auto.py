@@ -1059,7 +1059,8 @@ def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch,
 def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_not_fit(tmp_path, monkeypatch, capsys):
     """`--budget MINUTES`: after each iteration the search goes on only where another iteration and the final
     evaluation (estimated from the iterations so far) fit; the final always runs, and the summary counts the
-    iterations that ran. (The evaluations are stood in for.)"""
+    iterations that ran; where the first iteration and the final alone pass the budget, it says what to make smaller.
+    (The evaluations are stood in for.)"""
     from conftest import FakeEvaluations
     from envcoder.runs import evaluation
 
@@ -1070,8 +1071,23 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert main([*common, "--budget", "0.0001", "--out", str(tmp_path / "tight")]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "budget: 1 iteration in" in printed and "would pass 0.0001 min: the search ends here" in printed
+    assert "past the budget: a smaller iteration (--candidates-per-iteration, --copies, --envs-per-candidate) or " \
+           "final (--final-top, --final-max-seeds) fits it" in printed  # the first iteration alone passes it
     summary = json.loads((tmp_path / "tight" / "summary.json").read_text())
     assert len(summary["iterations"]) == 1 and not (tmp_path / "tight" / "iter_01").exists()
+    # By hand, 9 minutes: an iteration of 300 s that trained 163,840 envs; the final trains 4 files (2 finds, the
+    # start, the default) × 4 seeds × 1,024 envs = 16,384 envs at the same rate, 30 s. 300 + 300 + 30 > 540: it ends,
+    # and the final fits; an iteration of 500 s makes its final 50 s, and 550 s alone pass the budget.
+    from envcoder.search.auto_settings import AutoSettings
+
+    s = AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=9, final_top=2, final_seeds=4, final_max_seeds=4,
+                     final_envs_per_candidate=1024)
+    assert s.past_budget([{"seconds": 200, "environments": 163_840}], 1, 200) is None  # 200 + 200 + 20 fit
+    ends = s.past_budget([{"seconds": 300, "environments": 163_840}], 1, 300)
+    assert "another (about 5.0 min) and the final evaluation (about 0.5 min) would pass 9 min" in ends
+    assert "past the budget" not in ends
+    assert "with the final it takes about 9.2 min, past the budget" in s.past_budget(
+        [{"seconds": 500, "environments": 163_840}], 1, 500)
     assert summary["final_ranking"] and summary["trained"]["final"] > 0
     record = json.loads((tmp_path / "tight" / "iter_00" / "iteration.json").read_text())
     assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 + \

@@ -84,7 +84,8 @@ class AutoSettings(RunSettings):
     budget_minutes: float | None = None
     """Minutes the search may take from its start, final evaluation included: after each iteration it goes on only
     where another iteration and the final evaluation are expected to fit (each estimated from the iterations so far
-    and their environments), and says so where they would not."""
+    and their environments), and says so where they would not, and what to make smaller where the first iteration
+    and the final alone pass it (neither is cut short)."""
     retries: int = 2
     """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
     envs_per_candidate: int | None = None
@@ -207,8 +208,14 @@ class AutoSettings(RunSettings):
         if spent + each + final <= 60 * self.budget_minutes:
             return None
         done = f"{len(records)} iteration{'' if len(records) == 1 else 's'}"
-        return (f"budget: {done} in {spent / 60:.1f} min; another (about {each / 60:.1f} min) and the final "
-                f"evaluation (about {final / 60:.1f} min) would pass {self.budget_minutes:g} min: the search ends here")
+        message = (f"budget: {done} in {spent / 60:.1f} min; another (about {each / 60:.1f} min) and the final "
+                   f"evaluation (about {final / 60:.1f} min) would pass {self.budget_minutes:g} min: the search ends "
+                   "here")
+        if spent + final > 60 * self.budget_minutes:  # the first iteration and the final cannot be cut short
+            message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: a smaller "
+                        "iteration (--candidates-per-iteration, --copies, --envs-per-candidate) or final (--final-top, "
+                        "--final-max-seeds) fits it")
+        return message
 
     @property
     def halving_rung_count(self) -> int:
