@@ -10,7 +10,9 @@ its final evaluation, which trains the finds, every starting file (a population,
 best one, and `task_default`
 side by side with the same seeds: the gap closed is `(best start - best find) / (best start - task default)` in the
 fitness's better direction (1.0: the find is as good as the task's default; above 1: better). Writes
-`<out>/search.json` with the numbers, the wall-clock seconds from process start and the compile seconds.
+`<out>/search.json` with the numbers, the wall-clock seconds from process start and the compile seconds. A search
+that was cut short continues with `-- --resume` (`envcoder auto --resume <out>`, its recorded settings; the seconds
+are then the resumed process's).
 
 The search's final picks its best find and its best start by the same seeds that then measure them, so its
 figure is biased (the best of several noisy means). `verify` measures again, on fresh seeds: each search's
@@ -439,16 +441,22 @@ def main() -> None:
     rest = [a for a in rest if a != "--"]
     from envcoder.cli import main as envcoder
 
-    status = envcoder(["auto", "--task", args.task, "--initial", str(args.starts), "--proposer", args.proposer,
-                       "--out", str(args.out), *rest])
+    resumed = "--resume" in rest  # a search that a device call's time limit cut short, continued in the next
+    status = envcoder(["auto", "--resume", str(args.out)] if resumed else [
+        "auto", "--task", args.task, "--initial", str(args.starts), "--proposer", args.proposer, "--out", str(args.out),
+        *rest])
     wall_s = time.time() - START
+    if not (args.out / "summary.json").exists():  # interrupted (its message says how to go on), or failed
+        print(f"no search.json: the search did not finish (exit status {status}); `python {sys.argv[0]} --task "
+              f"{args.task} --starts {args.starts} --out {args.out} -- --resume` continues it", file=sys.stderr)
+        sys.exit(status or 1)
     summary = json.loads((args.out / "summary.json").read_text())
     starts = {f"init_{p.stem}" for p in ([args.starts] if args.starts.is_file() else args.starts.glob("*.py"))}
     result = {"task": args.task, "proposer": args.proposer, "arguments": rest, "status": status,
               "wall_s_from_process_start": wall_s, **gap_closed(summary, starts),
               "compile": [it.get("compile") for it in summary["iterations"]], "final_seeds": summary.get("final_seeds"),
               "task_default_verdict": (summary.get("task_default") or {}).get("text"),
-              "best_is_start": (summary.get("best") or {}).get("name") in starts}
+              "best_is_start": (summary.get("best") or {}).get("name") in starts, "resumed": resumed}
     (args.out / "search.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result.get(k) for k in ("gap_closed", "error", "wall_s_from_process_start")} | {
         k: result[k]["name"] + f" {result[k]['fitness_mean']:.3f}" for k in ("best_start", "best_find", "task_default")

@@ -1150,8 +1150,9 @@ def test_auto_s_defaults_are_sized_from_the_device_and_the_task(tmp_path):
 
 def test_auto_s_gpu_defaults_are_what_the_task_changes_of_the_benchmarked_setting(tmp_path, monkeypatch):
     """On an accelerator the unset sizes are `SIZES["gpu"]` with what `TASK_SIZES` changes for the task (the
-    Humanoid's search trains 6 files × 2 copies × 1,024 envs); a task with no entry gets the benchmarked setting,
-    and a value given on the command line is kept."""
+    Humanoid's search trains 6 files × 2 copies × 1,024 envs, no halving rung, one find in the final); a task with
+    no entry gets the benchmarked setting (its halving rungs as many as halve its copies), and a value given on the
+    command line is kept."""
     import jax
 
     from envcoder.search.auto_settings import SIZES, TASK_SIZES, AutoSettings
@@ -1160,11 +1161,15 @@ def test_auto_s_gpu_defaults_are_what_the_task_changes_of_the_benchmarked_settin
     sizes = ("candidates_per_iteration", "copies", "envs_per_candidate", "final_envs_per_candidate", "train_iterations")
     humanoid = AutoSettings(task="Humanoid", out=tmp_path).resolved()
     assert [getattr(humanoid, name) for name in sizes] == [5, 2, 1024, 1024, 300]
-    assert TASK_SIZES["Humanoid"] == {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024}
+    assert (humanoid.halving_rung_count, humanoid.final_top) == (0, 1)
+    assert TASK_SIZES["Humanoid"] == {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024,
+                                      "halving_rungs": 0, "final_top": 1}
     ant = AutoSettings(task="Ant", out=tmp_path).resolved()
     assert [getattr(ant, name) for name in sizes] == [SIZES["gpu"][name] for name in sizes]
-    given = AutoSettings(task="Humanoid", out=tmp_path, copies=4, envs_per_candidate=512).resolved()
+    assert (ant.halving_rungs, ant.halving_rung_count, ant.final_top) == (2, 2, 2)  # recorded: resumed as it ran
+    given = AutoSettings(task="Humanoid", out=tmp_path, copies=4, envs_per_candidate=512, halving_rungs=2).resolved()
     assert (given.copies, given.envs_per_candidate, given.candidates_per_iteration) == (4, 512, 5)
+    assert given.halving_rung_count == 2 and given.resolved() == given
 
 
 @pytest.mark.slow

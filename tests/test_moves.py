@@ -362,6 +362,40 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                 assert all(len(line.split(" = ")[1]) <= 14 for line in flat.splitlines()
                            if line.startswith("W_")), flat
 
+def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
+    """A cost's range of weights ends where it takes `COST_SIZE` (2) per step on the task's sample states. Ant states
+    with a torque of 10 N·m on each of its 8 joints: the effort cost is 8 × 10² = 800, so its range [1e-6, 0.01] ends
+    at 2 / 800 = 0.0025 and starts 4 decades below; at 5 N·m (200 × 0.01 = 2) it stays as it is, and a bonus is
+    never scaled. On the Humanoid's own sample states no cost that a sparse start's child draws takes more than 2 per
+    step; with the ranges alone, its effort cost took up to 319 (docs/benchmarks/search.md § 27)."""
+    import numpy as np
+
+    from envcoder.search.moves import COST_SIZE, sample_states, term_sizes
+
+    ant = get_task("Ant")
+    states = dict(sample_states(ant))
+    ranges = {}
+    for torque in (10.0, 5.0):
+        states["torques"] = np.full_like(states["torques"], torque)
+        ranges[torque] = {name: (low, high) for name, _, low, high in state_terms(ant.state_fields, states)}
+    assert COST_SIZE == 2.0 and ranges[10.0]["effort_cost"] == (2.5e-7, 0.0025) and ranges[5.0]["effort_cost"] == (
+        1e-6, 0.01)
+    assert ranges[10.0]["alive"] == ranges[5.0]["alive"] == (0.1, 10.0)
+    humanoid = get_task("Humanoid")
+    states = sample_states(humanoid)
+    library = state_terms(humanoid.state_fields, states)
+    sizes = term_sizes(library, states)
+    assert sizes["effort_cost"] > 3e4 and dict((n, h) for n, _, _, h in library)["effort_cost"] < 1e-4
+    sparse = Parent("sparse", (Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse" /
+                               "humanoid.py").read_text(), None)
+    drawn = []
+    for seed in range(40):
+        _, note = structural_child(random.Random(seed), sparse, [], None, move="state", library=library)
+        drawn += [(name, float(w)) for name, w in re.findall(r"'(\w+)' \(proposed weight ([-\d.e+]+)\)", note)]
+    costs = [weight * sizes[name] for name, weight in drawn if name.endswith("_cost")]
+    assert len(costs) >= 20 and max(costs) <= COST_SIZE * 1.01, costs  # the weights are written in 3 digits
+
+
 def test_reward_terms_follow_a_chain_of_terms_in_the_order_it_is_built():
     """`terms = {**terms, "k": v}` three times (a child of a child before it is read flat): every name, in order,
     whether the return writes the last literal out or returns the name."""

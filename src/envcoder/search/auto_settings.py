@@ -35,13 +35,19 @@ task; on a CPU, a search that ends on Cartpole in a few minutes. `train_iteratio
 
 
 TASK_SIZES = {
-    "Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024},
+    "Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024, "halving_rungs": 0,
+                 "final_top": 1},
 }
 """What `SIZES["gpu"]` changes for a task. At 256 or 512 envs per group × 300 iterations a Humanoid has hardly begun
 to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so the search cannot rank its candidates;
 at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains in the final's groups: 6 files (5
 children and the start) × 2 copies × 1,024 envs (the start trains one copy: 11 groups), about as many
-environments as the 49 groups of 256 of `SIZES["gpu"]` (about 12 minutes a search on one H200)."""
+environments as the 49 groups of 256 of `SIZES["gpu"]`. With a halving rung and two finds in the final that took
+about 12 minutes on one H200 (§ 26); without the rung (each file ranked by its better copy) and with the best find
+alone in the final, 7 minutes from launch (§ 27)."""
+
+SIZED = tuple(dict.fromkeys([*SIZES["gpu"], *(name for sizes in TASK_SIZES.values() for name in sizes)]))
+"""The settings that `AutoSettings.resolved` fills in where they are unset."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,10 +75,10 @@ class AutoSettings(RunSettings):
     """With "population", "random" or "seeds": the groups that each candidate of an iteration trains as."""
     halving_rungs: int | None = None
     """With "population", "random" or "seeds": rungs of successive halving after the population run, in which each
-    file's best constants so far (the population run's best and the file's own,
-    `envcoder.search.population.as_proposed`) train again from scratch with new seeds in the groups of those dropped,
-    nothing recompiled (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4
-    copies); 0: the population run's own ranking decides."""
+    file's best constants so far (the population run's best and the file's own) train again from scratch with new
+    seeds in the groups of those dropped, nothing recompiled
+    (`envcoder.search.population.halving_slots`). None: as many as halve `copies` to one (2 for 4
+    copies), except for the Humanoid on a GPU, 0; 0: the population run's own ranking decides."""
     provider: str | None = None
     """`openai` or `anthropic`; None follows from the model name."""
     base_url: str | None = None
@@ -171,9 +177,9 @@ class AutoSettings(RunSettings):
             raise ValueError(f"--halving-rungs {self.halving_rungs}: pass 0 or more")
 
     def resolved(self) -> "AutoSettings":
-        """These settings with every default that depends on the device and the task filled in (`SIZES`; saved
-        so: a resumed run keeps them on another machine)."""
-        unset = [f.name for f in dataclasses.fields(self) if f.name in SIZES["gpu"] and getattr(self, f.name) is None]
+        """These settings with every default that depends on the device and the task filled in (`SIZES`,
+        `TASK_SIZES`; saved so: a resumed run keeps them on another machine, and under later defaults)."""
+        unset = [name for name in SIZED if getattr(self, name) is None]
         if not unset:
             return self
         if self.budget_minutes is not None and self.iterations is None:
@@ -190,6 +196,7 @@ class AutoSettings(RunSettings):
         sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
         if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
             sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
+        sizes.setdefault("halving_rungs", (self.copies or sizes["copies"]).bit_length() - 1)  # as many as halve them
         return dataclasses.replace(self, **{name: sizes[name] for name in unset})
 
     def past_budget(self, records: list[dict], starts: int, elapsed: float) -> str | None:

@@ -52,6 +52,7 @@ from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.auto_settings import POPULATION_PROPOSERS, AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.final import FinalEvaluation
+from envcoder.search.moves import sample_states
 from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.summary import environments_trained, evaluation_table, finite_number, summary_text
@@ -83,7 +84,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
                                       fitness=self.fitness, search=settings.proposer, jail=self.validator.jailed,
-                                      state_fields=self.task.state_fields)
+                                      state_fields=self.task.state_fields,
+                                      states=sample_states(self.task) if settings.llm is None else None)
         self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in POPULATION_PROPOSERS

@@ -15,7 +15,8 @@ a donor's, cut to the terms it takes: `_only_terms`) and changes the sum:
 - `cross`: the terms of a second parent that the first lacks, all added;
 - `state`: a term that a task's state offers (`STATE_TERMS`: an alive bonus, the torso upright, high or heading to a
   walk target, costs of actions, joint speeds, torques, power, spinning and joints at their limits) with a
-  log-uniform weight of its own range: what shapes a sparse start, whose only term is the fitness.
+  log-uniform weight of its own range (a cost's made smaller where its top gives the term more than `COST_SIZE` on
+  the task's sample states): what shapes a sparse start, whose only term is the fitness.
 
 A parent that is itself a child is read flat (`envcoder.search.readable.flatten`): its terms as a literal, so that
 a child's terms can be re-weighted, dropped and crossed too.
@@ -71,13 +72,57 @@ tunes the term's weight alone: the float literals of a function are constants it
 (`envcoder.candidates.constants`), and `1.0 - 2.0 * tilt` had become `1.34 + 7.6 * tilt`, a reward for tilting."""
 
 
-def state_terms(fields: Mapping[str, StateField]) -> list[list]:
+COST_SIZE = 2.0
+"""The most that a cost drawn by the `state` move takes per step, its weight times its median size on the task's
+sample states (a random policy's rollout: `envcoder.candidates.validate.rollout_states`). A cost's range of weights
+is the same for every task, but its size is not: a Humanoid's summed squared torques are 55 times an Ant's (3.2e4
+against 576 on the sample states), so the top of the effort cost's range charged a Humanoid 319 per step. Every
+first child of a sparse Humanoid start with costs over 2.7 per step fell at once, none below 2.2 did (in 78 first
+children of Humanoid and Ant searches, none with costs below 1.5 per step failed: docs/benchmarks/search.md § 27).
+Where a cost's top weight gives more than this, its range is scaled down to end there (its decades kept)."""
+
+
+def state_terms(fields: Mapping[str, StateField], states: Mapping | None = None) -> list[list]:
     """The `STATE_TERMS` that a task's state (`fields`: its `state_fields`) offers, as `[name, expression, low,
-    high]`: it has every field the term reads, those it multiplies entry by entry of one shape."""
+    high]`: it has every field the term reads, those it multiplies entry by entry of one shape. With the task's
+    sample states (`states`), each cost's range ends where it takes `COST_SIZE` per step (`term_sizes`)."""
     def offered(needs) -> bool:
         groups = [need if isinstance(need, tuple) else (need,) for need in needs]
         return all(all(f in fields for f in group) and len({fields[f].shape for f in group}) == 1 for group in groups)
-    return [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS if offered(needs)]
+    terms = [[name, expression, low, high] for name, needs, expression, (low, high) in STATE_TERMS if offered(needs)]
+    sizes = term_sizes(terms, states) if states is not None else {}
+    for term in terms:
+        size = sizes.get(term[0], 0.0) if term[0].endswith("_cost") else 0.0
+        if term[3] * size > COST_SIZE:
+            scale = COST_SIZE / (term[3] * size)
+            term[2], term[3] = float(_weight(term[2] * scale)), float(_weight(term[3] * scale))
+    return terms
+
+
+def term_sizes(terms: Sequence[Sequence], states: Mapping) -> dict[str, float]:
+    """`{name: the median of |term| over the environments of states}` of `terms` (`state_terms`' entries; their
+    expressions are envcoder's own, evaluated here with the shaping helpers they call)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from envcoder.shaping.helpers import heading_and_up, unscale
+
+    scope = {"jnp": jnp, "heading_and_up": heading_and_up, "unscale": unscale,
+             "state": {k: jnp.asarray(v) for k, v in states.items()}}
+    return {name: float(np.median(np.abs(np.asarray(eval(expression, scope))))) for name, expression, *_ in terms}
+
+
+def sample_states(task) -> dict:
+    """The task's sample states: those shipped with envcoder, else a rollout's (`envcoder.candidates.samples`)."""
+    from envcoder.candidates.samples import shipped_states
+
+    states = shipped_states(task)
+    if states is None:
+        from envcoder.candidates.validate import rollout_states
+        from envcoder.sim import Simulator
+
+        states = rollout_states(task, Simulator(task.model_file, task.substeps))
+    return states
 
 
 def fitness_term_source(step, name: str = "_task_fitness") -> str:

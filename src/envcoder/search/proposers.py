@@ -349,14 +349,16 @@ structure only, as the population tunes their constants; seeds: the same childre
 def make_proposer(model: str | None, provider: str | None = None, base_url: str | None = None,
                   timeout_s: float = 120.0, max_retries: int = 4, temperature: float | None = None,
                   max_tokens: int = 4096, seed: int = 0, fitness=None, search: str = "offline",
-                  jail=None, state_fields: Mapping[str, StateField] | None = None) -> Proposer:
+                  jail=None, state_fields: Mapping[str, StateField] | None = None,
+                  states: Mapping | None = None) -> Proposer:
     """The offline proposer without a model (`fitness`: the task's `Fitness`, a term its structural moves may
-    add, as may the terms its state offers, `state_fields`: the task's; `search`: the run's `--proposer`; `jail`:
-    where it writes its children, `OfflineProposer`); otherwise the model's provider's SDK."""
+    add, as may the terms its state offers, `state_fields`: the task's, their costs' weights sized on its sample
+    `states`; `search`: the run's `--proposer`; `jail`: where it writes its children, `OfflineProposer`);
+    otherwise the model's provider's SDK."""
     if model is None:
         term = (fitness_term_source(fitness.step), fitness.higher_is_better) if fitness is not None else None
         return OfflineProposer(seed=seed, fitness=term, structural=STRUCTURAL[search], jail=jail,
-                               library=state_terms(state_fields or {}))
+                               library=state_terms(state_fields or {}, states))
     cls = {"openai": OpenAIProposer, "anthropic": AnthropicProposer}[provider_for(model, provider, base_url)]
     return cls(model, base_url=base_url, timeout_s=timeout_s, max_retries=max_retries, temperature=temperature,
                max_tokens=max_tokens)
