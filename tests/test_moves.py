@@ -8,9 +8,9 @@ from pathlib import Path
 
 from envcoder.candidates import load_candidate
 from envcoder.candidates.validate import rollout_states, validate_candidate
-from envcoder.search.moves import (MOVES, fitness_term_source, reward_terms, rewards_only_the_fitness, state_terms,
-                                   structural_child)
+from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, rewards_only_the_fitness, structural_child
 from envcoder.search.proposers import OfflineProposer, Parent, Request
+from envcoder.search.state_terms import state_terms
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 
@@ -370,7 +370,7 @@ def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
     step; with the ranges alone, its effort cost took up to 319 (docs/benchmarks/search.md § 27)."""
     import numpy as np
 
-    from envcoder.search.moves import COST_SIZE, sample_states, term_sizes
+    from envcoder.search.state_terms import COST_SIZE, sample_states, term_sizes
 
     ant = get_task("Ant")
     states = dict(sample_states(ant))

@@ -52,7 +52,7 @@ from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.auto_settings import POPULATION_PROPOSERS, AutoRunExistsError, AutoSettings, load_settings
 from envcoder.search.final import FinalEvaluation
-from envcoder.search.moves import sample_states
+from envcoder.search.state_terms import sample_states
 from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.summary import environments_trained, evaluation_table, finite_number, summary_text

@@ -23,7 +23,8 @@ import random
 import tokenize
 from typing import Mapping, Protocol, Sequence
 
-from envcoder.search.moves import fitness_term_source, state_terms, structural_child
+from envcoder.search.moves import fitness_term_source, structural_child
+from envcoder.search.state_terms import state_terms
 from envcoder.tasks.base import StateField
 from envcoder.text import column, parse as parse_source
 
@@ -250,7 +251,7 @@ class OfflineProposer:
     starting files before anything is evaluated), changed by one structural move with probability `structural`
     (or always, where the parent has no float constant): a term re-weighted by orders of magnitude, dropped, taken
     from another candidate or the task's fitness (`fitness`: its step's source and direction), one that the task's
-    state offers added (`library`: `envcoder.search.moves.state_terms`), a kernel's width scaled, or two parents'
+    state offers added (`library`: `envcoder.search.state_terms.state_terms`), a kernel's width scaled, or two parents'
     terms crossed (`envcoder.search.moves`). Otherwise each of its float literals (not a comparison's) is
     multiplied, with probability `rate` (at least one), by `exp(N(0, scale))`: the sign is kept and zeros are left
     alone. The child's first line says what changed. Draws are seeded by (seed, iteration, slot, attempt), so a
