@@ -13,10 +13,10 @@ a donor's, cut to the terms it takes: `_only_terms`) and changes the sum:
   has one, `_scaled_weight`: one constant per term, as a person writes it);
 - `kernel`: a float inside an `exp(...)` (a tracking kernel's width) scaled by up to 10× either way;
 - `cross`: the terms of a second parent that the first lacks, all added;
-- `state`: a term that a task's state offers (`envcoder.search.state_terms`: an alive bonus, the torso upright, high or heading to a
-  walk target, costs of actions, joint speeds, torques, power, spinning and joints at their limits) with a
-  log-uniform weight of its own range (a cost's made smaller where its top gives the term more than `COST_SIZE` on
-  the task's sample states): what shapes a sparse start, whose only term is the fitness.
+- `state`: a term that a task's state offers (`envcoder.search.state_terms`: an alive bonus, the torso upright,
+  high or heading to a walk target, costs of actions, joint speeds, torques, power, spinning and joints at their
+  limits) with a log-uniform weight of its own range (a cost's made smaller where its top gives the term more than
+  `COST_SIZE` on the task's sample states): what shapes a sparse start, whose only term is the fitness.
 
 A parent that is itself a child is read flat (`envcoder.search.readable.flatten`): its terms as a literal, so that
 a child's terms can be re-weighted, dropped and crossed too.
