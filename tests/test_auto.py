@@ -1023,6 +1023,21 @@ def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     assert "holds a verify of other searches" in capsys.readouterr().err
 
 
+def test_the_hns_row_retrains_each_task_at_its_stated_budget():
+    """`search.py hns` retrains finds at the search's final budget, the Humanoid's at 4,096 envs (where its sparse start
+    and default separate), and `--verify-args` overrides either."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.verify_arguments("Ant") == ["--envs-per-candidate", "1024", "--iterations", "300"]
+    assert bench.verify_arguments("Humanoid") == ["--envs-per-candidate", "4096", "--iterations", "300"]
+    assert bench.verify_arguments("Humanoid", "--envs-per-candidate 8 --iterations 2") == [
+        "--envs-per-candidate", "8", "--iterations", "2"]
+
+
 def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch, capsys):
     """The summary's account adds up: the files it says it validated (proposed and starting), the groups each stage
     trained (counted here from the candidate files and seeds each evaluation was given), and a difference against
