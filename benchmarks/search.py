@@ -23,7 +23,8 @@ and each find against the default, with 95% bootstrap intervals:
     python benchmarks/search.py verify --runs runs/search_anymal_* --starts benchmarks/search_starts/anymal \
         --seeds 3 --gpus 0 1 2 3 --out runs/verify -- --envs-per-candidate 1024 --iterations 300
 
-writes `<out>/verify.json` and prints a table (`--report-only` recomputes it from the parts already run).
+writes `<out>/verify.json` and prints a table (`--report-only` recomputes it from the parts already run). A search
+that kept its start (its `best.py` is the start) is not retrained: its runs are the start's, so its gap closed is 0.
 
 From a *sparse* start, the task's fitness as the only reward (`benchmarks/search_starts/sparse/<task>.py`, one per
 task that Eureka shares with us), the gap closed is Eureka's human-normalized score, HNS = (find − sparse) /
@@ -182,17 +183,19 @@ def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: s
 
 def pooled_finds(join: list[Path]) -> dict[str, tuple[dict, list[float]]]:
     """The searches of other verifies (`join`, checked by `pooled_references` to be of this setting), named
-    `<their folder>/<find>`: their record and their runs, to join this verify's searches in the row over searches."""
+    `<their folder>/<find>`: their record and their runs (none where a kept start's runs were its start's), to join
+    this verify's searches in the row over searches."""
     finds = {}
     for folder in join:
         other = json.loads((folder / "verify.json").read_text())
         starts = [name for name in other["per_seed"] if name.startswith("start_")]
         for name, entry in other.get("searches", {}).items():
-            if other["per_seed"].get(name):
+            if other["per_seed"].get(name) or entry.get("runs_are_the_starts"):
                 kept = {k: entry[k] for k in ("run", "gap_closed_in_its_final", "best_find_in_its_final")}
+                kept |= {k: entry.get(k, False) for k in ("find_is_start", "runs_are_the_starts")}
                 start = entry.get("start_name", starts[0] if len(starts) == 1 else None)  # one start: older files
                 finds[f"{folder.name}/{name}"] = ({"verify": str(folder), "start_name": start} | kept,
-                                                  other["per_seed"][name])
+                                                  other["per_seed"].get(name, []))
     return finds
 
 
@@ -240,14 +243,16 @@ def verify(argv: list[str]) -> int:
 
 
 def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
-    """Each run's find, its best start and the task's default in one folder, trained by one `envcoder eval` per
-    GPU at once, each with its own seeds; whether every part ended well."""
+    """Each run's find (unless it is the start: its runs are then the start's), its best start and the task's
+    default in one folder, trained by one `envcoder eval` per GPU at once, each with its own seeds; whether every
+    part ended well."""
     functions = args.out / "functions"
     functions.mkdir(parents=True, exist_ok=True)
     for name, (run, search) in runs.items():
-        shutil.copyfile(run / "best.py", functions / f"{name}.py")
         start = search["best_start"]["name"].removeprefix("init_")
         shutil.copyfile(args.starts / f"{start}.py", functions / f"start_{start}.py")
+        if not _find_is_start(run, search, args.out):
+            shutil.copyfile(run / "best.py", functions / f"{name}.py")
     parts = []
     for p, gpu in enumerate(args.gpus or [None]):
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
@@ -269,7 +274,12 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
         return 1
     higher = results[0]["higher_is_better"]
     own = fresh_seeds(results)
-    unknown = [name for name in runs if name not in own]
+    entries = {name: {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
+                      "best_find_in_its_final": search["best_find"]["name"],
+                      "start_name": "start_" + search["best_start"]["name"].removeprefix("init_"),
+                      "find_is_start": _find_is_start(run, search, out)}
+               for name, (run, search) in runs.items()}
+    unknown = [name for name in runs if name not in own and not entries[name]["find_is_start"]]
     if unknown:
         print(f"{', '.join(unknown)}: not among the candidates that {out}'s parts trained ({', '.join(sorted(own))}); "
               "a find is named after its run's folder and the one above it (find_<above>_<run>): give the runs under "
@@ -284,13 +294,11 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
               "per_seed": own, "pooled_from": [str(p) for p in pool], "joined": [str(p) for p in join],
               "searches": {}}
     by_start: dict[str, dict[str, list[float]]] = {}
-    entries = {name: {"run": str(run), "gap_closed_in_its_final": search.get("gap_closed"),
-                      "best_find_in_its_final": search["best_find"]["name"],
-                      "start_name": "start_" + search["best_start"]["name"].removeprefix("init_"),
-                      "find_is_start": _find_is_start(run, search, out)}
-               for name, (run, search) in runs.items()}
+    for name, entry in entries.items():  # a kept start is not trained again: its runs are the start's (HNS 0)
+        if entry["find_is_start"] and name not in own and fitness.get(entry["start_name"]):
+            fitness[name], entry["runs_are_the_starts"] = fitness[entry["start_name"]], True
     for name, (entry, values) in pooled_finds(join).items():
-        entries[name], fitness[name] = entry, values
+        entries[name], fitness[name] = entry, values or fitness.get(entry["start_name"], [])
     for name, entry in entries.items():
         start = entry["start_name"]  # gap_statistics' "start" is its mean
         if fitness.get(name) and fitness.get(start) and fitness.get("task_default"):
@@ -330,7 +338,8 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
         if "gap_closed" in e:
             gap = (f"{e['gap_closed']:.0%} [{e['ci_low']:.0%}, {e['ci_high']:.0%}]" if e["gap_defined"] else
                    "none: the start is not separable from the default")
-            kept = " (best.py is the start: the search kept it)" if e.get("find_is_start") else ""
+            kept = (" (best.py is the start: the search kept it" + ("; its runs are the start's)" if e.get(
+                "runs_are_the_starts") else ")")) if e.get("find_is_start") else ""
             print(f"| {name}{kept} | {claimed} | {e['find']:.3f} | {e['start']:.3f} | {e['default']:.3f} | "
                   f"{gap} | {e['find_beats_default_by']:+.3f} "
                   f"[{e['find_beats_default_ci'][0]:+.3f}, {e['find_beats_default_ci'][1]:+.3f}], "

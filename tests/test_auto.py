@@ -985,6 +985,61 @@ def test_the_fresh_seed_check_does_not_count_a_start_its_search_kept_as_a_find(t
     assert "1 finds beat the default at P ≥ 0.95 (and 2 whose best.py is the start, which beats it)" in printed
 
 
+def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkeypatch, capsys):
+    """A find that is its search's start is not retrained: the verify trains the start, the other finds and the task
+    default only, and the kept start's runs are the start's (HNS 0), here and in a verify that joins this one. (The
+    evaluations are stood in for: each candidate's fitness is fixed, its seed added as a tenth.)"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    values = {"start_sparse": 1.0, "task_default": 3.0, "find_searches_found": 4.0}
+    trained = []
+
+    class Evaluation:  # `envcoder eval --functions F --task-default --seeds N --seed S --out O`
+        def __init__(self, command, **_):
+            option = {k: v for k, v in zip(command, command[1:]) if k.startswith("--")}
+            names = sorted(f.stem for f in Path(option["--functions"]).glob("*.py")) + ["task_default"]
+            trained.append(names)
+            seeds = range(int(option["--seed"]), int(option["--seed"]) + int(option["--seeds"]))
+            groups = [{"candidate": n, "seed": s, "task_fitness": values[n] + 0.1 * (s % 2)} for n in names
+                      for s in seeds]
+            Path(option["--out"]).mkdir(parents=True)
+            (Path(option["--out"]) / "results.json").write_text(json.dumps({"higher_is_better": True,
+                                                                           "groups": groups}))
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(bench.subprocess, "Popen", Evaluation)
+    sparse = "def compute_reward(state):\n    return state['x']\n"
+    (tmp_path / "sparse.py").write_text(sparse)
+    runs = []
+    for name, best in (("kept", sparse), ("found", sparse + "# a child\n")):
+        run = tmp_path / "searches" / name
+        run.mkdir(parents=True)
+        (run / "best.py").write_text(best)
+        (run / "search.json").write_text(json.dumps({"task": "Ant", "best_start": {"name": "init_sparse"},
+                                                     "best_find": {"name": "child"}, "gap_closed": 0.0,
+                                                     "best_is_start": best == sparse}))
+        runs.append(str(run))
+    first, second = tmp_path / "verify", tmp_path / "verify_2"
+    assert bench.verify(["--runs", *runs, "--starts", str(tmp_path), "--out", str(first), "--seeds", "2"]) == 0
+    assert trained == [["find_searches_found", "start_sparse", "task_default"]]
+    report = json.loads((first / "verify.json").read_text())
+    kept = report["searches"]["find_searches_kept"]
+    assert kept["runs_are_the_starts"] and kept["gap_closed"] == pytest.approx(0.0)
+    assert report["searches"]["find_searches_found"]["gap_closed"] == pytest.approx(1.5)
+    assert "find_searches_kept" not in report["per_seed"] and "not among the candidates" not in capsys.readouterr().err
+    assert bench.verify(["--runs", runs[1], "--starts", str(tmp_path), "--out", str(second), "--seeds", "2",
+                         "--seed", "2000", "--join", str(first)]) == 0
+    joined = json.loads((second / "verify.json").read_text())["searches"]["verify/find_searches_kept"]
+    assert joined["find_is_start"] and joined["gap_closed"] == pytest.approx(0.0)
+    assert joined["seeds"]["find"] == 4  # the pooled start's runs: this verify's and the joined one's
+
+
 @pytest.mark.slow  # 2-3 min here: two searches and their verify on the CPU
 def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     """`search.py hns`: searches from the task's sparse start, one per seed, then their finds retrained on fresh
