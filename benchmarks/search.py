@@ -48,7 +48,12 @@ time on each GPU of `--gpus`; a seed whose search ended before is kept), then th
     python benchmarks/search.py hns --task Ant --search-seeds 9 10 11 12 13 --gpus 0 1 --out runs/hns_ant \
         --verify-seeds 16 --join runs/verify_D      # searches with `--budget 9`, retrained at 1,024 envs × 300
 
-(the Humanoid's finds at 4,096 envs × 300, where its sparse start and default separate: `VERIFY_ARGS`).
+(the Humanoid's finds at 4,096 envs × 300, where its sparse start and default separate: `VERIFY_ARGS`). With
+`--starts` the searches start from other files, a folder of them or one file; from the poor starts, the row is
+the gap closed per search (search.md § 30):
+
+    python benchmarks/search.py hns --task Anymal --starts benchmarks/search_starts/anymal \
+        --search-seeds 20 21 22 23 24 25 26 27 28 29 --gpus 0 1 2 3 --verify-seeds 4 --out runs/poor_anymal
 """
 
 from __future__ import annotations
@@ -228,7 +233,8 @@ def verify(argv: list[str]) -> int:
     for run in args.runs:
         if not (run / "search.json").is_file() or not (run / "best.py").is_file():
             parser.error(f"{run} has no search.json and best.py: give the folders that `search.py --out` wrote")
-        runs[_candidate_name(f"find_{run.parent.name}_{run.name}")] = (run, json.loads((run / "search.json").read_text()))
+        search = json.loads((run / "search.json").read_text())
+        runs[_candidate_name(f"find_{run.parent.name}_{run.name}")] = (run, search)
     tasks = {search["task"] for _, search in runs.values()}
     if len(tasks) != 1:
         parser.error(f"the runs are of several tasks ({', '.join(sorted(tasks))}): verify one task at a time")
@@ -331,8 +337,8 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
         print(f"references pooled with {', '.join(report['pooled_from'])}: " + ", ".join(
             f"{name} {len(values)} runs" for name, values in fitness.items()
             if name == "task_default" or name.startswith("start_")))
-    print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | find − default [95% CI], "
-          "P(beats) |\n|---|---:|---:|---:|---:|---|---|")
+    print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | "
+          "find − default [95% CI], P(beats) |\n|---|---:|---:|---:|---:|---|---|")
     for name, e in report["searches"].items():
         claimed = f"{e['gap_closed_in_its_final']:.0%}" if e["gap_closed_in_its_final"] is not None else "–"
         if "gap_closed" in e:
@@ -378,12 +384,18 @@ def verify_arguments(task: str, given: str | None = None) -> list[str]:
 
 def hns(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="search.py hns", description="one row of search.md's HNS table: searches "
-                                     "from the task's sparse start, one per GPU at a time, then their finds retrained "
-                                     "on fresh seeds (`verify`) beside the sparse start and the task's default")
+                                     "from the task's sparse start (or --starts), one per GPU at a time, then their "
+                                     "finds retrained on fresh seeds (`verify`) beside the best start and the task's "
+                                     "default")
     parser.add_argument("--task", required=True)
+    parser.add_argument("--starts", type=Path, default=None,
+                        help="the searches' starting files, a folder of them or one file (default: the task's sparse "
+                             "start, benchmarks/search_starts/sparse/<task>.py); from a folder of poor starts the row "
+                             "is the gap closed per search")
     parser.add_argument("--search-seeds", type=int, nargs="+", required=True, metavar="S",
                         help="one search per seed (`envcoder auto --seed S`); a seed whose search ended is kept")
-    parser.add_argument("--out", type=Path, required=True, help="searches in <out>/search_S, the verify in <out>/verify")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="searches in <out>/search_S, the verify in <out>/verify")
     parser.add_argument("--gpus", nargs="+", default=None, metavar="GPU",
                         help="one search at a time on each of these GPUs, then one verify part on each (default: one "
                              "at a time, on whatever JAX finds)")
@@ -400,10 +412,12 @@ def hns(argv: list[str]) -> int:
     parts = len(args.gpus or [None])
     if args.verify_seeds % parts:
         parser.error(f"--verify-seeds {args.verify_seeds} does not split evenly over {parts} GPUs")
-    start = SPARSE / f"{args.task.lower()}.py"
-    if not start.is_file():
+    start = args.starts or SPARSE / f"{args.task.lower()}.py"
+    if args.starts is None and not start.is_file():
         parser.error(f"no sparse start for {args.task} in {SPARSE}: one of "
-                     f"{', '.join(p.stem for p in sorted(SPARSE.glob('*.py')))}")
+                     f"{', '.join(p.stem for p in sorted(SPARSE.glob('*.py')))}, or give --starts")
+    if not (start.is_file() or start.is_dir() and any(start.glob("*.py"))):
+        parser.error(f"--starts {start}: give a starting file or a folder of them (*.py)")
     _searches(args, start)
     done = [args.out / f"search_{s}" for s in args.search_seeds if (args.out / f"search_{s}" / "best.py").is_file()]
     if not done:
@@ -419,7 +433,8 @@ def hns(argv: list[str]) -> int:
         print(f"{checked} holds a verify of other searches: move it away (or pass it to --pool) to retrain these",
               file=sys.stderr)
         return 2
-    return verify(["--runs", *map(str, done), "--starts", str(SPARSE), "--seeds", str(args.verify_seeds // parts),
+    folder = start if start.is_dir() else start.parent
+    return verify(["--runs", *map(str, done), "--starts", str(folder), "--seeds", str(args.verify_seeds // parts),
                    "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
                    *(["--pool", *map(str, args.pool)] if args.pool else []),
                    *(["--join", *map(str, args.join)] if args.join else []), *(["--report-only"] if again else []),

@@ -1078,6 +1078,68 @@ def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     assert "holds a verify of other searches" in capsys.readouterr().err
 
 
+def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch, capsys):
+    """`search.py hns --starts FOLDER`: each search starts from the folder, and the verify retrains each find beside
+    the start that was best in its search, taken from that folder (search.md § 30's row). (The searches and the
+    evaluations are stood in for: a search's find and best start are fixed by its seed, each candidate's fitness is
+    fixed, its seed added as a tenth.)"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    starts = tmp_path / "poor"
+    starts.mkdir()
+    for name in ("wrong_sign", "wide_kernel"):
+        (starts / f"{name}.py").write_text(f"def compute_reward(state):  # {name}\n    return state['x']\n")
+    searched = []
+
+    def search(command, env, stdout, stderr):  # `search.py --task T --starts S --out O -- --seed N ...`
+        option = dict(zip(command, command[1:]))
+        searched.append((option["--starts"], int(option["--seed"])))
+        out = Path(option["--out"])
+        out.mkdir(parents=True)
+        (out / "best.py").write_text(f"def compute_reward(state):  # seed {option['--seed']}\n    return 2.0\n")
+        (out / "search.json").write_text(json.dumps({"task": "Anymal", "best_start": {"name": "init_wrong_sign"},
+                                                     "best_find": {"name": "child"}, "gap_closed": 0.9,
+                                                     "best_is_start": False}))
+    values = {"start_wrong_sign": 1.0, "task_default": 0.2, "find_rows_search_20": 0.2, "find_rows_search_21": 0.8}
+    trained = []
+
+    class Evaluation:  # `envcoder eval --functions F --task-default --seeds N --seed S --out O`
+        def __init__(self, command, **_):
+            option = {k: v for k, v in zip(command, command[1:]) if k.startswith("--")}
+            functions = Path(option["--functions"])
+            names = sorted(f.stem for f in functions.glob("*.py")) + ["task_default"]
+            trained.append((names, (functions / "start_wrong_sign.py").read_text()))
+            seeds = range(int(option["--seed"]), int(option["--seed"]) + int(option["--seeds"]))
+            groups = [{"candidate": n, "seed": s, "task_fitness": values[n] + 0.1 * (s % 2)} for n in names
+                      for s in seeds]
+            Path(option["--out"]).mkdir(parents=True)
+            (Path(option["--out"]) / "results.json").write_text(json.dumps({"higher_is_better": False,
+                                                                           "groups": groups}))
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(bench.subprocess, "run", search)
+    monkeypatch.setattr(bench.subprocess, "Popen", Evaluation)
+    out = tmp_path / "rows"
+    assert bench.hns(["--task", "Anymal", "--starts", str(starts), "--search-seeds", "20", "21", "--out", str(out),
+                      "--verify-seeds", "2"]) == 0
+    assert searched == [(str(starts), 20), (str(starts), 21)]
+    assert trained == [(["find_rows_search_20", "find_rows_search_21", "start_wrong_sign", "task_default"],
+                        (starts / "wrong_sign.py").read_text())]
+    report = json.loads((out / "verify" / "verify.json").read_text())
+    row = report["over_searches"]["start_wrong_sign"]
+    assert row["per_search"] == pytest.approx({"find_rows_search_20": 1.0, "find_rows_search_21": 0.25})
+    assert "over 2 searches from start_wrong_sign: per search 1.00, 0.25" in " ".join(capsys.readouterr().out.split())
+    with pytest.raises(SystemExit):
+        bench.hns(["--task", "Anymal", "--starts", str(tmp_path / "none"), "--search-seeds", "1", "--out", str(out)])
+    assert "give a starting file or a folder of them" in capsys.readouterr().err
+
+
 def test_the_hns_row_retrains_each_task_at_its_stated_budget():
     """`search.py hns` retrains finds at the search's final budget, the Humanoid's at 4,096 envs (where its sparse start
     and default separate), and `--verify-args` overrides either."""
