@@ -985,6 +985,29 @@ def test_the_fresh_seed_check_does_not_count_a_start_its_search_kept_as_a_find(t
     assert "1 finds beat the default at P ≥ 0.95 (and 2 whose best.py is the start, which beats it)" in printed
 
 
+def _stand_in_evaluation(values: dict[str, float], higher_is_better: bool, trained: list):
+    """A stand-in for verify's `envcoder eval --functions F --task-default --seeds N --seed S --out O` processes: each
+    candidate's fitness is `values[name]` plus its seed's parity as a tenth; `trained` gets each one's (folder of
+    functions, candidate names)."""
+    class Evaluation:
+        def __init__(self, command, **_):
+            option = {k: v for k, v in zip(command, command[1:]) if k.startswith("--")}
+            functions = Path(option["--functions"])
+            names = sorted(f.stem for f in functions.glob("*.py")) + ["task_default"]
+            trained.append((functions, names))
+            seeds = range(int(option["--seed"]), int(option["--seed"]) + int(option["--seeds"]))
+            groups = [{"candidate": n, "seed": s, "task_fitness": values[n] + 0.1 * (s % 2)} for n in names
+                      for s in seeds]
+            Path(option["--out"]).mkdir(parents=True)
+            (Path(option["--out"]) / "results.json").write_text(json.dumps({"higher_is_better": higher_is_better,
+                                                                           "groups": groups}))
+
+        def wait(self):
+            return 0
+
+    return Evaluation
+
+
 def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkeypatch, capsys):
     """A find that is its search's start is not retrained: the verify trains the start, the other finds and the task
     default only, and the kept start's runs are the start's (HNS 0), here and in a verify that joins this one. (The
@@ -997,23 +1020,7 @@ def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkey
     spec.loader.exec_module(bench)
     values = {"start_sparse": 1.0, "task_default": 3.0, "find_searches_found": 4.0}
     trained = []
-
-    class Evaluation:  # `envcoder eval --functions F --task-default --seeds N --seed S --out O`
-        def __init__(self, command, **_):
-            option = {k: v for k, v in zip(command, command[1:]) if k.startswith("--")}
-            names = sorted(f.stem for f in Path(option["--functions"]).glob("*.py")) + ["task_default"]
-            trained.append(names)
-            seeds = range(int(option["--seed"]), int(option["--seed"]) + int(option["--seeds"]))
-            groups = [{"candidate": n, "seed": s, "task_fitness": values[n] + 0.1 * (s % 2)} for n in names
-                      for s in seeds]
-            Path(option["--out"]).mkdir(parents=True)
-            (Path(option["--out"]) / "results.json").write_text(json.dumps({"higher_is_better": True,
-                                                                           "groups": groups}))
-
-        def wait(self):
-            return 0
-
-    monkeypatch.setattr(bench.subprocess, "Popen", Evaluation)
+    monkeypatch.setattr(bench.subprocess, "Popen", _stand_in_evaluation(values, True, trained))
     sparse = "def compute_reward(state):\n    return state['x']\n"
     (tmp_path / "sparse.py").write_text(sparse)
     runs = []
@@ -1027,7 +1034,7 @@ def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkey
         runs.append(str(run))
     first, second = tmp_path / "verify", tmp_path / "verify_2"
     assert bench.verify(["--runs", *runs, "--starts", str(tmp_path), "--out", str(first), "--seeds", "2"]) == 0
-    assert trained == [["find_searches_found", "start_sparse", "task_default"]]
+    assert [names for _, names in trained] == [["find_searches_found", "start_sparse", "task_default"]]
     report = json.loads((first / "verify.json").read_text())
     kept = report["searches"]["find_searches_kept"]
     assert kept["runs_are_the_starts"] and kept["gap_closed"] == pytest.approx(0.0)
@@ -1106,31 +1113,15 @@ def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch
                                                      "best_is_start": False}))
     values = {"start_wrong_sign": 1.0, "task_default": 0.2, "find_rows_search_20": 0.2, "find_rows_search_21": 0.8}
     trained = []
-
-    class Evaluation:  # `envcoder eval --functions F --task-default --seeds N --seed S --out O`
-        def __init__(self, command, **_):
-            option = {k: v for k, v in zip(command, command[1:]) if k.startswith("--")}
-            functions = Path(option["--functions"])
-            names = sorted(f.stem for f in functions.glob("*.py")) + ["task_default"]
-            trained.append((names, (functions / "start_wrong_sign.py").read_text()))
-            seeds = range(int(option["--seed"]), int(option["--seed"]) + int(option["--seeds"]))
-            groups = [{"candidate": n, "seed": s, "task_fitness": values[n] + 0.1 * (s % 2)} for n in names
-                      for s in seeds]
-            Path(option["--out"]).mkdir(parents=True)
-            (Path(option["--out"]) / "results.json").write_text(json.dumps({"higher_is_better": False,
-                                                                           "groups": groups}))
-
-        def wait(self):
-            return 0
-
     monkeypatch.setattr(bench.subprocess, "run", search)
-    monkeypatch.setattr(bench.subprocess, "Popen", Evaluation)
+    monkeypatch.setattr(bench.subprocess, "Popen", _stand_in_evaluation(values, False, trained))
     out = tmp_path / "rows"
     assert bench.hns(["--task", "Anymal", "--starts", str(starts), "--search-seeds", "20", "21", "--out", str(out),
                       "--verify-seeds", "2"]) == 0
     assert searched == [(str(starts), 20), (str(starts), 21)]
-    assert trained == [(["find_rows_search_20", "find_rows_search_21", "start_wrong_sign", "task_default"],
-                        (starts / "wrong_sign.py").read_text())]
+    [(functions, names)] = trained
+    assert names == ["find_rows_search_20", "find_rows_search_21", "start_wrong_sign", "task_default"]
+    assert (functions / "start_wrong_sign.py").read_text() == (starts / "wrong_sign.py").read_text()
     report = json.loads((out / "verify" / "verify.json").read_text())
     row = report["over_searches"]["start_wrong_sign"]
     assert row["per_search"] == pytest.approx({"find_rows_search_20": 1.0, "find_rows_search_21": 0.25})
