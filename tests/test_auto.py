@@ -1108,10 +1108,12 @@ def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch
         out = Path(option["--out"])
         out.mkdir(parents=True)
         (out / "best.py").write_text(f"def compute_reward(state):  # seed {option['--seed']}\n    return 2.0\n")
-        (out / "search.json").write_text(json.dumps({"task": "Anymal", "best_start": {"name": "init_wrong_sign"},
+        best = {"20": "init_wrong_sign", "21": "init_wide_kernel"}[option["--seed"]]
+        (out / "search.json").write_text(json.dumps({"task": "Anymal", "best_start": {"name": best},
                                                      "best_find": {"name": "child"}, "gap_closed": 0.9,
                                                      "best_is_start": False}))
-    values = {"start_wrong_sign": 1.0, "task_default": 0.2, "find_rows_search_20": 0.2, "find_rows_search_21": 0.8}
+    values = {"start_wrong_sign": 1.0, "start_wide_kernel": 1.2, "task_default": 0.2, "find_rows_search_20": 0.2,
+              "find_rows_search_21": 0.8}
     trained = []
     monkeypatch.setattr(bench.subprocess, "run", search)
     monkeypatch.setattr(bench.subprocess, "Popen", _stand_in_evaluation(values, False, trained))
@@ -1120,12 +1122,18 @@ def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch
                       "--verify-seeds", "2"]) == 0
     assert searched == [(str(starts), 20), (str(starts), 21)]
     [(functions, names)] = trained
-    assert names == ["find_rows_search_20", "find_rows_search_21", "start_wrong_sign", "task_default"]
-    assert (functions / "start_wrong_sign.py").read_text() == (starts / "wrong_sign.py").read_text()
+    assert names == ["find_rows_search_20", "find_rows_search_21", "start_wide_kernel", "start_wrong_sign",
+                     "task_default"]
+    for start in ("wrong_sign", "wide_kernel"):
+        assert (functions / f"start_{start}.py").read_text() == (starts / f"{start}.py").read_text()
     report = json.loads((out / "verify" / "verify.json").read_text())
-    row = report["over_searches"]["start_wrong_sign"]
-    assert row["per_search"] == pytest.approx({"find_rows_search_20": 1.0, "find_rows_search_21": 0.25})
-    assert "over 2 searches from start_wrong_sign: per search 1.00, 0.25" in " ".join(capsys.readouterr().out.split())
+    rows = report["over_searches"]  # each find against its own search's best start: (1.05 - 0.25) / (1.05 - 0.25)
+    assert rows["start_wrong_sign"]["per_search"] == pytest.approx({"find_rows_search_20": 1.0})
+    assert rows["start_wide_kernel"]["per_search"] == pytest.approx({"find_rows_search_21": 0.4})  # 0.4 / 1.0
+    assert report["over_all_starts"]["at_least_80_percent"] == 1
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "over 1 searches from start_wide_kernel: per search 0.40" in printed
+    assert "over all 2 searches, each against the start that was best in it: 1 at 0.80 or more" in printed
     with pytest.raises(SystemExit):
         bench.hns(["--task", "Anymal", "--starts", str(tmp_path / "none"), "--search-seeds", "1", "--out", str(out)])
     assert "give a starting file or a folder of them" in capsys.readouterr().err
