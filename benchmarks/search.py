@@ -37,10 +37,12 @@ task that Eureka shares with us), the gap closed is Eureka's human-normalized sc
 HNS is defined where sparse and default are separable at the retraining's budget (`gap_defined` in verify.json).
 The references can be measured again and pooled: `--pool runs/hns_verify_anymal_earlier` adds another verify's
 start and default runs (same task, same arguments) to this one's, and HNS and each find's lead over the default use
-them all. `--join` does that too, and its verifies' searches join this one's (named `<its folder>/<find>`), scored
-against the pooled references: a row over searches retrained in several verifies of one setting. The last lines
-give each start's searches as search.md's HNS table has them: HNS per search, the median with its 95% interval
-(resampling the searches and each candidate's seeds) and how many finds beat the default at P ≥ 0.95.
+them all; a find it retrained too (the same file under the same name) has its runs pooled as well, so a second
+verify of the same searches on other seeds (`--seed 1016`) adds to the first. `--join` does that too, and its
+verifies' other searches join this one's (named `<its folder>/<find>`), scored against the pooled references: a
+row over searches retrained in several verifies of one setting. The last lines give each start's searches as
+search.md's HNS table has them: HNS per search, the median with its 95% interval (resampling the searches and each
+candidate's seeds) and how many finds beat the default at P ≥ 0.95.
 
 One row of that table in one command, `hns`: the searches from the task's sparse start (`--search-seeds`, one at a
 time on each GPU of `--gpus`; a seed whose search ended before is kept), then their verify:
@@ -48,10 +50,10 @@ time on each GPU of `--gpus`; a seed whose search ended before is kept), then th
     python benchmarks/search.py hns --task Ant --search-seeds 9 10 11 12 13 --gpus 0 1 --out runs/hns_ant \
         --verify-seeds 16 --join runs/verify_D      # searches with `--budget 9`, retrained at 1,024 envs × 300
 
-(the Humanoid's finds at 4,096 envs × 300, where its sparse start and default separate: `VERIFY_ARGS`). With
-`--starts` the searches start from other files, a folder of them or one file; from the poor starts, the row is
-the gap closed per search, each against the start that was best in it: a line per such start, and a count over all
-of them where there are several (search.md § 30):
+(the Humanoid's finds at 4,096 envs × 300 and Cartpole's at 64 × 20, where their sparse start and default
+separate: `VERIFY_ARGS`). With `--starts` the searches start from other files, a folder of them or one file; from
+the poor starts, the row is the gap closed per search, each against the start that was best in it: a line per such
+start, and a count over all of them where there are several (search.md § 30):
 
     python benchmarks/search.py hns --task Anymal --starts benchmarks/search_starts/anymal \
         --search-seeds 20 21 22 23 24 25 26 27 28 29 --gpus 0 1 2 3 --verify-seeds 4 --out runs/poor_anymal
@@ -166,11 +168,13 @@ def mean_gap_statistics(finds: dict[str, list[float]], start: list[float], defau
 
 
 def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: str,
-                      arguments: list[str]) -> dict[str, list[float]]:
+                      arguments: list[str], finds: dict[str, str] | None = None) -> dict[str, list[float]]:
     """`fitness` with the starts' and the task default's runs of other verifies (`pool`: their `--out` folders, the
     same task retrained with the same arguments) added: the references HNS divides by, measured again. A seed
-    trained in two verifies counts twice (training on the GPU is not bitwise repeatable: search.md § 23); the finds
-    are this verify's own."""
+    trained in two verifies counts twice (training on the GPU is not bitwise repeatable: search.md § 23). A find
+    (`finds`: this verify's, their source by name) that another verify retrained too, the same file under the same
+    name, has its runs pooled as well: a second verify of the same searches on other seeds."""
+    finds = finds or {}
     pooled = {name: list(values) for name, values in fitness.items()}
     for folder in pool:
         path = folder / "verify.json"
@@ -182,20 +186,30 @@ def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: s
             raise ValueError(f"--pool {folder}: retrained {other['task']} with {' '.join(theirs)!r}, this verify "
                              f"{task} with {' '.join(arguments)!r}: pool verifies of one setting")
         for name, values in other["per_seed"].items():
-            if name == "task_default" or name.startswith("start_"):
+            if name == "task_default" or name.startswith("start_") or _same_find(folder, name, finds):
                 pooled.setdefault(name, []).extend(values)
     return pooled
 
 
-def pooled_finds(join: list[Path]) -> dict[str, tuple[dict, list[float]]]:
+def _same_find(folder: Path, name: str, finds: dict[str, str]) -> bool:
+    """Whether the verify in `folder` retrained this verify's find `name` (the same source, which verify keeps as
+    `functions/<name>.py`)."""
+    path = folder / "functions" / f"{name}.py"
+    return name in finds and path.is_file() and path.read_text() == finds[name]
+
+
+def pooled_finds(join: list[Path], own: dict[str, str] | None = None) -> dict[str, tuple[dict, list[float]]]:
     """The searches of other verifies (`join`, checked by `pooled_references` to be of this setting), named
     `<their folder>/<find>`: their record and their runs (none where a kept start's runs were its start's), to join
-    this verify's searches in the row over searches."""
+    this verify's searches in the row over searches; not those that retrained one of this verify's finds (`own`: their
+    source by name), whose runs `pooled_references` adds to that find's."""
     finds = {}
     for folder in join:
         other = json.loads((folder / "verify.json").read_text())
         starts = [name for name in other["per_seed"] if name.startswith("start_")]
         for name, entry in other.get("searches", {}).items():
+            if _same_find(folder, name, own or {}):
+                continue
             if other["per_seed"].get(name) or entry.get("runs_are_the_starts"):
                 kept = {k: entry[k] for k in ("run", "gap_closed_in_its_final", "best_find_in_its_final")}
                 kept |= {k: entry.get(k, False) for k in ("find_is_start", "runs_are_the_starts")}
@@ -292,19 +306,22 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
               "a find is named after its run's folder and the one above it (find_<above>_<run>): give the runs under "
               "the paths they were verified with", file=sys.stderr)
     pool = [*pool, *(folder for folder in join if folder not in pool)]  # a verify's runs count once
+    sources = {name: (run / "best.py").read_text() for name, (run, _) in runs.items()
+               if not entries[name]["find_is_start"]}
     try:
-        fitness = pooled_references(own, pool, task, rest)
+        fitness = pooled_references(own, pool, task, rest, sources)
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
     report = {"task": task, "higher_is_better": higher, "arguments": rest, "parts": len(results),
               "per_seed": own, "pooled_from": [str(p) for p in pool], "joined": [str(p) for p in join],
+              "finds_pooled": sorted(n for n in sources if len(fitness.get(n, [])) > len(own.get(n, []))),
               "searches": {}}
     by_start: dict[str, dict[str, list[float]]] = {}
     for name, entry in entries.items():  # a kept start is not trained again: its runs are the start's (HNS 0)
         if entry["find_is_start"] and name not in own and fitness.get(entry["start_name"]):
             fitness[name], entry["runs_are_the_starts"] = fitness[entry["start_name"]], True
-    for name, (entry, values) in pooled_finds(join).items():
+    for name, (entry, values) in pooled_finds(join, sources).items():
         entries[name], fitness[name] = entry, values or fitness.get(entry["start_name"], [])
     for name, entry in entries.items():
         start = entry["start_name"]  # gap_statistics' "start" is its mean
@@ -342,6 +359,9 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
         print(f"references pooled with {', '.join(report['pooled_from'])}: " + ", ".join(
             f"{name} {len(values)} runs" for name, values in fitness.items()
             if name == "task_default" or name.startswith("start_")))
+    if report.get("finds_pooled"):
+        print("finds those verifies retrained too, their runs pooled: " + ", ".join(
+            f"{name} {len(fitness[name])} runs" for name in report["finds_pooled"]))
     print("| search | its final | fresh seeds: find | start | default | gap closed [95% CI] | "
           "find − default [95% CI], P(beats) |\n|---|---:|---:|---:|---:|---|---|")
     for name, e in report["searches"].items():
@@ -378,12 +398,14 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
 SPARSE = Path(__file__).resolve().parent / "search_starts" / "sparse"
 
 VERIFY_ARGS = {"default": "--envs-per-candidate 1024 --iterations 300",
-               "humanoid": "--envs-per-candidate 4096 --iterations 300"}
+               "humanoid": "--envs-per-candidate 4096 --iterations 300",
+               "cartpole": "--envs-per-candidate 64 --iterations 20"}
 """`hns`' retraining budget by task (`envcoder eval`'s own arguments): the search's final's, 1,024 envs × 300
 iterations, except where the sparse start and the task default are not separable there. The Humanoid's sparse reward
 is ahead of its default at 1,024 envs (search.md § 28) and its runs are bimodal (a run learns to run or does not);
 at IsaacGymEnvs' 4,096 envs every run learns and the default is ahead (§ 29: 5.35 against 4.76 m/s, 6 seeds each,
-P(default ahead) = 0.97), so its HNS is defined there."""
+P(default ahead) = 0.97), so its HNS is defined there. Cartpole's two reach the ceiling (1.0) by 30 iterations; at
+64 envs × 20 the default is ahead (§ 31: 0.949 against 0.771, 32 seeds each)."""
 
 
 def verify_arguments(task: str, given: str | None = None) -> list[str]:
@@ -414,7 +436,8 @@ def hns(argv: list[str]) -> int:
                         help="fresh seeds per candidate in all, split evenly over --gpus (default 16)")
     parser.add_argument("--verify-args", default=None, metavar="ARGS",
                         help="`envcoder eval`'s own arguments for the retraining, one string (default: "
-                             "'--envs-per-candidate 1024 --iterations 300'; the Humanoid's: 4096 envs, VERIFY_ARGS)")
+                             "'--envs-per-candidate 1024 --iterations 300'; the Humanoid's and Cartpole's: "
+                             "VERIFY_ARGS)")
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --pool")
     parser.add_argument("--join", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --join")
     args = parser.parse_args(argv)

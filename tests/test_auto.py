@@ -1047,6 +1047,50 @@ def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkey
     assert joined["seeds"]["find"] == 4  # the pooled start's runs: this verify's and the joined one's
 
 
+def test_a_second_verify_of_the_same_searches_pools_their_runs(tmp_path, monkeypatch, capsys):
+    """`verify --pool` (or `--join`) of a verify that retrained the same find, the same file under the same name, on
+    other seeds: the find's runs are pooled with this verify's, not counted as a second search. Worked by hand: the
+    first verify's find runs 4.0 and 4.1, the second's 2.0 and 2.1, start 1.0/1.1 and default 3.0/3.1 in both; alone
+    the second closes 50% of the gap, pooled 100%. A find whose file changed since is not pooled. (The evaluations
+    are stood in for.)"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark",
+                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    values = {"start_sparse": 1.0, "task_default": 3.0, "find_searches_found": 4.0}
+    monkeypatch.setattr(bench.subprocess, "Popen", _stand_in_evaluation(values, True, []))
+    sparse = "def compute_reward(state):\n    return state['x']\n"
+    (tmp_path / "sparse.py").write_text(sparse)
+    run = tmp_path / "searches" / "found"
+    run.mkdir(parents=True)
+    (run / "best.py").write_text(sparse + "# a child\n")
+    (run / "search.json").write_text(json.dumps({"task": "Ant", "best_start": {"name": "init_sparse"},
+                                                 "best_find": {"name": "child"}, "gap_closed": 1.0}))
+    common = ["--runs", str(run), "--starts", str(tmp_path), "--seeds", "2"]
+    first, second = tmp_path / "verify", tmp_path / "verify_2"
+    assert bench.verify([*common, "--out", str(first)]) == 0
+    values["find_searches_found"] = 2.0
+    assert bench.verify([*common, "--out", str(second), "--seed", "1016"]) == 0
+    alone = json.loads((second / "verify.json").read_text())["searches"]["find_searches_found"]
+    assert alone["gap_closed"] == pytest.approx(0.5) and alone["seeds"]["find"] == 2
+    for option in ("--pool", "--join"):
+        capsys.readouterr()
+        assert bench.verify([*common, "--out", str(second), "--report-only", option, str(first)]) == 0
+        report = json.loads((second / "verify.json").read_text())
+        pooled = report["searches"]["find_searches_found"]
+        assert pooled["gap_closed"] == pytest.approx(1.0) and pooled["seeds"] == {"find": 4, "start": 4, "default": 4}
+        assert list(report["searches"]) == ["find_searches_found"] and report["finds_pooled"] == ["find_searches_found"]
+        assert report["per_seed"]["find_searches_found"] == [2.0, 2.1]  # this verify's own runs, as trained
+        printed = " ".join(capsys.readouterr().out.split())
+        assert "their runs pooled: find_searches_found 4 runs" in printed and "over 1 searches" in printed
+    (run / "best.py").write_text(sparse + "# another child, in the same folder\n")
+    assert bench.verify([*common, "--out", str(tmp_path / "verify_3"), "--seed", "2000", "--pool", str(first)]) == 0
+    other = json.loads((tmp_path / "verify_3" / "verify.json").read_text())
+    assert other["searches"]["find_searches_found"]["seeds"]["find"] == 2 and other["finds_pooled"] == []
+
+
 @pytest.mark.slow  # 2-3 min here: two searches and their verify on the CPU
 def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     """`search.py hns`: searches from the task's sparse start, one per seed, then their finds retrained on fresh
@@ -1140,8 +1184,8 @@ def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch
 
 
 def test_the_hns_row_retrains_each_task_at_its_stated_budget():
-    """`search.py hns` retrains finds at the search's final budget, the Humanoid's at 4,096 envs (where its sparse start
-    and default separate), and `--verify-args` overrides either."""
+    """`search.py hns` retrains finds at the search's final budget, the Humanoid's at 4,096 envs and Cartpole's at 64
+    envs × 20 iterations (where their sparse start and default separate), and `--verify-args` overrides each."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
@@ -1150,6 +1194,7 @@ def test_the_hns_row_retrains_each_task_at_its_stated_budget():
     spec.loader.exec_module(bench)
     assert bench.verify_arguments("Ant") == ["--envs-per-candidate", "1024", "--iterations", "300"]
     assert bench.verify_arguments("Humanoid") == ["--envs-per-candidate", "4096", "--iterations", "300"]
+    assert bench.verify_arguments("Cartpole") == ["--envs-per-candidate", "64", "--iterations", "20"]
     assert bench.verify_arguments("Humanoid", "--envs-per-candidate 8 --iterations 2") == [
         "--envs-per-candidate", "8", "--iterations", "2"]
 
