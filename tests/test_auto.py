@@ -547,7 +547,7 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     out = tmp_path / "auto"
     assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
                  "--proposer", "offline", "--candidates-per-iteration", "2", "--iterations", "1", "--final-top", "1",
-                 "--out", str(out)]) == 0
+                 "--final-seeds", "4", "--out", str(out)]) == 0
     finals = [(names, seeds) for names, seeds in fake.calls if "task_default" in names]
     assert len(finals) == 1 and finals[0][1] == (0, 1, 2, 3)  # 4 seeds, separable at once: no round added
     summary = json.loads((out / "summary.json").read_text())
@@ -1306,18 +1306,24 @@ def test_a_structural_find_is_also_written_flat_and_checked_to_be_the_same_progr
 
 
 def test_auto_s_defaults_are_sized_from_the_device_and_the_task(tmp_path):
-    """Unset sizes come from `SIZES` for this device (the CPU here), the training iterations capped by the task's
-    own `max_epochs` or set by an `ALGO.max_epochs` override; a value given is kept; a budget lifts the iteration
-    default to `BUDGET_ITERATIONS`."""
+    """Unset sizes come from `SIZES` for this device (the CPU here) with what `TASK_SIZES` changes for the task
+    (Cartpole's search ranks at 20 training iterations, with 8 children × 8 copies, 2 iterations and a final of 16
+    seeds), the training iterations capped by the task's own `max_epochs` or set by an `ALGO.max_epochs` override; a
+    value given is kept; a budget lifts the iteration default to `BUDGET_ITERATIONS`."""
     from envcoder.search.auto_settings import BUDGET_ITERATIONS, SIZES, AutoSettings
 
     cpu = SIZES["cpu"]
-    s = AutoSettings(task="Cartpole", out=tmp_path).resolved()
+    s = AutoSettings(task="CartpoleDiscrete", out=tmp_path).resolved()
     assert (s.candidates_per_iteration, s.iterations, s.copies, s.envs_per_candidate, s.final_seeds, s.final_top) == (
         cpu["candidates_per_iteration"], cpu["iterations"], cpu["copies"], cpu["envs_per_candidate"],
         cpu["final_seeds"], cpu["final_top"])
-    assert s.train_iterations == min(cpu["train_iterations"], 60)  # Cartpole's max_epochs is 60
+    assert s.train_iterations == min(cpu["train_iterations"], 60)  # its max_epochs is 60
     assert s.final_envs_per_candidate == s.envs_per_candidate  # on a CPU, the search's
+    s = AutoSettings(task="Cartpole", out=tmp_path).resolved()
+    assert (s.candidates_per_iteration, s.iterations, s.copies, s.envs_per_candidate, s.train_iterations) == (
+        8, 2, 8, 64, 20)
+    assert (s.final_seeds, s.final_max_seeds, s.final_top, s.final_envs_per_candidate, s.halving_rungs) == (
+        16, 16, 2, 64, 3)
     given = AutoSettings(task="Anymal", out=tmp_path, copies=8, envs_per_candidate=16, overrides={"max_epochs": 7})
     assert (given.resolved().copies, given.resolved().train_iterations, given.resolved().final_envs_per_candidate) \
         == (8, 7, 16)
@@ -1338,8 +1344,8 @@ def test_auto_s_gpu_defaults_are_what_the_task_changes_of_the_benchmarked_settin
     humanoid = AutoSettings(task="Humanoid", out=tmp_path).resolved()
     assert [getattr(humanoid, name) for name in sizes] == [5, 2, 1024, 1024, 300]
     assert (humanoid.halving_rung_count, humanoid.final_top) == (0, 1)
-    assert TASK_SIZES["Humanoid"] == {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024,
-                                      "halving_rungs": 0, "final_top": 1}
+    assert TASK_SIZES["gpu"]["Humanoid"] == {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024,
+                                             "halving_rungs": 0, "final_top": 1}
     ant = AutoSettings(task="Ant", out=tmp_path).resolved()
     assert [getattr(ant, name) for name in sizes] == [SIZES["gpu"][name] for name in sizes]
     assert (ant.halving_rungs, ant.halving_rung_count, ant.final_top) == (2, 2, 2)  # recorded: resumed as it ran

@@ -75,11 +75,12 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
                       None if default is dataclasses.MISSING else default)
     shown = kwargs["default"]
     module = sys.modules[settings_class.__module__]
-    sized = getattr(module, "SIZES", {})  # defaults by device kind, and what a task changes of them on a GPU
+    sized = getattr(module, "SIZES", {})  # defaults by device kind, and what a task changes of them
     if field in sized.get("gpu", {}):
-        gpu, cpu = (f"{v:,}" if isinstance(v, int) else v for v in (sized["gpu"][field], sized["cpu"][field]))
-        gpu += "".join(f", {task} {sizes[field]:,}" for task, sizes in getattr(module, "TASK_SIZES", {}).items()
-                       if field in sizes)
+        by_task = getattr(module, "TASK_SIZES", {})
+        gpu, cpu = ((f"{sized[kind][field]:,}" if isinstance(sized[kind][field], int) else sized[kind][field])
+                    + "".join(f", {task} {sizes[field]:,}" for task, sizes in by_task.get(kind, {}).items()
+                              if field in sizes) for kind in ("gpu", "cpu"))
         note = " ".join(filter(None, (note, f"(default {gpu} on a GPU, {cpu} on a CPU)")))
     elif not note and shown is not None and not isinstance(shown, (bool, list, dict)):
         note = f"(default {shown})"

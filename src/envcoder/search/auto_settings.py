@@ -29,24 +29,31 @@ SIZES = {
             "final_top": 2},
 }
 """`envcoder auto`'s defaults by device kind: on an accelerator, the setting the search benchmark measures
-(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal), with what `TASK_SIZES` changes of it for a
-task; on a CPU, a search that ends on Cartpole in a few minutes. `train_iterations` is a cap on the task's own
+(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal); on a CPU, a small search; with what
+`TASK_SIZES` changes of either for a task. `train_iterations` is a cap on the task's own
 `max_epochs` (Cartpole's 60); on a CPU the final evaluation trains as many envs per candidate as the search's."""
 
 
 TASK_SIZES = {
-    "Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024, "halving_rungs": 0,
-                 "final_top": 1},
+    "gpu": {"Humanoid": {"candidates_per_iteration": 5, "copies": 2, "envs_per_candidate": 1024, "halving_rungs": 0,
+                         "final_top": 1}},
+    "cpu": {"Cartpole": {"candidates_per_iteration": 8, "copies": 8, "iterations": 2, "train_iterations": 20,
+                         "final_seeds": 16, "final_max_seeds": 16}},
 }
-"""What `SIZES["gpu"]` changes for a task. At 256 or 512 envs per group × 300 iterations a Humanoid has hardly begun
-to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so the search cannot rank its candidates;
-at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains in the final's groups: 6 files (5
-children and the start) × 2 copies × 1,024 envs (the start trains one copy: 11 groups), about as many
-environments as the 49 groups of 256 of `SIZES["gpu"]`. With a halving rung and two finds in the final that took
-about 12 minutes on one H200 (§ 26); without the rung (each file ranked by its better copy) and with the best find
-alone in the final, 7 minutes from launch (§ 27)."""
+"""What `SIZES` changes for a task, by device kind. On a GPU, the Humanoid: at 256 or 512 envs per group × 300
+iterations a Humanoid has hardly begun to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so
+the search cannot rank its candidates; at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains
+in the final's groups: 6 files (5 children and the start) × 2 copies × 1,024 envs (the start trains one copy: 11
+groups), about as many environments as the 49 groups of 256 of `SIZES["gpu"]`. With a halving rung and two finds in
+the final that took about 12 minutes on one H200 (§ 26); without the rung (each file ranked by its better copy) and
+with the best find alone in the final, 7 minutes from launch (§ 27). On a CPU, Cartpole: by 30 training iterations
+its fitness alone and its own shaping both reach the ceiling (1.0), so the search cannot rank there; at 20 the
+shaping is ahead (0.949 against 0.771, 32 seeds each), and telling files that far apart takes more copies and a final
+of 16 seeds. Five searches from the fitness alone at these sizes reach a median HNS of 1.23, at `SIZES["cpu"]` 0.58
+(§ 31)."""
 
-SIZED = tuple(dict.fromkeys([*SIZES["gpu"], *(name for sizes in TASK_SIZES.values() for name in sizes)]))
+SIZED = tuple(dict.fromkeys([*SIZES["gpu"], *(name for tasks in TASK_SIZES.values() for sizes in tasks.values()
+                                                for name in sizes)]))
 """The settings that `AutoSettings.resolved` fills in where they are unset."""
 
 
@@ -190,8 +197,8 @@ class AutoSettings(RunSettings):
         from envcoder.tasks import get_task
 
         task = get_task(self.task)
-        sizes = dict(SIZES["cpu"]) if jax.default_backend() == "cpu" else {
-            **SIZES["gpu"], **TASK_SIZES.get(task.name, {})}
+        kind = "cpu" if jax.default_backend() == "cpu" else "gpu"
+        sizes = {**SIZES[kind], **TASK_SIZES[kind].get(task.name, {})}
         task_epochs = task_settings(task, self.algo).get("max_epochs", ALGORITHMS[self.algo].config.max_epochs)
         sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
         if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
