@@ -471,6 +471,89 @@ def test_auto_killed_with_sigkill_during_an_evaluation_resumes_to_the_same_resul
     assert (killed / "best.py").read_text() == (whole / "best.py").read_text()
     rankings = [json.loads((run / "final" / "eval" / "results.json").read_text())["ranking"] for run in (whole, killed)]
     assert rankings[0] == rankings[1]
+    # The evaluation that was killed went on from its last checkpoint (its training was done) instead of starting over.
+    resumed = json.loads((killed / "iter_01" / "eval" / "results.json").read_text())["timings"]
+    assert resumed["resumed_after_iteration"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proposer, stopped", [("offline", "final/eval"), ("population", "iter_00/eval")])
+def test_auto_stopped_by_ctrl_c_in_an_evaluation_goes_on_from_its_checkpoint(tmp_path, monkeypatch, capsys, proposer,
+                                                                            stopped):
+    """A Ctrl-C while an evaluation trains (an offline search's final; a population search's iteration, its
+    population run) checkpoints it; `auto --resume` trains it on from there (not from its first iteration, as it
+    did), says so when stopped, and ends with the summary."""
+    import os
+    import signal
+
+    from envcoder.runs.background import LoggedProgress
+
+    out, update, fired = tmp_path / "auto", LoggedProgress.update, []
+
+    def ctrl_c_in_the_evaluation(self, task=None, advance=0, **fields):
+        update(self, task, advance, **fields)
+        if advance and self.completed >= 2 and not fired and (out / stopped / "config.json").exists():
+            fired.append(self.completed)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    args = ["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+            "--proposer", proposer, "--candidates-per-iteration", "1", "--iterations", "1", "--copies", "2",
+            "--envs-per-candidate", "16", "--train-iterations", "6", "--final-seeds", "1", "--final-max-seeds", "1",
+            "--final-top", "1", "--out", str(out)]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal
+    try:
+        with monkeypatch.context() as stopping:
+            stopping.setattr(LoggedProgress, "update", ctrl_c_in_the_evaluation)
+            assert main(args) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "an evaluation cut off goes on from its last checkpoint" in " ".join(capsys.readouterr().err.split())
+    done = json.loads((out / stopped / "checkpoints" / "progress.json").read_text())["iteration"]
+    assert fired and 1 <= done < 6 and not (out / "summary.json").exists()
+    assert main(["auto", "--resume", str(out)]) == 0
+    resumed = json.loads((out / stopped / "results.json").read_text())
+    assert resumed["timings"]["resumed_after_iteration"] == done
+    assert json.loads((out / "summary.json").read_text())["final_ranking"]
+
+
+def test_a_resumed_search_goes_on_with_a_cut_off_evaluation_only_where_it_recorded_the_same_settings(tmp_path,
+                                                                                                   monkeypatch):
+    """`auto --resume` hands an evaluation that was cut off after recording its settings (config.json) to
+    `run_evaluation` to go on from its checkpoint; one whose recorded settings differ (here another number of
+    environments) starts over in an empty folder. (The evaluations are stood in for: the first is stopped as a
+    Ctrl-C would, and each records what it was asked for.)"""
+    calls, stop = [], [True]
+
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
+        calls.append((settings.out, resume, (settings.out / "config.json").exists()))
+        settings.out.mkdir(parents=True, exist_ok=True)
+        (settings.out / "config.json").write_text(json.dumps(settings.to_config()))
+        if stop[0]:
+            raise KeyboardInterrupt
+        names = sorted(p.stem for p in settings.functions.glob("*.py"))
+        ranking = [{"name": n, "fitness_mean": 0.5, "fitness_std": 0.0, "ci_low": 0.5, "ci_high": 0.5, "seeds": 1,
+                    "shaped_return": 1.0, "episode_length": 10.0} for n in names]
+        groups = [{"candidate": n, "seed": 0, "task_fitness": 0.5, "episode_length": 10.0, "shaped_return": 1.0,
+                   "training_task_fitness": 0.5, "diverged_at_iteration": None, "solved_at_iteration": None,
+                   "params": {}} for n in names]
+        return RunResults.from_json({"task": "Cartpole", "fitness": "upright", "fitness_doc": "", "schedule": "flat",
+                                     "higher_is_better": True, "ranking": ranking, "groups": groups, "failures": [],
+                                     "timings": {}, "win_probability": {}, "best_still_improving": None,
+                                     "not_separable_from_best": []})
+
+    monkeypatch.setattr(loop, "run_evaluation", evaluate)
+    args = ["auto", "--task", "Cartpole", "--proposer", "offline", "--candidates-per-iteration", "2",
+            "--iterations", "1", "--train-iterations", "3", "--envs-per-candidate", "16"]
+    for name, edit in (("same", None), ("changed", 32)):
+        out, stop[0] = tmp_path / name, True
+        assert main([*args, "--out", str(out)]) == 130
+        config = out / "iter_00" / "eval" / "config.json"
+        if edit:
+            config.write_text(json.dumps({**json.loads(config.read_text()), "envs_per_candidate": edit}))
+        stop[0] = False
+        assert main(["auto", "--resume", str(out)]) == 0
+        assert calls[-2] == (out / "iter_00" / "eval", not edit, not edit), name  # kept, or removed first
+    assert calls[-1][0].parts[-2:] == ("final", "eval")
 
 
 def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_flat(tmp_path, monkeypatch, capsys):

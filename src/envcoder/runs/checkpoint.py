@@ -147,7 +147,7 @@ def resume_hint(command: str, run: Path) -> str:
         return ""
     if command == "auto":
         return (f"; `envcoder auto --resume {run}` continues it (recorded proposer calls and finished evaluations "
-                "are kept)")
+                "are kept; an evaluation cut off goes on from its last checkpoint)")
     where = "from iteration 0: it has no checkpoint yet"
     if has_train_state(run / "checkpoints"):
         try:

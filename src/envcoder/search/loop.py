@@ -27,8 +27,8 @@ The run directory (`out/`):
     best.py, summary.json, summary.md
 
 Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
-evaluations are kept, and an evaluation that was cut off starts again. A population search's iteration is
-`envcoder.search.population_run`'s, the final evaluation and the summary `envcoder.search.final`'s.
+evaluations are kept, and an evaluation that was cut off goes on from its last checkpoint. A population search's
+iteration is `envcoder.search.population_run`'s, the final evaluation and the summary `envcoder.search.final`'s.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from envcoder.candidates import read_source
 from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import read_json, write_json
+from envcoder.runs.eval_settings import EvalSettings, settings_from_run
 from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
@@ -219,8 +220,9 @@ class AutoRun(PopulationIteration, FinalEvaluation):
     def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
                   envs: int | None = None, **changes) -> RunResults | None:
         """`run_evaluation` on a directory of candidates (`changes`: of its settings); a finished evaluation is read
-        back, one cut off in its rounds of added seeds or restarted after a hang goes on, and one cut off before its
-        results starts over."""
+        back; one cut off (Ctrl-C, a kill, a hang, or in its rounds of added seeds) goes on from its last
+        checkpoint, or from its first iteration where it had none; one cut off before it recorded its settings, or
+        that recorded others, starts over."""
         settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name,
                                      **changes)
         resume = False
@@ -231,6 +233,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             resume = True
         elif (eval_dir / "hung.json").exists() and (eval_dir / "config.json").exists():
             resume = True  # restarted without a candidate that hung in it (`envcoder.runs.watchdog.restart`)
+        elif (eval_dir / "config.json").exists() and _recorded(settings, eval_dir):
+            resume = True
         elif eval_dir.exists():
             shutil.rmtree(eval_dir)
         try:
@@ -358,6 +362,14 @@ def _how_measured(row: dict, fitness: str) -> str:
     if row.get("rung"):
         return f"{fitness} {row['fitness']:.4g}, the mean over its {row['seeds']} run(s) in halving rung {row['rung']}"
     return f"{fitness} {row['fitness']:.4g} in iteration {row['iteration'] + 1}'s evaluation"
+
+
+def _recorded(settings: EvalSettings, eval_dir: Path) -> bool:
+    """Whether the evaluation in `eval_dir` was started with `settings` (its config.json; a setting that `settings`
+    leave to the start, None, is what the start resolved it to; where its candidates are is not a setting)."""
+    recorded = settings_from_run(eval_dir).to_config()
+    return all(value is None or recorded.get(key) == value for key, value in settings.to_config().items()
+               if key != "functions")
 
 
 def run_auto(settings: AutoSettings, console: Console | None = None, resume: bool = False,
