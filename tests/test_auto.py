@@ -1330,10 +1330,15 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert main([*common, "--budget", "0.0001", "--out", str(tmp_path / "tight")]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "budget: 1 iteration in" in printed and "would pass 0.0001 min: the search ends here" in printed
-    assert "past the budget: a smaller iteration (--candidates-per-iteration, --copies, --envs-per-candidate) or " \
-           "final (--final-top, --final-max-seeds) fits it" in printed  # the first iteration alone passes it
+    assert "past the budget: the final is made smaller to fit what is left, and a smaller iteration " \
+           "(--candidates-per-iteration, --copies, --envs-per-candidate) fits it better" in printed
+    # Nothing is left: the final trains its one find, the start and the default × 2 seeds (Cartpole's CPU default: 16).
+    assert "the final trains 1 find × 2 seeds (set: 1 find × 16 seeds)" in printed and "and still passes it" in printed
+    assert json.loads((tmp_path / "tight" / "final" / "sizes.json").read_text()) == {
+        "final_top": 1, "final_seeds": 2, "final_max_seeds": 2}
     summary = json.loads((tmp_path / "tight" / "summary.json").read_text())
     assert len(summary["iterations"]) == 1 and not (tmp_path / "tight" / "iter_01").exists()
+    assert [len(r["seeds"]) for r in summary["final_seeds"]["rounds"]] == [2]
     # By hand, 9 minutes: an iteration of 300 s that trained 163,840 envs; the final trains 4 files (2 finds, the
     # start, the default) × 4 seeds × 1,024 envs = 16,384 envs at the same rate, 30 s. 300 + 300 + 30 > 540: it ends,
     # and the final fits; an iteration of 500 s makes its final 50 s, and 550 s alone pass the budget.
@@ -1347,15 +1352,57 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert "past the budget" not in ends
     assert "with the final it takes about 9.2 min, past the budget" in s.past_budget(
         [{"seconds": 500, "environments": 163_840}], 1, 500)
+    # What the final trains where less is left, at each iteration's rate: 300 s spent, 240 left, the final as set fits
+    # (30 s); 500 s spent, 40 left: 4 files × 3 seeds × 1,024 envs take 37.5 s; 520 s, 20 left: 3 files (1 find) × 2
+    # seeds, 19.5 s; 530 s, 10 left: the same, the smallest, past it.
+    assert s.final_within_budget([{"seconds": 300, "environments": 163_840}], 1, 300) == (
+        {"final_top": 2, "final_seeds": 4, "final_max_seeds": 4}, None)
+    assert s.final_within_budget([{"seconds": 500, "environments": 163_840}], 1, 500)[0] == {
+        "final_top": 2, "final_seeds": 3, "final_max_seeds": 3}
+    sizes, words = s.final_within_budget([{"seconds": 520, "environments": 163_840}], 1, 520)
+    assert sizes == {"final_top": 1, "final_seeds": 2, "final_max_seeds": 2} and words.endswith("to fit")
+    assert s.final_within_budget([{"seconds": 530, "environments": 163_840}], 1, 530)[1].endswith(
+        "and still passes it")
+    rounds = dataclasses.replace(s, final_max_seeds=16)  # up to 16 seeds: 120 s; with 400 s spent, 140 s left
+    assert rounds.final_within_budget([{"seconds": 300, "environments": 163_840}], 1, 300)[1] is None
+    assert rounds.final_within_budget([{"seconds": 400, "environments": 163_840}], 1, 400)[0] == {
+        "final_top": 2, "final_seeds": 4, "final_max_seeds": 4}  # first without the rounds of added seeds
     assert summary["final_ranking"] and summary["trained"]["final"] > 0
     record = json.loads((tmp_path / "tight" / "iter_00" / "iteration.json").read_text())
     assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 + \
         summary["trained"]["halving"] * 64  # groups × the CPU default's 64 envs
     assert main([*common, "--budget", "600", "--out", str(tmp_path / "roomy")]) == 0
     assert "the search ends here" not in capsys.readouterr().out
-    assert len(json.loads((tmp_path / "roomy" / "summary.json").read_text())["iterations"]) == 3
+    roomy = json.loads((tmp_path / "roomy" / "summary.json").read_text())
+    assert len(roomy["iterations"]) == 3 and not (tmp_path / "roomy" / "final" / "sizes.json").exists()
+    assert [len(r["seeds"]) for r in roomy["final_seeds"]["rounds"]] == [16]  # the final as set
     assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err
+
+
+def test_a_resumed_search_trains_its_final_at_the_sizes_its_budget_chose(tmp_path, monkeypatch):
+    """A search stopped in a final that `--budget` made smaller goes on with the sizes it recorded (final/sizes.json),
+    not with sizes decided again from the resumed process's time. (The evaluations are stood in for.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    fake = FakeEvaluations(lambda name, seed: 0.2 if name == "task_default" else 0.5)
+
+    def stopped_in_the_final(settings, *args, **kwargs):
+        if Path(settings.out).parent.name == "final":
+            raise KeyboardInterrupt
+        return fake(settings, *args, **kwargs)
+    monkeypatch.setattr(evaluation, "evaluate_once", stopped_in_the_final)
+    out = tmp_path / "run"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--candidates-per-iteration", "1", "--copies", "2", "--final-top", "1", "--iterations", "2",
+                 "--budget", "0.0001", "--out", str(out)]) == 130
+    assert json.loads((out / "final" / "sizes.json").read_text())["final_seeds"] == 2
+    (out / "final" / "sizes.json").write_text(json.dumps({"final_top": 1, "final_seeds": 3, "final_max_seeds": 3}))
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    assert main(["auto", "--resume", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [len(r["seeds"]) for r in summary["final_seeds"]["rounds"]] == [3]  # the recorded sizes, not 2 again
 
 
 @pytest.mark.parametrize("proposer", ["offline", pytest.param("population", marks=pytest.mark.slow)])

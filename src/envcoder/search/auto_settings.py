@@ -8,6 +8,7 @@ from pathlib import Path
 
 from envcoder.runs.eval_settings import EvalSettings
 from envcoder.settings import RunSettings, from_record, to_record
+from envcoder.text import plural
 
 
 PROPOSERS = ("population", "offline", "jitter", "random", "seeds")
@@ -97,8 +98,9 @@ class AutoSettings(RunSettings):
     budget_minutes: float | None = None
     """Minutes the search may take from its start, final evaluation included: after each iteration it goes on only
     where another iteration and the final evaluation are expected to fit (each estimated from the iterations so far
-    and their environments), and says so where they would not, and what to make smaller where the first iteration
-    and the final alone pass it (neither is cut short)."""
+    and their environments), and says so where they would not; the final is made smaller where what is left is less
+    than it takes (`final_within_budget`); where the first iteration alone passes the budget (it is not cut short),
+    it says what to make smaller."""
     retries: int = 2
     """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
     envs_per_candidate: int | None = None
@@ -209,15 +211,12 @@ class AutoSettings(RunSettings):
     def past_budget(self, records: list[dict], starts: int, elapsed: float) -> str | None:
         """Why the search ends after the iterations `records` (their `iteration.json`), or None where another
         iteration and the final evaluation fit `budget_minutes`: each iteration is expected to take as long as those
-        so far took on average; the final, as long per environment trained as they took (its finalists, the best
-        finds, the `starts` starting files and the task default, at the most seeds it may add); `elapsed`: this
-        process's time so far, or, where the iterations were read back, the time they took when they ran."""
+        so far took on average; the final, as `final_seconds` says; `elapsed`: this process's time so far, or, where
+        the iterations were read back, the time they took when they ran."""
         if self.budget_minutes is None or not records:
             return None
         seconds = sum(r.get("seconds", 0.0) for r in records)
-        envs = sum(r.get("environments", 0) for r in records)
-        final = seconds / max(envs, 1) * (self.final_top + starts + 1) * max(self.final_max_seeds, self.final_seeds) \
-            * self.final_envs_per_candidate
+        final = self.final_seconds(records, starts, self.final_top, max(self.final_max_seeds, self.final_seeds))
         spent, each = max(elapsed, seconds), seconds / len(records)
         if spent + each + final <= 60 * self.budget_minutes:
             return None
@@ -225,11 +224,47 @@ class AutoSettings(RunSettings):
         message = (f"budget: {done} in {spent / 60:.1f} min; another (about {each / 60:.1f} min) and the final "
                    f"evaluation (about {final / 60:.1f} min) would pass {self.budget_minutes:g} min: the search ends "
                    "here")
-        if spent + final > 60 * self.budget_minutes:  # the first iteration and the final cannot be cut short
-            message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: a smaller "
-                        "iteration (--candidates-per-iteration, --copies, --envs-per-candidate) or final (--final-top, "
-                        "--final-max-seeds) fits it")
+        if spent + final > 60 * self.budget_minutes:  # the first iteration cannot be cut short
+            message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: the final "
+                        "is made smaller to fit what is left, and a smaller iteration (--candidates-per-iteration, "
+                        "--copies, --envs-per-candidate) fits it better")
         return message
+
+    def final_seconds(self, records: list[dict], starts: int, top: int, seeds: int) -> float:
+        """The final evaluation's expected seconds: as long per environment trained as the iterations `records` took,
+        for its `top` finds, the `starts` starting files and the task default × `seeds` seeds."""
+        seconds = sum(r.get("seconds", 0.0) for r in records)
+        envs = sum(r.get("environments", 0) for r in records)
+        return seconds / max(envs, 1) * (top + starts + 1) * seeds * self.final_envs_per_candidate
+
+    def final_within_budget(self, records: list[dict], starts: int, elapsed: float) -> tuple[dict, str | None]:
+        """The final evaluation's sizes (`final_top`, `final_seeds`, `final_max_seeds`) that fit what `budget_minutes`
+        leaves after the iterations `records` (`past_budget`'s `elapsed`), and what changed, in words (None where
+        the final fits as set). It is made smaller in this order until it fits: no rounds of added seeds
+        (`final_max_seeds` down to `final_seeds`), fewer seeds (down to 2, the fewest that give an interval), fewer
+        finds (down to 1); the smallest may still pass the budget, and the words say so."""
+        given = {"final_top": self.final_top, "final_seeds": self.final_seeds,
+                 "final_max_seeds": max(self.final_max_seeds, self.final_seeds)}
+        if self.budget_minutes is None or not records:
+            return given, None
+        left = 60 * self.budget_minutes - max(elapsed, sum(r.get("seconds", 0.0) for r in records))
+        floor = min(2, self.final_seeds)
+        fewer_seeds = range(self.final_seeds - 1, floor - 1, -1)
+        smaller = [given, {**given, "final_max_seeds": self.final_seeds},
+                   *({**given, "final_seeds": n, "final_max_seeds": n} for n in fewer_seeds),
+                   *({"final_top": top, "final_seeds": floor, "final_max_seeds": floor}
+                     for top in range(self.final_top - 1, 0, -1))]
+
+        def seconds(sizes: dict) -> float:
+            return self.final_seconds(records, starts, sizes["final_top"], sizes["final_max_seeds"])
+        sizes = next((s for s in smaller if seconds(s) <= left), smaller[-1])
+        if sizes == given:
+            return given, None
+        fits = "to fit" if seconds(sizes) <= left else "and still passes it"
+        return sizes, (f"budget: {max(left, 0) / 60:.1f} min left; the final trains "
+                       f"{plural(sizes['final_top'], 'find')} × {sizes['final_seeds']} seeds{_up_to(sizes)} (set: "
+                       f"{plural(given['final_top'], 'find')} × {given['final_seeds']} seeds{_up_to(given)}), about "
+                       f"{seconds(sizes) / 60:.1f} min, {fits}")
 
     @property
     def halving_rung_count(self) -> int:
@@ -251,3 +286,9 @@ def load_settings(run: Path) -> AutoSettings:
         raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
     settings = AutoSettings.from_json(json.loads(path.read_text()))
     return dataclasses.replace(settings, out=Path(run))
+
+
+def _up_to(sizes: dict) -> str:
+    """`final_within_budget`'s words for the seeds a final may add."""
+    more = sizes["final_max_seeds"] > sizes["final_seeds"]
+    return f", up to {sizes['final_max_seeds']} until the best is separable" if more else ""

@@ -1,12 +1,13 @@
 """The end of an `envcoder auto` run: the best finds, the starting files and the task's own shaping trained together
 in rounds of seeds until the best is separable, then `best.py`, its readable form and the summary. `AutoRun`
 (`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `out`,
-`task`, `description`, `fitness`, `fitness_name`, `initial`, `history`, `done`, `offline`, `proposer`,
+`task`, `description`, `fitness`, `fitness_name`, `initial`, `history`, `done`, `started`, `offline`, `proposer`,
 `population_mode`, `_frozen`, `_evaluate` and `_ranked`."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Callable
 
 from rich.markdown import Markdown
@@ -69,7 +70,25 @@ class FinalEvaluation:
         return self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
                               envs=self.s.final_envs_per_candidate, task_default=True, seeds_until_separable=max_seeds)
 
+    def _fit_budget(self) -> None:
+        """The final's sizes made smaller where `--budget` leaves less time than it takes as set
+        (`AutoSettings.final_within_budget`), decided once: a resumed run reads them back (final/sizes.json), so that
+        its final goes on with the settings it started with."""
+        path = self.out / "final" / "sizes.json"
+        if path.exists():
+            sizes = read_json(path)
+        else:
+            records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
+            sizes, message = self.s.final_within_budget(records, len(self.initial), time.perf_counter() - self.started)
+            if message is None:
+                return
+            self.console.print(message, highlight=False)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(path, sizes)
+        self.s = dataclasses.replace(self.s, **sizes)
+
     def _finish(self) -> dict:
+        self._fit_budget()
         finalists = self._finalists()
         results = self._final_evaluation(finalists)
         records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]

@@ -24,6 +24,7 @@ The run directory (`out/`):
     iter_KK/eval/                their evaluation run directory (results.json, metrics.csv, ...)
     iter_KK/iteration.json       the iteration's table, failures and the reflection it produced
     final/                       the final evaluation (final/eval/seed_rounds/: its rounds of added seeds)
+    final/sizes.json             its finds and seeds where --budget made them smaller (AutoSettings.final_within_budget)
     best.py, summary.json, summary.md
 
 Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
@@ -333,10 +334,10 @@ class AutoRun(PopulationIteration, FinalEvaluation):
     # ---- the whole run ----------------------------------------------------------------------------
 
     def run(self) -> dict:
-        started, self.done = time.perf_counter(), 0
+        self.started, self.done = time.perf_counter(), 0
         with self.validator:  # its worker processes stay up for the whole run
             for iteration in range(self.s.iterations):
-                if iteration and self._over_budget(time.perf_counter() - started):
+                if iteration and self._over_budget(time.perf_counter() - self.started):
                     break
                 record = self._iteration(iteration)
                 self.done = iteration + 1
