@@ -92,6 +92,7 @@ def rewards_only_the_fitness(source: str, fitness_source: str, negated: bool = F
         mine = mine[:-1] + [ast.Return(last.value.operand)]
     return [ast.dump(n) for n in mine] == [ast.dump(n) for n in theirs]
 
+
 def _renamed(source: str, prefix: str) -> tuple[str, set[str]]:
     """`source` without imports and its module docstring, every module-level name it defines prefixed (so that
     two files live in one), and those names."""
@@ -180,8 +181,8 @@ def structural_child(rng: random.Random, parent, others: Sequence, fitness: tupl
         if alive is None:
             drawn = rng.sample(offered, count)
         else:  # every such child pays for staying alive, at least as much as a typical error costs (ALIVE_FLOOR)
-            others = [entry for entry in offered if entry is not alive]
-            drawn = [[*alive[:2], max(alive[2], ALIVE_FLOOR), alive[3]]] + rng.sample(others, min(len(others), count - 1))
+            rest = [entry for entry in offered if entry is not alive]
+            drawn = [[*alive[:2], max(alive[2], ALIVE_FLOOR), alive[3]]] + rng.sample(rest, min(len(rest), count - 1))
         added = []
         for name, expression, low, high in drawn:
             weight = f"W_{name.upper()}"
