@@ -516,6 +516,7 @@ def test_auto_stopped_by_ctrl_c_in_an_evaluation_goes_on_from_its_checkpoint(tmp
     assert json.loads((out / "summary.json").read_text())["final_ranking"]
 
 
+@pytest.mark.slow  # 40 s here
 def test_a_resumed_search_goes_on_with_a_cut_off_evaluation_only_where_it_recorded_the_same_settings(tmp_path,
                                                                                                    monkeypatch):
     """`auto --resume` hands an evaluation that was cut off after recording its settings (config.json) to

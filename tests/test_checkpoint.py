@@ -178,6 +178,7 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     assert "has no candidate 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 20 s here: a fresh process renders a GIF
 def test_play_without_an_opengl_backend_ends_with_one_line(runs, tmp_path, monkeypatch, capsys):
     import mujoco
 

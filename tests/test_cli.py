@@ -349,14 +349,16 @@ run()
 """
 
 
+@pytest.mark.slow  # 70 s here: a training program compiled in a fresh process
 def test_an_allocation_that_fails_ends_with_status_2_and_one_line_not_a_signal(tmp_path):
     """A real allocation failure of XLA's (the final evaluation asks for a TiB) ends the `envcoder` command with
     status 2 and the out-of-memory line, never by a signal (an H200 ended such a run by SIGSEGV after the line)."""
     out = tmp_path / "o"
+    env = {**os.environ, "ENVCODER_CACHE_DIR": ""}  # no caches: its evaluation program must not serve another run
     status = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_IN_THE_EVALUATION, "eval", "--task", "Cartpole",
                              "--functions", str(BUNDLED / "cartpole" / "good_upright.py"), "--iterations", "1",
                              "--envs-per-candidate", "8", "--no-tensorboard", "--out", str(out)],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=env)
     assert status.returncode == 2, (status.returncode, status.stderr[-2000:])
     err = status.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("envcoder eval: error: out of CPU memory while the final "
@@ -563,7 +565,7 @@ def test_a_reason_a_candidate_writes_is_printed_as_text(tmp_path, capsys):
     folder.mkdir()
     (folder / "markup_reason.py").write_text(MARKUP_REASON)
     (folder / "good_upright.py").write_text((BUNDLED / "cartpole" / "good_upright.py").read_text())
-    assert main(["eval", "--task", "Cartpole", "--functions", str(folder), "--iterations", "1",
+    assert main(["eval", "--task", "Cartpole", "--functions", str(folder), "--iterations", "200",
                  "--envs-per-candidate", "8", "--no-tensorboard", "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "[/nothing-open] [on red]painted[/on red] \\x1b]0;owned\\x07 [link=http://x]y[/link]" in " ".join(
@@ -611,21 +613,26 @@ def test_a_log_file_shows_training_while_it_runs(tmp_path):
     """Into a file (no terminal), training prints lines as it goes, not one at the end; messages are whole lines."""
     import time
 
+    import jax
+
     log = tmp_path / "log"
+    # The suite's caches: test_a_reason_a_candidate_writes_is_printed_as_text trained good_upright so before.
+    env = {**os.environ, "ENVCODER_CACHE_DIR": jax.config.jax_compilation_cache_dir}
     with open(log, "w") as out:
         process = subprocess.Popen([sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task",
-                                    "Cartpole", "--iterations", "400", "--envs-per-candidate", "8", "--no-tensorboard",
-                                    "--out", str(tmp_path / "o")], stdout=out, stderr=subprocess.STDOUT)
+                                    "Cartpole", "--functions", str(BUNDLED / "cartpole" / "good_upright.py"),
+                                    "--iterations", "200", "--envs-per-candidate", "8", "--no-tensorboard",
+                                    "--out", str(tmp_path / "o")], stdout=out, stderr=subprocess.STDOUT, env=env)
         seen_while_running = False
         while process.poll() is None:
             text = log.read_text()
-            if "training 1/400 |" in text and "Ranking" not in text:
+            if "training 1/200 |" in text and "Ranking" not in text:
                 seen_while_running = True
             time.sleep(0.05)
     assert process.returncode == 0, log.read_text()[-2000:]
     assert seen_while_running, log.read_text()
     text = log.read_text()
-    assert "training 400/400 |" in text and "\x1b[" not in text
+    assert "training 200/200 |" in text and "\x1b[" not in text
     assert any(line.startswith("Cartpole: ") and line.endswith("jax physics") for line in text.splitlines())
 
 

@@ -106,6 +106,7 @@ def test_a_file_that_needs_a_float_as_a_python_number_keeps_its_literals(tmp_pat
     assert {c.name: c.constants_as_data for c in candidates} == {"branchy": False, "plain": True}
 
 
+@pytest.mark.slow  # 1.5 min here: two evaluations, every program cached
 def test_a_generation_that_changes_only_constants_compiles_nothing(tmp_path):
     """Two evaluations as a search's generations: the second's files are the first's with other float constants
     and other names. Its programs are loaded from the trace cache and XLA's compilation cache: nothing is traced

@@ -101,6 +101,7 @@ def test_the_humanoids_arm_swung_across_its_body_meets_its_waist_pelvis_and_othe
         ("left_thigh", "right_lower_arm"), ("lower_waist", "right_lower_arm"), ("lower_waist", "right_upper_arm")}
 
 
+@pytest.mark.slow  # 30 s here: the Humanoid stepped
 def test_the_humanoid_collides_every_pair_of_body_parts_that_isaac_collides():
     """IsaacGymEnvs collides every pair of nv_humanoid's bodies that are not parent and child (its head and hands
     are bodies of their own, here geoms of the torso and the lower arms). Posed at random between and at the joint

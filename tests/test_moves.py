@@ -6,6 +6,8 @@ import random
 import re
 from pathlib import Path
 
+import pytest
+
 from envcoder.candidates import load_candidate
 from envcoder.candidates.validate import rollout_states, validate_candidate
 from envcoder.search.moves import MOVES, fitness_term_source, reward_terms, rewards_only_the_fitness, structural_child
@@ -261,6 +263,7 @@ def test_what_changed_says_which_terms_a_population_turned_around():
     assert "signs" not in describe_change(turned, turned, reward_terms)[0]  # turned in the start already
 
 
+@pytest.mark.slow  # 45 s here: each child's programs from the sandbox
 def test_a_child_that_takes_weighs_or_drops_a_term_reads_as_written_and_is_the_same_program():
     """Children of a sparse start's child by `add`, `cross`, `reweight` and `drop`: the flat find keeps nothing that
     nothing reads and one weight per term, and the sandbox hands over the same programs for it as for the child; on

@@ -81,6 +81,7 @@ def test_jax_engine_follows_mujoco_c(task_name):
     np.testing.assert_allclose(forces[-10:], expected_forces[-10:], atol=0.03 * weight)
 
 
+@pytest.mark.slow  # 1.5 min here: Anymal's step compiled three ways
 def test_a_step_reads_only_the_state_fields_so_a_placed_robot_steps_as_a_reset_one():
     """The trainer resets environments with `Simulator.place` (no forward pass) and selects between environments
     only the fields of `STEP_INPUTS`; both are exact only if a physics step computes every other field before it
@@ -163,6 +164,7 @@ def test_a_torque_that_reads_contact_forces_sees_the_last_physics_steps():
     assert np.abs(np.asarray(held_qpos) - np.asarray(qpos)).max() > 1e-4
 
 
+@pytest.mark.slow  # 30 s (Anymal) and 40 s (Humanoid) here
 @pytest.mark.parametrize("name, lower", [("Anymal", 0.01), ("Humanoid", 0.065)])
 def test_mujoco_c_data_builds_the_task_state_that_mjx_data_builds(name, lower):
     """The sandbox's sample states come from MuJoCo C (`Simulator.mujoco_data`, `mujoco_state`; no MJX program to
@@ -199,6 +201,7 @@ MESH_MODEL = """<mujoco>
 </mujoco>"""
 
 
+@pytest.mark.slow  # 25 s here: every task stepped in a fresh process
 def test_mjx_mesh_code_is_loaded_only_by_a_model_with_meshes(tmp_path):
     """MJX's mesh module (trimesh, NetworkX, scipy.spatial: 1.3-1.5 s of every command's imports on the GPU machine)
     is not loaded by the tasks' models, stepped and with their contact forces; a model with a mesh loads it and gets
@@ -223,6 +226,7 @@ print("mesh", "trimesh" in sys.modules, len(mesh.model._impl.mesh_convex), mesh.
     assert "mesh True 1 (4, 3)" in out
 
 
+@pytest.mark.slow  # 30 s here
 def test_the_physics_step_traced_ahead_serves_any_number_of_worlds_and_steps_as_before(monkeypatch):
     """`Simulator.trace_ahead` (what a run does while the sandbox validates) traces one world's physics step, in a
     thread of its own; rollouts of any number of environments traced later reuse that trace (MJX's step runs in
@@ -271,6 +275,9 @@ def test_the_physics_step_traced_ahead_for_a_run_s_environments_traces_it_batche
         stepped.append(threading.current_thread().name)
         return step(*args, **kwargs)
     monkeypatch.setattr(mjx, "step", counted)
+    for thread in threading.enumerate():  # an earlier test's, still tracing: its traces are not this test's
+        if thread.name == "envcoder-trace-ahead":
+            thread.join()
     jax.monitoring.register_event_duration_secs_listener(listener)
     try:
         task = get_task("Cartpole")

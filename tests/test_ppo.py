@@ -123,6 +123,7 @@ print("done")
 """
 
 
+@pytest.mark.slow  # 30 s here: a fresh process
 def test_many_groups_initialize_on_a_few_cpu_cores():
     # Vmapped over 10 groups at Anymal's layer sizes, jaxlib's batched QR (the orthogonal initialization) hung on
     # a 2-core machine every time; `init_per_group` loops on the CPU. A subprocess, so a hang fails, not stalls.

@@ -194,6 +194,7 @@ def read_metrics(run):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # the halving fixture: 3 min here (a whole halving run, two kills, two resumes)
 def test_each_rung_drops_the_worse_half_by_its_last_quarter_of_training_fitness(halving):
     results = json.loads((halving / "whole" / "results.json").read_text())
     rows = read_metrics(halving / "whole")
@@ -225,6 +226,7 @@ def test_each_rung_drops_the_worse_half_by_its_last_quarter_of_training_fitness(
     assert [r["eliminated_at"] for r in results["ranking"]][1:] == [16, 8, 8]
 
 
+@pytest.mark.slow
 def test_survivors_train_on_with_the_freed_envs(halving):
     results = json.loads((halving / "whole" / "results.json").read_text())
     assert [(r["candidates"], r["envs_per_candidate"], r["first_iteration"]) for r in results["timings"]["rungs"]] == [
@@ -249,6 +251,7 @@ def test_survivors_train_on_with_the_freed_envs(halving):
     assert report.count("dropped by halving after iteration 16") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["inside", "between"])
 def test_a_halving_run_resumed_inside_or_between_rungs_equals_the_uninterrupted_one(halving, name):
     whole, resumed = halving / "whole", halving / name

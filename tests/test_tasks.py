@@ -74,8 +74,8 @@ def _cached_rollout(name):
     return _CACHE[name]
 
 
-HEAVY = ("Ant", "Humanoid")
-"""Tasks whose rollout compiles for a minute or more on the 2-core CPU: their checks run in the slow suite."""
+HEAVY = ("Ant", "Anymal", "Humanoid")
+"""Tasks whose rollout compiles for most of a minute or more on the 2-core CPU: their checks run in the slow suite."""
 
 
 @pytest.fixture(scope="module", params=[pytest.param(name, marks=pytest.mark.slow) if name in HEAVY else name
@@ -115,6 +115,7 @@ def test_legged_robot_stands_with_zero_action(rollout):
     assert low < height.min() and height.max() < high, (height.min(), height.max())
 
 
+@pytest.mark.slow  # Anymal's rollout (HEAVY)
 def test_anymal_feet_carry_the_robots_weight():
     # A reset places the robot without a physics step: no contact forces until the first one.
     assert not np.asarray(_cached_rollout("Anymal")["reset_forces"]).any()
