@@ -1346,13 +1346,13 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     from envcoder.search.auto_settings import AutoSettings
 
     s = AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=9, final_top=2, final_seeds=4, final_max_seeds=4,
-                     final_envs_per_candidate=1024)
-    assert s.past_budget([{"seconds": 200, "environments": 163_840}], 1, 200) is None  # 200 + 200 + 20 fit
-    ends = s.past_budget([{"seconds": 300, "environments": 163_840}], 1, 300)
-    assert "another (about 5.0 min) and the final evaluation (about 0.5 min) would pass 9 min" in ends
+                     final_envs_per_candidate=1024, proposer="offline")
+    assert s.next_iteration([{"seconds": 200, "environments": 163_840}], 1, 200) == ({}, None)  # 200 + 200 + 20 fit
+    sizes, ends = s.next_iteration([{"seconds": 300, "environments": 163_840}], 1, 300)
+    assert sizes is None and "another (about 5.0 min) and the final evaluation (about 0.5 min) would pass 9 min" in ends
     assert "past the budget" not in ends
-    assert "with the final it takes about 9.2 min, past the budget" in s.past_budget(
-        [{"seconds": 500, "environments": 163_840}], 1, 500)
+    assert "with the final it takes about 9.2 min, past the budget" in s.next_iteration(
+        [{"seconds": 500, "environments": 163_840}], 1, 500)[1]
     # What the final trains where less is left, at each iteration's rate: 300 s spent, 240 left, the final as set fits
     # (30 s); 500 s spent, 40 left: 4 files × 3 seeds × 1,024 envs take 37.5 s; 520 s, 20 left: 3 files (1 find) × 2
     # seeds, 19.5 s; 530 s, 10 left: the same, the smallest, past it.
@@ -1379,6 +1379,76 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert [len(r["seeds"]) for r in roomy["final_seeds"]["rounds"]] == [16]  # the final as set
     assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err
+
+
+def test_a_budget_sizes_a_population_search_s_last_iteration_to_fewer_copies_where_only_that_fits(tmp_path):
+    """`--budget`: where another iteration as set would pass the budget but one with fewer copies fits, a population
+    search's next iteration trains the most copies that fit (and no more halving rungs than halve them), estimated
+    as the fixed part of the iterations so far plus their training per unit of work (copies × the runs of the
+    population run and its rungs). By hand, 9 minutes: one iteration of 300 s, of which 240 s trained 4 copies ×
+    (1 + 2 rungs) = 12 units, 20 s a unit; the final, 30 s (as in the test above). As set: 60 + 240 = 300 s, and
+    300 + 300 + 30 > 540. With 3 copies (1 rung: 6 units): 60 + 120 = 180 s, and 300 + 180 + 30 = 510 fit."""
+    s = AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=9, final_top=2, final_seeds=4, final_max_seeds=4,
+                     final_envs_per_candidate=1024, proposer="population", copies=4, halving_rungs=2)
+    first = {"seconds": 300, "training_seconds": 240, "environments": 163_840, "copies": 4, "halving_rungs": 2}
+    sizes, words = s.next_iteration([first], 1, 300)
+    assert sizes == {"copies": 3, "halving_rungs": 1}
+    assert words == ("budget: 1 iteration in 5.0 min; another as set (about 5.0 min) and the final evaluation (about "
+                     "0.5 min) would pass 9 min: the next trains 3 copies of each candidate (set: 4), 1 halving rung "
+                     "(set: 2), about 3.0 min")
+    # 400 s spent, 320 of them training (26.7 s a unit), the final 40 s: 100 s are left, and 1 copy (no rung, 1 unit)
+    # takes 80 + 26.7 = 107 s: nothing fits. 390 s spent, 310 training, the final 39 s: 111 s are left, and 1 copy
+    # takes 80 + 25.8 = 106 s: it fits; 2 copies (1 rung, 4 units: 183 s) do not.
+    sizes, words = s.next_iteration([{**first, "seconds": 400, "training_seconds": 320}], 1, 400)
+    assert sizes is None and words.endswith("the search ends here")
+    assert s.next_iteration([{**first, "seconds": 390, "training_seconds": 310}], 1, 390)[0] == {
+        "copies": 1, "halving_rungs": 0}
+    # Each iteration's training counts per unit of its own work: after a 1-copy iteration that trained 120 s, a unit
+    # is (20 + 120) / 2 = 70 s, the fixed part (60 + 20) / 2 = 40 s, so an iteration as set is 40 + 12 × 70 s.
+    small = {"seconds": 140, "training_seconds": 120, "environments": 13_653, "copies": 1, "halving_rungs": 0}
+    assert s.iteration_seconds([first, small], 4) == pytest.approx(40 + 12 * 70)
+    # A search without copies (offline) ends instead; records from before training_seconds count as all training.
+    assert dataclasses.replace(s, proposer="offline").next_iteration([first], 1, 300)[0] is None
+    assert s.iteration_seconds([{"seconds": 300, "environments": 1}], 2) == pytest.approx(300 / 12 * 4)
+
+
+def test_an_iteration_made_smaller_by_the_budget_trains_its_copies_and_a_resumed_run_keeps_them(tmp_path,
+                                                                                               monkeypatch):
+    """The loop trains an iteration at the sizes `next_iteration` chose (fewer copies, fewer rungs), records them in
+    its iteration.json, and writes them to iter_KK/sizes.json, which a resumed run reads back instead of deciding
+    again. (The evaluations are stood in for; so is the decision, whose arithmetic the test above checks.)"""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    fake = FakeEvaluations(lambda name, seed: 0.2 if name == "task_default" else 0.5)
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    decided = []
+
+    def smaller(self, records, starts, elapsed):
+        decided.append(len(records))
+        return ({}, None) if not records else ({"copies": 1, "halving_rungs": 0}, "budget: the next trains 1 copy")
+    monkeypatch.setattr(AutoSettings, "next_iteration", smaller)
+    out = tmp_path / "run"
+    common = ["--candidates-per-iteration", "2", "--copies", "4", "--final-top", "1", "--iterations", "2"]
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 *common, "--budget", "60", "--out", str(out)]) == 0
+    first, second = (json.loads((out / f"iter_0{i}" / "iteration.json").read_text()) for i in (0, 1))
+    assert (first["copies"], first["halving_rungs"], second["copies"], second["halving_rungs"]) == (4, 2, 1, 0)
+    assert json.loads((out / "iter_01" / "sizes.json").read_text()) == {"copies": 1, "halving_rungs": 0}
+    assert not (out / "iter_00" / "sizes.json").exists() and not list((out / "iter_01").glob("rung_*"))
+    assert {p.stem.rsplit("-", 1)[1] for p in (out / "iter_01" / "candidates").glob("*.py")} == {"0"}
+    assert {p.stem.rsplit("-", 1)[1] for p in (out / "iter_00" / "candidates").glob("*.py")} >= {"0", "1", "2", "3"}
+    assert first["training_seconds"] >= 0 and list((out / "iter_00").glob("rung_*"))
+    # Resumed in the smaller iteration: its sizes are read back, not decided again.
+    shutil.rmtree(out / "final")
+    (out / "iter_01" / "iteration.json").unlink()
+    (out / "summary.json").unlink()
+    calls = len(decided)
+    assert main(["auto", "--resume", str(out)]) == 0
+    assert len(decided) == calls + 1  # iteration 0 only (it has no sizes.json); iteration 1 read its own back
+    assert json.loads((out / "iter_01" / "iteration.json").read_text())["copies"] == 1
+    table = (out / "summary.md").read_text()
+    assert "| iteration | copies |" in table and "\n| 1 | 4 | " in table and "\n| 2 | 1 | " in table
 
 
 def test_a_resumed_search_trains_its_final_at_the_sizes_its_budget_chose(tmp_path, monkeypatch):

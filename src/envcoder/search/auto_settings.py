@@ -98,7 +98,8 @@ class AutoSettings(RunSettings):
     budget_minutes: float | None = None
     """Minutes the search may take from its start, final evaluation included: after each iteration it goes on only
     where another iteration and the final evaluation are expected to fit (each estimated from the iterations so far
-    and their environments), and says so where they would not; the final is made smaller where what is left is less
+    and their environments); where only a smaller iteration fits, a population search's last trains fewer copies
+    (`next_iteration`); it says so where it ends or shrinks; the final is made smaller where what is left is less
     than it takes (`final_within_budget`); where the first iteration alone passes the budget (it is not cut short),
     it says what to make smaller."""
     retries: int = 2
@@ -208,27 +209,57 @@ class AutoSettings(RunSettings):
         sizes.setdefault("halving_rungs", (self.copies or sizes["copies"]).bit_length() - 1)  # as many as halve them
         return dataclasses.replace(self, **{name: sizes[name] for name in unset})
 
-    def past_budget(self, records: list[dict], starts: int, elapsed: float) -> str | None:
-        """Why the search ends after the iterations `records` (their `iteration.json`), or None where another
-        iteration and the final evaluation fit `budget_minutes`: each iteration is expected to take as long as those
-        so far took on average; the final, as `final_seconds` says; `elapsed`: this process's time so far, or, where
-        the iterations were read back, the time they took when they ran."""
+    def next_iteration(self, records: list[dict], starts: int, elapsed: float) -> tuple[dict | None, str | None]:
+        """The sizes of the iteration after `records` (their `iteration.json`) where `budget_minutes` leaves room
+        for it and the final evaluation: `{}` as set; with fewer `copies` (and halving rungs) where only a smaller
+        iteration of a population, random or seeds search fits; None where none fits and the search ends. With what
+        was decided, in words (None where the next iteration runs as set). An iteration is expected to take the
+        fixed part of those so far (validation, compilation) and their training at its size (`iteration_seconds`);
+        the final, as `final_seconds` says; `elapsed`: this process's time so far, or, where the iterations were
+        read back, the time they took when they ran."""
         if self.budget_minutes is None or not records:
-            return None
-        seconds = sum(r.get("seconds", 0.0) for r in records)
+            return {}, None
         final = self.final_seconds(records, starts, self.final_top, max(self.final_max_seeds, self.final_seeds))
-        spent, each = max(elapsed, seconds), seconds / len(records)
-        if spent + each + final <= 60 * self.budget_minutes:
-            return None
-        done = f"{len(records)} iteration{'' if len(records) == 1 else 's'}"
-        message = (f"budget: {done} in {spent / 60:.1f} min; another (about {each / 60:.1f} min) and the final "
-                   f"evaluation (about {final / 60:.1f} min) would pass {self.budget_minutes:g} min: the search ends "
-                   "here")
-        if spent + final > 60 * self.budget_minutes:  # the first iteration cannot be cut short
+        spent, each, budget = max(elapsed, sum(r.get("seconds", 0.0) for r in records)), \
+            self.iteration_seconds(records, self.copies), 60 * self.budget_minutes
+        if spent + each + final <= budget:
+            return {}, None
+        done = f"budget: {plural(len(records), 'iteration')} in {spent / 60:.1f} min; another"
+        would = f"(about {each / 60:.1f} min) and the final evaluation (about {final / 60:.1f} min) would pass " \
+                f"{self.budget_minutes:g} min"
+        fewer = range(self.copies - 1, 0, -1) if self.proposer in POPULATION_PROPOSERS else ()
+        copies = next((c for c in fewer if spent + self.iteration_seconds(records, c) + final <= budget), None)
+        if copies is not None:
+            sizes = {"copies": copies, "halving_rungs": self.rungs_for(copies)}
+            rungs = f", {plural(sizes['halving_rungs'], 'halving rung')} (set: {self.halving_rung_count})" \
+                if sizes["halving_rungs"] != self.halving_rung_count else ""
+            return sizes, (f"{done} as set {would}: the next trains {plural(copies, 'copy', 'copies')} of each "
+                           f"candidate (set: {self.copies}){rungs}, about "
+                           f"{self.iteration_seconds(records, copies) / 60:.1f} min")
+        message = f"{done} {would}: the search ends here"
+        if spent + final > budget:  # the first iteration cannot be cut short
             message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: the final "
                         "is made smaller to fit what is left, and a smaller iteration (--candidates-per-iteration, "
                         "--copies, --envs-per-candidate) fits it better")
-        return message
+        return None, message
+
+    def rungs_for(self, copies: int) -> int:
+        """The halving rungs of an iteration of `copies` copies: the set rungs (`halving_rung_count`), at most as
+        many as halve `copies` to one where `--budget` made the copies fewer than set."""
+        rungs = self.halving_rung_count
+        return rungs if copies == self.copies else min(rungs, copies.bit_length() - 1)
+
+    def iteration_seconds(self, records: list[dict], copies: int) -> float:
+        """An iteration's expected seconds at `copies` copies: the mean of what did not train in `records` (their
+        `seconds` less their `training_seconds`: proposing, validating, compiling, each evaluation's first
+        training iteration) and their mean training time per unit of work, times the work of `copies` (copies ×
+        the runs of the population run and its halving rungs; 1 for a search without copies)."""
+        def work(n: int) -> int:
+            return n * (self.rungs_for(n) + 1) if self.proposer in POPULATION_PROPOSERS else 1
+        fixed = sum(r["seconds"] - r.get("training_seconds", r["seconds"]) for r in records) / len(records)
+        rate = sum(r.get("training_seconds", r["seconds"]) / work(r.get("copies", self.copies))
+                   for r in records) / len(records)
+        return fixed + rate * work(copies)
 
     def final_seconds(self, records: list[dict], starts: int, top: int, seeds: int) -> float:
         """The final evaluation's expected seconds: as long per environment trained as the iterations `records` took,
@@ -239,7 +270,7 @@ class AutoSettings(RunSettings):
 
     def final_within_budget(self, records: list[dict], starts: int, elapsed: float) -> tuple[dict, str | None]:
         """The final evaluation's sizes (`final_top`, `final_seeds`, `final_max_seeds`) that fit what `budget_minutes`
-        leaves after the iterations `records` (`past_budget`'s `elapsed`), and what changed, in words (None where
+        leaves after the iterations `records` (`next_iteration`'s `elapsed`), and what changed, in words (None where
         the final fits as set). It is made smaller in this order until it fits: no rounds of added seeds
         (`final_max_seeds` down to `final_seeds`), fewer seeds (down to 2, the fewest that give an interval), fewer
         finds (down to 1); the smallest may still pass the budget, and the words say so."""

@@ -23,6 +23,7 @@ The run directory (`out/`):
     iter_KK/candidates/*.py      the valid candidates of the iteration
     iter_KK/eval/                their evaluation run directory (results.json, metrics.csv, ...)
     iter_KK/iteration.json       the iteration's table, failures and the reflection it produced
+    iter_KK/sizes.json           its copies where --budget made them fewer (AutoSettings.next_iteration)
     final/                       the final evaluation (final/eval/seed_rounds/: its rounds of added seeds)
     final/sizes.json             its finds and seeds where --budget made them smaller (AutoSettings.final_within_budget)
     best.py, summary.json, summary.md
@@ -57,7 +58,8 @@ from envcoder.search.final import FinalEvaluation
 from envcoder.search.state_terms import sample_states
 from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
-from envcoder.search.summary import environments_trained, evaluation_table, finite_number, summary_text
+from envcoder.search.summary import (environments_trained, evaluation_table, finite_number, summary_text,
+                                     training_seconds)
 from envcoder.tasks import get_task
 from envcoder.text import shown
 
@@ -244,8 +246,9 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
             return None
 
-    def _iteration(self, iteration: int) -> dict:
-        """Run (or read back) one iteration; returns what `iteration.json` holds."""
+    def _iteration(self, iteration: int, copies: int | None = None, halving_rungs: int | None = None) -> dict:
+        """Run (or read back) one iteration (a population search's with `copies` copies and `halving_rungs` rungs,
+        None: as set); returns what `iteration.json` holds."""
         iter_dir = self.out / f"iter_{iteration:02d}"
         record_file = iter_dir / "iteration.json"
         if record_file.exists():
@@ -267,7 +270,9 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         candidates_dir.mkdir(exist_ok=True)
         variants = {f"{d['name']}{suffix}": source for d in valid for suffix, source in self._frozen(d["source"])}
         if self.population_mode:
-            table, failures, results = self._population_iteration(iteration, variants, candidates_dir)
+            copies = copies or self.s.copies
+            rungs = self.s.halving_rung_count if halving_rungs is None else halving_rungs
+            table, failures, results = self._population_iteration(iteration, variants, candidates_dir, copies, rungs)
         else:
             for name, source in variants.items():
                 (candidates_dir / f"{name}.py").write_text(source)
@@ -295,7 +300,9 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                f"{compiled.get('cache_hits', 0)} from the compilation cache, "
                                f"{compiled.get('loaded', 0)} trace(s) loaded)", highlight=False)
         record["seconds"] = time.perf_counter() - tick  # what `--budget` expects of the next one
-        record["environments"] = environments_trained(iter_dir)
+        record["environments"], record["training_seconds"] = environments_trained(iter_dir), training_seconds(iter_dir)
+        if self.population_mode:
+            record["copies"], record["halving_rungs"] = copies, rungs
         write_json(record_file, record)
         return record
 
@@ -337,9 +344,10 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.started, self.done = time.perf_counter(), 0
         with self.validator:  # its worker processes stay up for the whole run
             for iteration in range(self.s.iterations):
-                if iteration and self._over_budget(time.perf_counter() - self.started):
+                sizes = self._within_budget(iteration, time.perf_counter() - self.started)
+                if sizes is None:
                     break
-                record = self._iteration(iteration)
+                record = self._iteration(iteration, **sizes)
                 self.done = iteration + 1
                 self.history += record["table"]
                 best = self._ranked(self.history)
@@ -348,14 +356,21 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                     self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
-    def _over_budget(self, elapsed: float) -> bool:
-        """Whether another iteration and the final evaluation would pass `--budget` (`AutoSettings.past_budget`);
-        says so where they would."""
+    def _within_budget(self, iteration: int, elapsed: float) -> dict | None:
+        """The sizes `iteration` trains at (`AutoSettings.next_iteration`: `{}` as set, fewer copies where only a
+        smaller iteration fits `--budget`), or None where none fits: says so where it shrinks or ends. Decided once:
+        a resumed run reads them back (iter_KK/sizes.json)."""
+        path = self.out / f"iter_{iteration:02d}" / "sizes.json"
+        if path.exists():
+            return read_json(path)
         records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
-        message = self.s.past_budget(records, len(self.initial), elapsed)
+        sizes, message = self.s.next_iteration(records, len(self.initial), elapsed)
         if message:
             self.console.print(message, highlight=False)
-        return message is not None
+        if sizes:
+            path.parent.mkdir(exist_ok=True)
+            write_json(path, sizes)
+        return sizes
 
 
 def _how_measured(row: dict, fitness: str) -> str:

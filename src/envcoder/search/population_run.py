@@ -20,19 +20,21 @@ from envcoder.text import plural
 class PopulationIteration:
     """The population iteration of an `AutoRun`."""
 
-    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path):
+    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path, copies: int,
+                              rungs: int):
         """`--proposer population`, `random` or `seeds`: the iteration's candidates (`variants`) and, after the
         first iteration of a population or seeds search, the best finds so far, each trained as `copies` groups under
         population-based training (`envcoder.search.population`; a random or seeds search never exploits, and a
         seeds search's copies all start from the file's own constants). Returns the table (a row
         per copy, with the constants its group trained with last; the starting files as rows of their own in the
-        first iteration), the copies the evaluation left out, and the results."""
+        first iteration; then those of its `rungs` halving rungs), the copies the evaluation left out, and the
+        results."""
         files = dict(variants)
         if self.s.proposer in ("population", "seeds"):  # the best finds so far go on (constants tuned further)
             files.update({f"it{iteration:02d}_p{k}": row["source"]
                           for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
         try:
-            sources = self.validator.jailed(seed_population, files=files, copies=self.s.copies,
+            sources = self.validator.jailed(seed_population, files=files, copies=copies,
                                             seed=self.s.seed + iteration, spread=self.s.proposer != "seeds")
         except JailedError:  # one copy of each: their checks say what is wrong
             sources = {f"{name}-0": source for name, source in files.items()}
@@ -40,12 +42,12 @@ class PopulationIteration:
             (candidates_dir / f"{name}.py").write_text(source)
         starts = {name: source for name, source in files.items() if name in self.initial}
         tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
-        copies = f", {self.s.copies} copies of each of the {tuned} with constants to tune and one of each other"
+        each = f", {copies} copies of each of the {tuned} with constants to tune and one of each other"
         exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
                    else "no exploit step" + (", every copy with the file's own constants" if self.s.proposer == "seeds"
                                              else ""))
         self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
-                           f"({len(starts)} starting){copies if tuned else ''}; {exploit}", highlight=False)
+                           f"({len(starts)} starting){each if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"
         interval = None if self.s.proposer == "population" else 0  # a random or seeds search never exploits
         results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
@@ -61,10 +63,10 @@ class PopulationIteration:
         ranked = {row["name"] for row in rows}
         failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
                     for name in sources if name not in ranked]
-        if rows and self.s.halving_rung_count:  # a random search's copies are never taken over: nothing to add
+        if rows and rungs:  # a random search's copies are never taken over: nothing to add
             proposed = as_proposed({name: source for name, source in files.items() if name not in starts},
                                    rows, (record or {}).get("lineage", [])) if self.s.proposer == "population" else {}
-            rows += self._halving(iteration, rows, proposed)  # a start's own constants: the final trains them
+            rows += self._halving(iteration, rows, proposed, rungs)  # a start's own constants: the final trains them
         return table + rows, failures, results
 
     def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
@@ -77,14 +79,13 @@ class PopulationIteration:
                 return [pairs[0][0]]
             return [source for pair in pairs for source in self._with_constants([pair])]
 
-    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str]) -> list[dict]:
-        """The rungs of successive halving after a population run (`envcoder.search.population.Halving`; `proposed`:
-        each file with the constants it came with): the table rows of every set of constants trained in them; the
-        population run's own rows become `copy` (not ranked)."""
+    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str], rungs: int) -> list[dict]:
+        """The `rungs` rungs of successive halving after a population run (`envcoder.search.population.Halving`;
+        `proposed`: each file with the constants it came with): the table rows of every set of constants trained in
+        them; the population run's own rows become `copy` (not ranked)."""
         halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed)
         for row in rows:
             row["status"] = "copy" if row["status"] == "ok" else row["status"]
-        rungs = self.s.halving_rung_count
         for rung in range(1, rungs + 1):
             rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
             (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)

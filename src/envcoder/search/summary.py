@@ -45,8 +45,8 @@ def summary_text(summary: dict) -> str:
     lines += _readable_lines(summary.get("readable"))
     lines += _population_lines(summary)
     if summary["iterations"]:
-        lines += ["", "| iteration | valid / attempts | best | best fitness | programs compiled (s) |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "| iteration | copies | valid / attempts | best | best fitness | programs compiled (s) | s |",
+                  "|---|---|---|---|---|---|---|"]
     for it in summary["iterations"]:
         fit = f"{it['best_fitness']:.4g}" if finite_number(it["best_fitness"]) else "-"
         compiled = it.get("compile") or {}
@@ -54,8 +54,9 @@ def summary_text(summary: dict) -> str:
         rungs = [rung["compile"] for rung in it.get("halving", []) if "compiles" in rung["compile"]]
         if rungs:  # successive halving after a population run: programs reused, not compiled
             compiles += "; halving rungs " + ", ".join(f"{c['compiles']} ({c['seconds']:.1f})" for c in rungs)
-        lines.append(f"| {it['iteration'] + 1} | {it['valid']} / {it['attempts']} | {it['best'] or '-'} | {fit} "
-                     f"| {compiles} |")
+        seconds = f"{it['seconds']:.0f}" if it.get("seconds") is not None else "-"
+        lines.append(f"| {it['iteration'] + 1} | {it.get('copies') or '-'} | {it['valid']} / {it['attempts']} | "
+                     f"{it['best'] or '-'} | {fit} | {compiles} | {seconds} |")
     if summary.get("offline"):
         lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed), offline: no "
                       "model, no tokens, no cost."]
@@ -128,7 +129,8 @@ def search_record(out: Path, records: list[dict], history: list[dict], results, 
     costs = [c["cost_usd"] for c in calls]
     iterations = [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
         "best_fitness": next((h["fitness"] for h in history if h["name"] == r["best"] and h["status"] == "ok"), None),
-        "compile": r.get("compile", {}), "halving": r.get("halving", [])} for r in records]
+        "compile": r.get("compile", {}), "halving": r.get("halving", []), "copies": r.get("copies"),
+        "seconds": r.get("seconds")} for r in records]
     return {
         **head, "iterations": iterations, "files": files_count(records), "trained": trained_groups(out),
         "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
@@ -159,6 +161,16 @@ def environments_trained(folder: Path) -> int:
     for results in sorted(folder.glob("**/eval/results.json")):
         envs = json.loads((results.parent / "config.json").read_text()).get("envs_per_candidate", 0)
         total += len(json.loads(results.read_text()).get("groups", [])) * envs
+    return total
+
+
+def training_seconds(folder: Path) -> float:
+    """The seconds that the evaluations under `folder` trained after each one's first training iteration (which
+    holds its compilation): the part of an iteration's time that grows with its groups."""
+    total = 0.0
+    for results in sorted(folder.glob("**/eval/results.json")):
+        timings = json.loads(results.read_text()).get("timings", {})
+        total += max(timings.get("total_s", 0.0) - timings.get("first_iteration_s", 0.0), 0.0)
     return total
 
 
