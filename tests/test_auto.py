@@ -1383,33 +1383,35 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
 
 def test_a_budget_sizes_a_population_search_s_last_iteration_to_fewer_copies_where_only_that_fits(tmp_path):
     """`--budget`: where another iteration as set would pass the budget but one with fewer copies fits, a population
-    search's next iteration trains the most copies that fit (and no more halving rungs than halve them), estimated
-    as the fixed part of the iterations so far plus their training per unit of work (copies × the runs of the
-    population run and its rungs). By hand, 9 minutes: one iteration of 300 s, of which 240 s trained 4 copies ×
-    (1 + 2 rungs) = 12 units, 20 s a unit; the final, 30 s (as in the test above). As set: 60 + 240 = 300 s, and
-    300 + 300 + 30 > 540. With 3 copies (1 rung: 6 units): 60 + 120 = 180 s, and 300 + 180 + 30 = 510 fit."""
+    search's next iteration trains the most copies that fit (and no more halving rungs than halve them). Its time is
+    the iterations' part that did not train, their population run's training and their rungs' (each as long as
+    with more copies) times its rungs. By hand, 9 minutes: one iteration of 260 s, whose population run trained
+    100 s and its two rungs 50 s each (60 s did not train); the final, 26 s (260 s for 163,840 envs, the final's
+    4 files × 4 seeds × 1,024 envs at that rate). As set: 260 + 260 + 26 > 540; with 3 copies (1 rung): 60 + 100 +
+    50 = 210 s, and 260 + 210 + 26 = 496 fit."""
     s = AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=9, final_top=2, final_seeds=4, final_max_seeds=4,
                      final_envs_per_candidate=1024, proposer="population", copies=4, halving_rungs=2)
-    first = {"seconds": 300, "training_seconds": 240, "environments": 163_840, "copies": 4, "halving_rungs": 2}
-    sizes, words = s.next_iteration([first], 1, 300)
+    first = {"seconds": 260, "training_seconds": [100, 50, 50], "environments": 163_840, "copies": 4,
+             "halving_rungs": 2}
+    sizes, words = s.next_iteration([first], 1, 260)
     assert sizes == {"copies": 3, "halving_rungs": 1}
-    assert words == ("budget: 1 iteration in 5.0 min; another as set (about 5.0 min) and the final evaluation (about "
-                     "0.5 min) would pass 9 min: the next trains 3 copies of each candidate (set: 4), 1 halving rung "
-                     "(set: 2), about 3.0 min")
-    # 400 s spent, 320 of them training (26.7 s a unit), the final 40 s: 100 s are left, and 1 copy (no rung, 1 unit)
-    # takes 80 + 26.7 = 107 s: nothing fits. 390 s spent, 310 training, the final 39 s: 111 s are left, and 1 copy
-    # takes 80 + 25.8 = 106 s: it fits; 2 copies (1 rung, 4 units: 183 s) do not.
-    sizes, words = s.next_iteration([{**first, "seconds": 400, "training_seconds": 320}], 1, 400)
-    assert sizes is None and words.endswith("the search ends here")
-    assert s.next_iteration([{**first, "seconds": 390, "training_seconds": 310}], 1, 390)[0] == {
+    assert words == ("budget: 1 iteration in 4.3 min; another as set (about 4.3 min) and the final evaluation (about "
+                     "0.4 min) would pass 9 min: the next trains 3 copies of each candidate (set: 4), 1 halving rung "
+                     "(set: 2), about 3.5 min")
+    # 300 s (120 + 60 + 60 trained; the final 30 s): 3 or 2 copies (1 rung) take 240 s, 570 in all; 1 copy (no rung)
+    # 180 s, 510: it fits. 400 s (160 + 80 + 80; the final 40 s): 1 copy takes 240 s, 680 in all: the search ends.
+    assert s.next_iteration([{**first, "seconds": 300, "training_seconds": [120, 60, 60]}], 1, 300)[0] == {
         "copies": 1, "halving_rungs": 0}
-    # Each iteration's training counts per unit of its own work: after a 1-copy iteration that trained 120 s, a unit
-    # is (20 + 120) / 2 = 70 s, the fixed part (60 + 20) / 2 = 40 s, so an iteration as set is 40 + 12 × 70 s.
-    small = {"seconds": 140, "training_seconds": 120, "environments": 13_653, "copies": 1, "halving_rungs": 0}
-    assert s.iteration_seconds([first, small], 4) == pytest.approx(40 + 12 * 70)
-    # A search without copies (offline) ends instead; records from before training_seconds count as all training.
-    assert dataclasses.replace(s, proposer="offline").next_iteration([first], 1, 300)[0] is None
-    assert s.iteration_seconds([{"seconds": 300, "environments": 1}], 2) == pytest.approx(300 / 12 * 4)
+    sizes, words = s.next_iteration([{**first, "seconds": 400, "training_seconds": [160, 80, 80]}], 1, 400)
+    assert sizes is None and words.endswith("the search ends here")
+    # A smaller iteration's own runs count: after a 1-copy iteration of 100 s whose population run trained 40 s, an
+    # iteration as set takes (60 + 60) / 2 + (100 + 40) / 2 + 2 × 50 = 230 s.
+    small = {"seconds": 100, "training_seconds": [40], "environments": 3_584, "copies": 1, "halving_rungs": 0}
+    assert s.iteration_seconds([first, small], 4) == pytest.approx(230)
+    # A record from before the runs' times were kept: its seconds shared by its 3 runs, nothing fixed.
+    assert s.iteration_seconds([{"seconds": 300, "environments": 163_840}], 2) == pytest.approx(200)
+    # A search without copies (offline) ends instead.
+    assert dataclasses.replace(s, proposer="offline").next_iteration([first], 1, 260)[0] is None
 
 
 def test_an_iteration_made_smaller_by_the_budget_trains_its_copies_and_a_resumed_run_keeps_them(tmp_path,
@@ -1438,7 +1440,7 @@ def test_an_iteration_made_smaller_by_the_budget_trains_its_copies_and_a_resumed
     assert not (out / "iter_00" / "sizes.json").exists() and not list((out / "iter_01").glob("rung_*"))
     assert {p.stem.rsplit("-", 1)[1] for p in (out / "iter_01" / "candidates").glob("*.py")} == {"0"}
     assert {p.stem.rsplit("-", 1)[1] for p in (out / "iter_00" / "candidates").glob("*.py")} >= {"0", "1", "2", "3"}
-    assert first["training_seconds"] >= 0 and list((out / "iter_00").glob("rung_*"))
+    assert len(first["training_seconds"]) == 3 and len(second["training_seconds"]) == 1  # population run, rungs
     # Resumed in the smaller iteration: its sizes are read back, not decided again.
     shutil.rmtree(out / "final")
     (out / "iter_01" / "iteration.json").unlink()

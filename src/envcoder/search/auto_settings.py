@@ -250,16 +250,19 @@ class AutoSettings(RunSettings):
         return rungs if copies == self.copies else min(rungs, copies.bit_length() - 1)
 
     def iteration_seconds(self, records: list[dict], copies: int) -> float:
-        """An iteration's expected seconds at `copies` copies: the mean of what did not train in `records` (their
-        `seconds` less their `training_seconds`: proposing, validating, compiling, each evaluation's first
-        training iteration) and their mean training time per unit of work, times the work of `copies` (copies ×
-        the runs of the population run and its halving rungs; 1 for a search without copies)."""
-        def work(n: int) -> int:
-            return n * (self.rungs_for(n) + 1) if self.proposer in POPULATION_PROPOSERS else 1
-        fixed = sum(r["seconds"] - r.get("training_seconds", r["seconds"]) for r in records) / len(records)
-        rate = sum(r.get("training_seconds", r["seconds"]) / work(r.get("copies", self.copies))
-                   for r in records) / len(records)
-        return fixed + rate * work(copies)
+        """An iteration's expected seconds at `copies` copies, from the iterations `records`: the mean of what did
+        not train in them (their `seconds` less their `training_seconds`, each evaluation's training after its first
+        iteration: proposing, validating, compiling), the mean training of their population runs and that of their
+        halving rungs times the rungs of `copies`. A run is taken to train as long with fewer copies: on a GPU below
+        its capacity it hardly trains faster (docs/benchmarks/search.md § 36), so that an iteration made smaller to
+        fit does not take longer than expected. A search without copies: the iterations' mean."""
+        if self.proposer not in POPULATION_PROPOSERS:
+            return sum(r["seconds"] for r in records) / len(records)
+        runs = [_runs(r, self.rungs_for(r.get("copies", self.copies))) for r in records]
+        fixed = sum(r["seconds"] - sum(each) for r, each in zip(records, runs)) / len(records)
+        first = sum(each[0] for each in runs) / len(runs)
+        rungs = [seconds for each in runs for seconds in each[1:]]
+        return fixed + first + self.rungs_for(copies) * (sum(rungs) / len(rungs) if rungs else first)
 
     def final_seconds(self, records: list[dict], starts: int, top: int, seeds: int) -> float:
         """The final evaluation's expected seconds: as long per environment trained as the iterations `records` took,
@@ -317,6 +320,12 @@ def load_settings(run: Path) -> AutoSettings:
         raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
     settings = AutoSettings.from_json(json.loads(path.read_text()))
     return dataclasses.replace(settings, out=Path(run))
+
+
+def _runs(record: dict, rungs: int) -> list[float]:
+    """An iteration record's training seconds per evaluation (its population run, then each halving rung); a record
+    from before they were kept: its seconds, shared evenly by its population run and `rungs` rungs."""
+    return record.get("training_seconds") or [record["seconds"] / (rungs + 1)] * (rungs + 1)
 
 
 def _up_to(sizes: dict) -> str:

@@ -44,8 +44,8 @@ class PopulationIteration:
         tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
         each = f", {copies} copies of each of the {tuned} with constants to tune and one of each other"
         exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
-                   else "no exploit step" + (", every copy with the file's own constants" if self.s.proposer == "seeds"
-                                             else ""))
+                   and copies > 1 else "no exploit step" + (
+                       ", every copy with the file's own constants" if self.s.proposer == "seeds" else ""))
         self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
                            f"({len(starts)} starting){each if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"

@@ -164,14 +164,15 @@ def environments_trained(folder: Path) -> int:
     return total
 
 
-def training_seconds(folder: Path) -> float:
-    """The seconds that the evaluations under `folder` trained after each one's first training iteration (which
-    holds its compilation): the part of an iteration's time that grows with its groups."""
-    total = 0.0
+def training_seconds(folder: Path) -> list[float]:
+    """The seconds that each evaluation under `folder` trained after its first training iteration (which holds its
+    compilation), in the order of their folders: an iteration's own evaluation (its population run), then its halving
+    rungs'."""
+    seconds = []
     for results in sorted(folder.glob("**/eval/results.json")):
         timings = json.loads(results.read_text()).get("timings", {})
-        total += max(timings.get("total_s", 0.0) - timings.get("first_iteration_s", 0.0), 0.0)
-    return total
+        seconds.append(max(timings.get("total_s", 0.0) - timings.get("first_iteration_s", 0.0), 0.0))
+    return seconds
 
 
 def evaluation_table(iteration: int, variants: dict[str, str], results) -> tuple[list, list]:
