@@ -1383,16 +1383,18 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
 
 def test_a_budget_sizes_a_population_search_s_last_iteration_to_fewer_copies_where_only_that_fits(tmp_path):
     """`--budget`: where another iteration as set would pass the budget but one with fewer copies fits, a population
-    search's next iteration trains the most copies that fit (and no more halving rungs than halve them). Its time is
-    the iterations' part that did not train, their population run's training and their rungs' (each as long as
-    with more copies) times its rungs. By hand, 9 minutes: one iteration of 260 s, whose population run trained
-    100 s and its two rungs 50 s each (60 s did not train); the final, 26 s (260 s for 163,840 envs, the final's
-    4 files × 4 seeds × 1,024 envs at that rate). As set: 260 + 260 + 26 > 540; with 3 copies (1 rung): 60 + 100 +
-    50 = 210 s, and 260 + 210 + 26 = 496 fit."""
+    search's next iteration trains the most copies that fit (and no more halving rungs than halve them). Its time:
+    each iteration's part that did not train, its population run's training and its rungs' times the rungs of the
+    next, scaled by max(1, the next's groups / its groups), then the mean. By hand, 9 minutes, 12 children and the 2
+    best finds carried (14 files): one iteration of 260 s at 56 groups, whose population run trained 100 s and its
+    two rungs 50 s each (60 s did not train); the final, 26 s (260 s for 163,840 envs, the final's 4 files × 4 seeds
+    × 1,024 envs at that rate). As set: 260 + 260 + 26 > 540; 3 copies (42 groups, 1 rung): 60 + 100 + 50 = 210 s,
+    and 260 + 210 + 26 = 496 fit."""
     s = AutoSettings(task="Cartpole", out=tmp_path, budget_minutes=9, final_top=2, final_seeds=4, final_max_seeds=4,
-                     final_envs_per_candidate=1024, proposer="population", copies=4, halving_rungs=2)
+                     final_envs_per_candidate=1024, proposer="population", copies=4, halving_rungs=2,
+                     candidates_per_iteration=12)
     first = {"seconds": 260, "training_seconds": [100, 50, 50], "environments": 163_840, "copies": 4,
-             "halving_rungs": 2}
+             "halving_rungs": 2, "population": {"groups": 56}}
     sizes, words = s.next_iteration([first], 1, 260)
     assert sizes == {"copies": 3, "halving_rungs": 1}
     assert words == ("budget: 1 iteration in 4.3 min; another as set (about 4.3 min) and the final evaluation (about "
@@ -1404,10 +1406,15 @@ def test_a_budget_sizes_a_population_search_s_last_iteration_to_fewer_copies_whe
         "copies": 1, "halving_rungs": 0}
     sizes, words = s.next_iteration([{**first, "seconds": 400, "training_seconds": [160, 80, 80]}], 1, 400)
     assert sizes is None and words.endswith("the search ends here")
-    # A smaller iteration's own runs count: after a 1-copy iteration of 100 s whose population run trained 40 s, an
-    # iteration as set takes (60 + 60) / 2 + (100 + 40) / 2 + 2 × 50 = 230 s.
-    small = {"seconds": 100, "training_seconds": [40], "environments": 3_584, "copies": 1, "halving_rungs": 0}
-    assert s.iteration_seconds([first, small], 4) == pytest.approx(230)
+    # More groups than an iteration had take proportionally longer: the first iteration's 49 groups (12 children ×
+    # 4 copies and the start) against the next's 56, 260 × 56 / 49 s; 3 copies (42 groups) no less than at 49.
+    assert s.iteration_seconds([{**first, "population": {"groups": 49}}], 4) == pytest.approx(260 * 56 / 49)
+    assert s.iteration_seconds([{**first, "population": {"groups": 49}}], 3) == pytest.approx(210)
+    # A 1-copy iteration of 100 s at 14 groups, whose population run trained 40 s and which had no rung: as set it
+    # scales to (100 + 2 × 50) × 56 / 14 = 800 s (its rungs at the others' 50 s), so with the first (260 s), 530.
+    small = {"seconds": 100, "training_seconds": [40], "environments": 3_584, "copies": 1, "halving_rungs": 0,
+             "population": {"groups": 14}}
+    assert s.iteration_seconds([first, small], 4) == pytest.approx(530)
     # A record from before the runs' times were kept: its seconds shared by its 3 runs, nothing fixed.
     assert s.iteration_seconds([{"seconds": 300, "environments": 163_840}], 2) == pytest.approx(200)
     # A search without copies (offline) ends instead.

@@ -221,21 +221,22 @@ class AutoSettings(RunSettings):
             return {}, None
         final = self.final_seconds(records, starts, self.final_top, max(self.final_max_seeds, self.final_seeds))
         spent, each, budget = max(elapsed, sum(r.get("seconds", 0.0) for r in records)), \
-            self.iteration_seconds(records, self.copies), 60 * self.budget_minutes
+            self.iteration_seconds(records, self.copies, starts), 60 * self.budget_minutes
         if spent + each + final <= budget:
             return {}, None
         done = f"budget: {plural(len(records), 'iteration')} in {spent / 60:.1f} min; another"
         would = f"(about {each / 60:.1f} min) and the final evaluation (about {final / 60:.1f} min) would pass " \
                 f"{self.budget_minutes:g} min"
         fewer = range(self.copies - 1, 0, -1) if self.proposer in POPULATION_PROPOSERS else ()
-        copies = next((c for c in fewer if spent + self.iteration_seconds(records, c) + final <= budget), None)
+        copies = next((c for c in fewer if spent + self.iteration_seconds(records, c, starts) + final <= budget),
+                      None)
         if copies is not None:
             sizes = {"copies": copies, "halving_rungs": self.rungs_for(copies)}
             rungs = f", {plural(sizes['halving_rungs'], 'halving rung')} (set: {self.halving_rung_count})" \
                 if sizes["halving_rungs"] != self.halving_rung_count else ""
             return sizes, (f"{done} as set {would}: the next trains {plural(copies, 'copy', 'copies')} of each "
                            f"candidate (set: {self.copies}){rungs}, about "
-                           f"{self.iteration_seconds(records, copies) / 60:.1f} min")
+                           f"{self.iteration_seconds(records, copies, starts) / 60:.1f} min")
         message = f"{done} {would}: the search ends here"
         if spent + final > budget:  # the first iteration cannot be cut short
             message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: the final "
@@ -249,20 +250,29 @@ class AutoSettings(RunSettings):
         rungs = self.halving_rung_count
         return rungs if copies == self.copies else min(rungs, copies.bit_length() - 1)
 
-    def iteration_seconds(self, records: list[dict], copies: int) -> float:
-        """An iteration's expected seconds at `copies` copies, from the iterations `records`: the mean of what did
-        not train in them (their `seconds` less their `training_seconds`, each evaluation's training after its first
-        iteration: proposing, validating, compiling), the mean training of their population runs and that of their
-        halving rungs times the rungs of `copies`. A run is taken to train as long with fewer copies: on a GPU below
-        its capacity it hardly trains faster (docs/benchmarks/search.md § 36), so that an iteration made smaller to
-        fit does not take longer than expected. A search without copies: the iterations' mean."""
+    def iteration_seconds(self, records: list[dict], copies: int, starts: int = 1) -> float:
+        """An iteration's expected seconds at `copies` copies, from the iterations `records` (`starts`: the
+        starting files). Each record's time, made of what did not train (its `seconds` less its
+        `training_seconds`, each evaluation's training after its first iteration: proposing, validating, compiling),
+        its population run's training and its halving rungs' times the rungs of `copies`, is scaled by
+        max(1, G / its groups), G the next iteration's groups at most; the mean of those. A run is taken to train
+        no faster with fewer groups (on a GPU below its capacity it hardly does: docs/benchmarks/search.md § 36) and
+        no more than in proportion with more, so that the estimate is not short of what the iteration takes. A
+        search without copies: the iterations' mean."""
         if self.proposer not in POPULATION_PROPOSERS:
             return sum(r["seconds"] for r in records) / len(records)
+        from envcoder.search.population import CARRIED
+
+        groups = copies * (starts if self.proposer == "random" else self.candidates_per_iteration + CARRIED)
         runs = [_runs(r, self.rungs_for(r.get("copies", self.copies))) for r in records]
-        fixed = sum(r["seconds"] - sum(each) for r, each in zip(records, runs)) / len(records)
-        first = sum(each[0] for each in runs) / len(runs)
         rungs = [seconds for each in runs for seconds in each[1:]]
-        return fixed + first + self.rungs_for(copies) * (sum(rungs) / len(rungs) if rungs else first)
+        rung = sum(rungs) / len(rungs) if rungs else None
+        total = 0.0
+        for record, each in zip(records, runs):
+            seconds = record["seconds"] - sum(each[1:]) + self.rungs_for(copies) * (
+                sum(each[1:]) / len(each[1:]) if each[1:] else rung or each[0])
+            total += seconds * max(1.0, groups / record.get("population", {}).get("groups", groups))
+        return total / len(records)
 
     def final_seconds(self, records: list[dict], starts: int, top: int, seeds: int) -> float:
         """The final evaluation's expected seconds: as long per environment trained as the iterations `records` took,
