@@ -113,7 +113,8 @@ def without_compile_timings(record):
     """A summary or iteration record without what each evaluation compiled and how long it and the iteration took
     (measurements of the run, like results.json's timings), for comparing a resumed run with an uninterrupted one."""
     if isinstance(record, dict):
-        return {k: without_compile_timings(v) for k, v in record.items() if k not in ("compile", "seconds")}
+        return {k: without_compile_timings(v) for k, v in record.items()
+                if k not in ("compile", "seconds", "training_seconds")}
     if isinstance(record, list):
         return [without_compile_timings(v) for v in record]
     return record
