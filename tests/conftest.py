@@ -29,12 +29,15 @@ BUNDLED = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples"
 class FakeEvaluations:
     """Stands in for `envcoder.runs.evaluation.evaluate_once` where training is not the point: each (candidate,
     seed) group's Cartpole fitness is `values(name, seed)`, and the run directory is written as a run writes it
-    (config, candidate copies, results)."""
+    (config, candidate copies, results). Each run says it took `seconds` (timings' "total_s"); one called past its
+    `until` says that its time was up after half its iterations, as a run says it."""
 
-    def __init__(self, values):
-        self.values, self.calls, self.outs = values, [], []
+    def __init__(self, values, seconds: float = 0.0):
+        self.values, self.seconds, self.calls, self.outs, self.untils = values, seconds, [], [], []
 
-    def __call__(self, settings, console=None, resume=False, validator=None, restart=None):
+    def __call__(self, settings, console=None, resume=False, validator=None, restart=None, until=None):
+        import time
+
         from envcoder.candidates import TASK_DEFAULT, candidate_files
         from envcoder.runs.directory import RunDirectory
         from envcoder.runs.results import GroupResult, ranked_results
@@ -44,13 +47,17 @@ class FakeEvaluations:
         names += [TASK_DEFAULT] if settings.task_default else []
         self.calls.append((names, settings.seeds))
         self.outs.append(Path(settings.out))
+        self.untils.append(until)
+        timings = {"total_s": self.seconds}
+        if until is not None and time.time() >= until:
+            timings.update(out_of_time=True, stopped_after_iteration=max(1, (settings.iterations or 2) // 2))
         run = RunDirectory(settings.out)
         run.write_config({**settings.to_config(), "candidates": names})
         for name in names:
             (settings.out / "candidates" / f"{name}.py").write_text(f"# {name}\n")
         groups = [GroupResult(name, seed, self.values(name, seed), 500.0, 1.0, 0.0, None, None, {})
                   for name in names for seed in settings.seeds]
-        results = ranked_results("Cartpole", "upright", get_task("Cartpole").get_fitness()[1], "flat", groups, [], {},
-                                 lambda name: {}, settings.rank_by)
+        results = ranked_results("Cartpole", "upright", get_task("Cartpole").get_fitness()[1], "flat", groups, [],
+                                 timings, lambda name: {}, settings.rank_by)
         run.write_results(results.to_json())
         return results

@@ -526,7 +526,7 @@ def test_a_resumed_search_goes_on_with_a_cut_off_evaluation_only_where_it_record
     Ctrl-C would, and each records what it was asked for.)"""
     calls, stop = [], [True]
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
         calls.append((settings.out, resume, (settings.out / "config.json").exists()))
         settings.out.mkdir(parents=True, exist_ok=True)
         (settings.out / "config.json").write_text(json.dumps(settings.to_config()))
@@ -564,7 +564,7 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     stood in for: their training is tested in test_schedule.py.)"""
     seen = []
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
         seen.append((settings.schedule, settings.rungs))
         names = sorted(p.stem for p in settings.functions.glob("*.py"))
         ranking = [{"name": name, "fitness_mean": 0.9 - 0.1 * i, "fitness_std": 0.0, "ci_low": 0.9 - 0.1 * i,
@@ -671,7 +671,7 @@ def test_auto_validates_the_files_it_trains_once_and_its_evaluation_checks_nothi
     monkeypatch.setattr(pool.Worker, "check", lambda self, name, *rest: checked.append(name) or check(self, name, *rest))
     fake = FakeEvaluations(lambda name, seed: 0.4 if name == "task_default" else zlib.crc32(name.encode()) % 90 / 100)
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None):
+    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
         before = len(checked)
         candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"), validator)
         evaluated.append((sorted(c.name for c in candidates), checked[before:], failures))
@@ -1321,7 +1321,8 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     """`--budget MINUTES`: after each iteration the search goes on only where another iteration and the final
     evaluation (estimated from the iterations so far) fit; the final always runs, and the summary counts the
     iterations that ran; where the first iteration and the final alone pass the budget, it says what to make smaller.
-    (The evaluations are stood in for.)"""
+    No iteration trains past the budget: a population run's training stops at its end, and a halving rung starts
+    only where it is expected to end before it. (The evaluations are stood in for.)"""
     from conftest import FakeEvaluations
     from envcoder.runs import evaluation
 
@@ -1370,13 +1371,31 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert rounds.final_within_budget([{"seconds": 400, "environments": 163_840}], 1, 400)[0] == {
         "final_top": 2, "final_seeds": 4, "final_max_seeds": 4}  # first without the rounds of added seeds
     assert summary["final_ranking"] and summary["trained"]["final"] > 0
+    # No iteration trains past the budget: the population run was given its end, which had passed (the stand-in
+    # says that it trained 10 of its 20 iterations, as a run says it), and no halving rung started after it; the
+    # final was not given one.
+    assert [u is not None for u in fake.untils[:2]] == [True, False] and len(fake.untils) == 2
+    assert "budget: halving rung 1/1 (about 0.0 min) would end past --budget 0.0001: the population run's copies " \
+           "are ranked as they trained" in printed
     record = json.loads((tmp_path / "tight" / "iter_00" / "iteration.json").read_text())
-    assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 + \
-        summary["trained"]["halving"] * 64  # groups × the CPU default's 64 envs
+    assert record["halving_rungs"] == 0 and record["halving"] == [] and record["stopped_by_budget_after"] == 10
+    assert summary["trained"]["halving"] == 0 and record["best"] in {row["name"] for row in record["table"]}
+    assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 * 10 / 20
+    assert "(--budget stopped its training after 10 iterations)" in (tmp_path / "tight" / "summary.md").read_text()
     assert main([*common, "--budget", "600", "--out", str(tmp_path / "roomy")]) == 0
     assert "the search ends here" not in capsys.readouterr().out
     roomy = json.loads((tmp_path / "roomy" / "summary.json").read_text())
     assert len(roomy["iterations"]) == 3 and not (tmp_path / "roomy" / "final" / "sizes.json").exists()
+    assert roomy["trained"]["halving"] > 0 and not any(it["stopped_by_budget_after"] for it in roomy["iterations"])
+    # A run that says it took 100 s (its programs compiled in none of them): a halving rung is expected to take as
+    # long, which would end past a budget of 1 minute, so none starts; the population run trained to its end.
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(lambda name, seed: 0.5, seconds=100.0))
+    assert main([*common, "--budget", "1", "--out", str(tmp_path / "no_rung")]) == 0
+    assert "budget: halving rung 1/1 (about 1.7 min) would end past --budget 1" in " ".join(
+        capsys.readouterr().out.split())
+    record = json.loads((tmp_path / "no_rung" / "iter_00" / "iteration.json").read_text())
+    assert record["halving_rungs"] == 0 and "stopped_by_budget_after" not in record
+    assert {row["status"] for row in record["table"]} == {"start", "ok"}  # the copies ranked, none a "copy"
     assert [len(r["seeds"]) for r in roomy["final_seeds"]["rounds"]] == [16]  # the final as set
     assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2
     assert "--budget 0: pass a number of minutes above 0" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 uninterrupted run (CPU is deterministic), and each candidate's best checkpoint holds its best fitness."""
 
 import csv
+import dataclasses
 import importlib.machinery
 import json
 import os
@@ -493,3 +494,28 @@ def test_a_damaged_checkpoint_is_a_clear_error_not_a_wrong_result(runs, tmp_path
     err = capsys.readouterr().err
     assert f"{state} is damaged and cannot be resumed from" in err and "Traceback" not in err
     assert not (run / "results.json").exists()
+
+
+def test_a_run_whose_time_is_up_stops_after_the_iteration_under_way_and_ranks_what_it_trained(runs, tmp_path):
+    """`run_evaluation(..., until=T)` (`envcoder auto --budget`): past `T`, training stops after the iteration under
+    way, which is checkpointed, and every policy is evaluated and ranked as it is. With `T` already past, the run
+    trains one iteration of its six and ends as the same run of one iteration does (CPU is deterministic), its
+    timings saying why it stopped."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from envcoder.runs.eval_settings import settings_from_run
+    from envcoder.runs.evaluation import run_evaluation
+
+    whole = settings_from_run(runs / "whole")
+    out = io.StringIO()
+    cut = run_evaluation(dataclasses.replace(whole, out=tmp_path / "cut"), Console(file=out), until=time.time() - 1)
+    one = run_evaluation(dataclasses.replace(whole, out=tmp_path / "one", iterations=1), Console(file=io.StringIO()))
+    assert cut.timings["out_of_time"] and cut.timings["stopped_after_iteration"] == 1
+    assert "the time given to this run is up: stopping after iteration 0" in " ".join(out.getvalue().split())
+    assert json.loads((tmp_path / "cut" / "checkpoints" / "progress.json").read_text())["iteration"] == 1
+    assert [(g.candidate, g.seed, g.task_fitness) for g in cut.groups] == [
+        (g.candidate, g.seed, g.task_fitness) for g in one.groups]
+    assert [r.name for r in cut.ranking] == [r.name for r in one.ranking] and "out_of_time" not in one.timings

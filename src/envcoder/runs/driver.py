@@ -43,8 +43,8 @@ class TrainingDriver:
     """Trains, records and ranks one run; see the module docstring."""
 
     def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
-                 restart: Sequence[str] | None = None):
-        self.job, self.run_dir, self.console = job, run_dir, console
+                 restart: Sequence[str] | None = None, until: float | None = None):
+        self.job, self.run_dir, self.console, self.until = job, run_dir, console, until
         self.settings, self.config = job.settings, job.config
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
@@ -247,9 +247,10 @@ class TrainingDriver:
                 self.evaluation_compiled = trainer.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
-            exploit = self._exploit_due(iteration + 1, rung_end)
+            out_of_time = self.until is not None and time.time() >= self.until and iteration + 1 < rung_end
+            exploit = self._exploit_due(iteration + 1, rung_end) and not out_of_time
             due = ([pending, (iteration, metrics)] if iteration + 1 == rung_end or exploit or checkpoint_due(
-                iteration + 1, self.config) or self.interrupt.requested else [pending])
+                iteration + 1, self.config) or self.interrupt.requested or out_of_time else [pending])
             stopped = False
             for item in due:
                 if item is None:
@@ -280,11 +281,14 @@ class TrainingDriver:
                     self.progress.console.print(f"Ctrl-C: stopped after iteration {state.done - 1}, checkpointed",
                                                 highlight=False)
                     raise KeyboardInterrupt
-            if stopped:
+            if stopped or out_of_time:
                 self.progress.update(self.bar, total=state.done)
-                self.progress.console.print(f"every candidate is solved or diverged: stopping after iteration "
+                self.progress.console.print(("every candidate is solved or diverged" if stopped else
+                                             "the time given to this run is up") + ": stopping after iteration "
                                             f"{state.done - 1}", highlight=False)
                 self.timings["stopped_after_iteration"] = state.done
+                if not stopped:
+                    self.timings["out_of_time"] = True
                 return train_state, True
             if state.done != iteration + 1:
                 pending = (iteration, metrics)

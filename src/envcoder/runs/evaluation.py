@@ -64,21 +64,25 @@ def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
 
 
 def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False,
-                   validator: SandboxValidator | None = None, restart: Sequence[str] | None = None) -> RunResults:
+                   validator: SandboxValidator | None = None, restart: Sequence[str] | None = None,
+                   until: float | None = None) -> RunResults:
     """Run the whole job (`envcoder.runs.driver`) and return its results (what `results.json` holds); with
     `settings.seeds_until_separable`, in rounds of seeds (`envcoder.runs.seed_rounds`). With `resume`, continue the
     run in `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate
     the candidates with (default: a new one for this run). `restart`: the `envcoder` arguments that continue the
     run (`eval --resume RUN`), with which a run whose iteration hangs on a candidate's loop restarts itself without
-    it (`envcoder.runs.watchdog`); None (a library call): the watchdog ends the process."""
+    it (`envcoder.runs.watchdog`); None (a library call): the watchdog ends the process. `until`: a time
+    (`time.time()`) after which training stops at the next iteration and the policies are evaluated as they are
+    (timings' "out_of_time"; `envcoder auto --budget`); not with rounds of seeds."""
     if settings.seeds_until_separable is not None:
         return evaluate_until_separable(settings, functools.partial(evaluate_once, restart=restart), console, resume,
                                         validator)
-    return evaluate_once(settings, console, resume, validator, restart=restart)
+    return evaluate_once(settings, console, resume, validator, restart=restart, until=until)
 
 
 def evaluate_once(settings: EvalSettings, console: Console | None = None, resume: bool = False,
-                  validator: SandboxValidator | None = None, restart: Sequence[str] | None = None) -> RunResults:
+                  validator: SandboxValidator | None = None, restart: Sequence[str] | None = None,
+                  until: float | None = None) -> RunResults:
     """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
@@ -120,17 +124,17 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                 fitness=fitness_name, physics=physics, devices=settings.devices,
                                                 evaluation_envs=settings.evaluation_envs)
     job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
-    return _train(job, run_dir, console, resume, validation_s, restart)
+    return _train(job, run_dir, console, resume, validation_s, restart, until)
 
 
 def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
-           restart: Sequence[str] | None) -> RunResults:
+           restart: Sequence[str] | None, until: float | None = None) -> RunResults:
     """The job trained and ranked (`TrainingDriver`); the device's memory running out is a candidate's fault found
     by halves where one needs much of it (`watchdog.RunWatch.out_of_memory`: the run restarts), else an
     `OutOfGPUMemoryError` that says what to change."""
     settings, driver = job.settings, None
     try:
-        driver = TrainingDriver(job, run_dir, console, resume, validation_s, restart)
+        driver = TrainingDriver(job, run_dir, console, resume, validation_s, restart, until)
         return driver.run()
     except (jax.errors.JaxRuntimeError, MemoryError) as err:
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):

@@ -100,8 +100,10 @@ class AutoSettings(RunSettings):
     where another iteration and the final evaluation are expected to fit (each estimated from the iterations so far
     and their environments); where only a smaller iteration fits, a population search's last trains fewer copies
     (`next_iteration`); it says so where it ends or shrinks; the final is made smaller where what is left is less
-    than it takes (`final_within_budget`); where the first iteration alone passes the budget (it is not cut short),
-    it says what to make smaller."""
+    than it takes (`final_within_budget`). No iteration trains past it: an evaluation's training stops where the
+    budget ends and its policies are ranked as they are (`envcoder.runs.evaluation.run_evaluation`'s `until`), and
+    a halving rung starts only where the last one's time fits before the end; where the first iteration takes the
+    whole budget, the final, made as small as it goes, runs after it, and the search says what to make smaller."""
     retries: int = 2
     """How often a candidate that fails validation is sent back to be fixed (or redrawn)."""
     envs_per_candidate: int | None = None
@@ -238,7 +240,7 @@ class AutoSettings(RunSettings):
                            f"candidate (set: {self.copies}){rungs}, about "
                            f"{self.iteration_seconds(records, copies, starts) / 60:.1f} min")
         message = f"{done} {would}: the search ends here"
-        if spent + final > budget:  # the first iteration cannot be cut short
+        if spent + final > budget:  # the iterations took it all (their training stops where it ends)
             message += (f"; with the final it takes about {(spent + final) / 60:.1f} min, past the budget: the final "
                         "is made smaller to fit what is left, and a smaller iteration (--candidates-per-iteration, "
                         "--copies, --envs-per-candidate) fits it better")

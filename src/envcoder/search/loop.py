@@ -58,8 +58,7 @@ from envcoder.search.final import FinalEvaluation
 from envcoder.search.state_terms import sample_states
 from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
-from envcoder.search.summary import (environments_trained, evaluation_table, finite_number, summary_text,
-                                     training_seconds)
+from envcoder.search.summary import evaluation_table, finite_number, measured, summary_text
 from envcoder.tasks import get_task
 from envcoder.text import shown
 
@@ -221,11 +220,11 @@ class AutoRun(PopulationIteration, FinalEvaluation):
     # ---- evaluating -------------------------------------------------------------------------------
 
     def _evaluate(self, candidates_dir: Path, eval_dir: Path, seeds: int, schedule: str = "flat",
-                  envs: int | None = None, **changes) -> RunResults | None:
-        """`run_evaluation` on a directory of candidates (`changes`: of its settings); a finished evaluation is read
-        back; one cut off (Ctrl-C, a kill, a hang, or in its rounds of added seeds) goes on from its last
-        checkpoint, or from its first iteration where it had none; one cut off before it recorded its settings, or
-        that recorded others, starts over."""
+                  envs: int | None = None, until: float | None = None, **changes) -> RunResults | None:
+        """`run_evaluation` on a directory of candidates (`changes`: of its settings; `until`: when its training
+        stops, `run_evaluation`'s); a finished evaluation is read back; one cut off (Ctrl-C, a kill, a hang, or in
+        its rounds of added seeds) goes on from its last checkpoint, or from its first iteration where it had none;
+        one cut off before it recorded its settings, or that recorded others, starts over."""
         settings = self.s.evaluation(candidates_dir, eval_dir, seeds, schedule, envs, fitness=self.fitness_name,
                                      **changes)
         resume = False
@@ -241,7 +240,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         elif eval_dir.exists():
             shutil.rmtree(eval_dir)
         try:
-            return run_evaluation(settings, self.console, resume=resume, validator=self.validator, restart=self.restart)
+            return run_evaluation(settings, self.console, resume=resume, validator=self.validator, restart=self.restart,
+                                  until=until)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
             return None
@@ -273,11 +273,12 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             copies = copies or self.s.copies
             rungs = self.s.halving_rung_count if halving_rungs is None else halving_rungs
             table, failures, results = self._population_iteration(iteration, variants, candidates_dir, copies, rungs)
+            rungs = len(list(iter_dir.glob("rung_*/rung.json")))  # those that fitted --budget
         else:
             for name, source in variants.items():
                 (candidates_dir / f"{name}.py").write_text(source)
-            results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule) \
-                if variants else None
+            results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule,
+                                     until=self.until) if variants else None
             table, failures = evaluation_table(iteration, variants, results)
         last_attempt = {}
         for draft in drafts:
@@ -300,7 +301,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                f"{compiled.get('cache_hits', 0)} from the compilation cache, "
                                f"{compiled.get('loaded', 0)} trace(s) loaded)", highlight=False)
         record["seconds"] = time.perf_counter() - tick  # what `--budget` expects of the next one
-        record["environments"], record["training_seconds"] = environments_trained(iter_dir), training_seconds(iter_dir)
+        record.update(measured(iter_dir))
         if self.population_mode:
             record["copies"], record["halving_rungs"] = copies, rungs
         write_json(record_file, record)
@@ -342,6 +343,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
 
     def run(self) -> dict:
         self.started, self.done = time.perf_counter(), 0
+        done_s = sum(read_json(path)["seconds"] for path in self.out.glob("iter_*/iteration.json"))
+        self.until = None if self.s.budget_minutes is None else time.time() + 60 * self.s.budget_minutes - done_s
         with self.validator:  # its worker processes stay up for the whole run
             for iteration in range(self.s.iterations):
                 sizes = self._within_budget(iteration, time.perf_counter() - self.started)

@@ -2,11 +2,12 @@
 candidates trained as copies under population-based training (`envcoder.runs.pbt`; a random or seeds search never
 exploits), then the rungs of successive halving over their constants (`envcoder.search.population`). `AutoRun`
 (`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `out`,
-`fitness`, `initial`, `history`, `_evaluate` and `_ranked`."""
+`fitness`, `initial`, `history`, `until` (when `--budget` ends, or None), `_evaluate` and `_ranked`."""
 
 from __future__ import annotations
 
 import collections
+import time
 from pathlib import Path
 
 from envcoder.candidates.constants import sources_with_constants
@@ -50,8 +51,8 @@ class PopulationIteration:
                            f"({len(starts)} starting){each if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"
         interval = None if self.s.proposer == "population" else 0  # a random or seeds search never exploits
-        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, population=PopulationSettings(
-            seed=self.s.seed + iteration, interval=interval)) if sources else None
+        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, until=self.until, population=(
+            PopulationSettings(seed=self.s.seed + iteration, interval=interval))) if sources else None
         table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
                   "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
         rows, record = [], None
@@ -66,7 +67,9 @@ class PopulationIteration:
         if rows and rungs:  # a random search's copies are never taken over: nothing to add
             proposed = as_proposed({name: source for name, source in files.items() if name not in starts},
                                    rows, (record or {}).get("lineage", [])) if self.s.proposer == "population" else {}
-            rows += self._halving(iteration, rows, proposed, rungs)  # a start's own constants: the final trains them
+            timings = results.timings  # a rung runs its programs again, compiled: about this long
+            each = max(timings.get("total_s", 0.0) - timings.get("xla", {}).get("seconds", 0.0), 0.0)
+            rows += self._halving(iteration, rows, proposed, rungs, each)  # a start's own constants: the final's
         return table + rows, failures, results
 
     def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
@@ -79,14 +82,21 @@ class PopulationIteration:
                 return [pairs[0][0]]
             return [source for pair in pairs for source in self._with_constants([pair])]
 
-    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str], rungs: int) -> list[dict]:
+    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str], rungs: int,
+                 each: float) -> list[dict]:
         """The `rungs` rungs of successive halving after a population run (`envcoder.search.population.Halving`;
-        `proposed`: each file with the constants it came with): the table rows of every set of constants trained in
-        them; the population run's own rows become `copy` (not ranked)."""
-        halving = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed)
-        for row in rows:
-            row["status"] = "copy" if row["status"] == "ok" else row["status"]
+        `proposed`: each file with the constants it came with), as many as end before `--budget` does (`each`: the
+        seconds a rung is expected to take, then those the last one took): the table rows of every set of constants
+        trained in them; the population run's own rows become `copy` (not ranked) where a rung ran."""
+        halving, done = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed), 0
         for rung in range(1, rungs + 1):
+            if self.until is not None and time.time() + each > self.until:
+                self.console.print(f"budget: halving rung {rung}/{rungs} (about {each / 60:.1f} min) would end "
+                                   f"past --budget {self.s.budget_minutes:g}: " + (
+                                       f"the sets of rung {done} are ranked" if done else
+                                       "the population run's copies are ranked as they trained"), highlight=False)
+                break
+            tick = time.time()
             rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
             (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
             slots = halving.slots(rung)
@@ -102,4 +112,7 @@ class PopulationIteration:
                                                 "compile": compiled})
             self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
             halving.record(rung, slots, results.ranking if results else [])
-        return halving.rows(rungs, iteration)
+            done, each = rung, time.time() - tick
+        for row in rows if done else ():
+            row["status"] = "copy" if row["status"] == "ok" else row["status"]
+        return halving.rows(done, iteration) if done else []

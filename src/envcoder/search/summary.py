@@ -55,6 +55,8 @@ def summary_text(summary: dict) -> str:
         if rungs:  # successive halving after a population run: programs reused, not compiled
             compiles += "; halving rungs " + ", ".join(f"{c['compiles']} ({c['seconds']:.1f})" for c in rungs)
         seconds = f"{it['seconds']:.0f}" if it.get("seconds") is not None else "-"
+        if it.get("stopped_by_budget_after"):
+            seconds += f" (--budget stopped its training after {it['stopped_by_budget_after']} iterations)"
         lines.append(f"| {it['iteration'] + 1} | {it.get('copies') or '-'} | {it['valid']} / {it['attempts']} | "
                      f"{it['best'] or '-'} | {fit} | {compiles} | {seconds} |")
     if summary.get("offline"):
@@ -130,7 +132,7 @@ def search_record(out: Path, records: list[dict], history: list[dict], results, 
     iterations = [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
         "best_fitness": next((h["fitness"] for h in history if h["name"] == r["best"] and h["status"] == "ok"), None),
         "compile": r.get("compile", {}), "halving": r.get("halving", []), "copies": r.get("copies"),
-        "seconds": r.get("seconds")} for r in records]
+        "seconds": r.get("seconds"), "stopped_by_budget_after": r.get("stopped_by_budget_after")} for r in records]
     return {
         **head, "iterations": iterations, "files": files_count(records), "trained": trained_groups(out),
         "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
@@ -155,13 +157,29 @@ def trained_groups(out: Path) -> dict[str, int]:
             "final": count("final/eval/results.json")}
 
 
-def environments_trained(folder: Path) -> int:
-    """The environments that the evaluations under `folder` trained: each one's groups × its envs per group."""
-    total = 0
+def environments_trained(folder: Path) -> float:
+    """The environments that the evaluations under `folder` trained: each one's groups × its envs per group, in
+    the share of its iterations that it trained where `--budget` stopped it (timings' "out_of_time")."""
+    total = 0.0
     for results in sorted(folder.glob("**/eval/results.json")):
-        envs = json.loads((results.parent / "config.json").read_text()).get("envs_per_candidate", 0)
-        total += len(json.loads(results.read_text()).get("groups", [])) * envs
+        config, record = json.loads((results.parent / "config.json").read_text()), json.loads(results.read_text())
+        timings, share = record.get("timings", {}), 1.0
+        if timings.get("out_of_time") and config.get("iterations"):
+            share = timings["stopped_after_iteration"] / config["iterations"]
+        total += len(record.get("groups", [])) * config.get("envs_per_candidate", 0) * share
     return total
+
+
+def measured(iter_dir: Path) -> dict:
+    """What an iteration's `iteration.json` records of its evaluations, for `--budget`: the environments they
+    trained (`environments_trained`), their training seconds (`training_seconds`) and, where `--budget` stopped its
+    own evaluation's training, after how many of its iterations (`stopped_by_budget_after`)."""
+    record = {"environments": environments_trained(iter_dir), "training_seconds": training_seconds(iter_dir)}
+    results = iter_dir / "eval" / "results.json"
+    timings = json.loads(results.read_text()).get("timings", {}) if results.exists() else {}
+    if timings.get("out_of_time"):
+        record["stopped_by_budget_after"] = timings["stopped_after_iteration"]
+    return record
 
 
 def training_seconds(folder: Path) -> list[float]:
