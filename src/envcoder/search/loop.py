@@ -273,7 +273,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             copies = copies or self.s.copies
             rungs = self.s.halving_rung_count if halving_rungs is None else halving_rungs
             table, failures, results = self._population_iteration(iteration, variants, candidates_dir, copies, rungs)
-            rungs = len(list(iter_dir.glob("rung_*/rung.json")))  # those that fitted --budget
+            rungs = max((row.get("rung") or 0 for row in table), default=0)  # those that fitted --budget
         else:
             for name, source in variants.items():
                 (candidates_dir / f"{name}.py").write_text(source)

@@ -21,6 +21,9 @@ from envcoder.text import plural
 class PopulationIteration:
     """The population iteration of an `AutoRun`."""
 
+    until: float | None = None
+    """When `--budget` ends (`time.time()`; `AutoRun.run` sets it), or None: no training runs past it."""
+
     def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path, copies: int,
                               rungs: int):
         """`--proposer population`, `random` or `seeds`: the iteration's candidates (`variants`) and, after the
