@@ -44,7 +44,8 @@ class TrainingDriver:
 
     def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
                  restart: Sequence[str] | None = None, until: float | None = None):
-        self.job, self.run_dir, self.console, self.until = job, run_dir, console, until
+        self.job, self.run_dir, self.console = job, run_dir, console
+        self.until = until if jax.process_count() == 1 else None  # processes would not agree on when to stop
         self.settings, self.config = job.settings, job.config
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows

@@ -73,7 +73,7 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     run (`eval --resume RUN`), with which a run whose iteration hangs on a candidate's loop restarts itself without
     it (`envcoder.runs.watchdog`); None (a library call): the watchdog ends the process. `until`: a time
     (`time.time()`) after which training stops at the next iteration and the policies are evaluated as they are
-    (timings' "out_of_time"; `envcoder auto --budget`); not with rounds of seeds."""
+    (timings' "out_of_time"; `envcoder auto --budget`); not with rounds of seeds, nor over several processes."""
     if settings.seeds_until_separable is not None:
         return evaluate_until_separable(settings, functools.partial(evaluate_once, restart=restart), console, resume,
                                         validator)
