@@ -45,8 +45,8 @@ class TrainingDriver:
     def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
                  restart: Sequence[str] | None = None, until: float | None = None):
         self.job, self.run_dir, self.console = job, run_dir, console
-        self.until = until if jax.process_count() == 1 else None  # processes would not agree on when to stop
         self.settings, self.config = job.settings, job.config
+        self.until = until if jax.process_count() == 1 else None  # the processes of a multi-host run may disagree
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
         self.resume = resume
@@ -64,8 +64,7 @@ class TrainingDriver:
         self.population = Population.of_run(self.settings, job, self.trainer, read_progress(
             run_dir.checkpoints).get("population", []) if self.resumed else [])  # None unless the run asks for it
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
-        self.tensorboard = self.wandb = None
-        self.timings: dict = {}
+        self.timings, self.tensorboard, self.wandb = {}, None, None
         self.evaluation_compiled = None  # the evaluation, compiling in the background during the last rung
 
     # ---- the current rung ---------------------------------------------------------------------------
@@ -102,8 +101,7 @@ class TrainingDriver:
         state, run_dir = self.state, self.run_dir
         with self.watch.compiling("compiling the initialization and the training iteration"):  # traced here,
             train_state = self.trainer.init(prepare_iteration=True)                             # compiled meanwhile
-        state.last_fitness = np.full(len(self.labels), np.nan)
-        state.best_written = np.full(len(self.labels), -2)
+        state.last_fitness, state.best_written = np.full(len(self.labels), np.nan), np.full(len(self.labels), -2)
         if self.resumed:
             host_state, progress = load_train_state(run_dir.checkpoints, self.trainer.host_shapes(train_state))
             train_state = self.trainer.to_device(host_state)
@@ -283,17 +281,18 @@ class TrainingDriver:
                                                 highlight=False)
                     raise KeyboardInterrupt
             if stopped or out_of_time:
-                self.progress.update(self.bar, total=state.done)
-                self.progress.console.print(("every candidate is solved or diverged" if stopped else
-                                             "the time given to this run is up") + ": stopping after iteration "
-                                            f"{state.done - 1}", highlight=False)
-                self.timings["stopped_after_iteration"] = state.done
-                if not stopped:
-                    self.timings["out_of_time"] = True
-                return train_state, True
+                return train_state, self._stopped_early(out_of_time and not stopped)
             if state.done != iteration + 1:
                 pending = (iteration, metrics)
         return train_state, False
+
+    def _stopped_early(self, out_of_time: bool) -> bool:
+        """Training ends before its last iteration: every group is solved or diverged, or the run's time is up."""
+        why = "the time given to this run is up" if out_of_time else "every candidate is solved or diverged"
+        self.progress.update(self.bar, total=self.state.done)
+        self.progress.console.print(f"{why}: stopping after iteration {self.state.done - 1}", highlight=False)
+        self.timings["stopped_after_iteration"], self.timings["out_of_time"] = self.state.done, out_of_time
+        return True
 
     def _exploit_due(self, done: int, rung_end: int) -> bool:
         """Whether population-based training exploits after `done` iterations (every group's fitness up to them is
