@@ -1381,7 +1381,10 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert record["halving_rungs"] == 0 and record["halving"] == [] and record["stopped_by_budget_after"] == 10
     assert summary["trained"]["halving"] == 0 and record["best"] in {row["name"] for row in record["table"]}
     assert record["seconds"] > 0 and record["environments"] == summary["trained"]["search"] * 64 * 10 / 20
-    assert "(--budget stopped its training after 10 iterations)" in (tmp_path / "tight" / "summary.md").read_text()
+    assert record["halving_rungs_skipped_by_budget"] == 1  # copies 2: 1 rung set
+    assert "| 1 | 2 | 2 / 2 |" in (tmp_path / "tight" / "summary.md").read_text() and \
+        "(--budget stopped its training after 10 iterations and skipped 1 halving rung) |" in (
+            tmp_path / "tight" / "summary.md").read_text()
     assert main([*common, "--budget", "600", "--out", str(tmp_path / "roomy")]) == 0
     assert "the search ends here" not in capsys.readouterr().out
     roomy = json.loads((tmp_path / "roomy" / "summary.json").read_text())
@@ -1395,6 +1398,7 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
         capsys.readouterr().out.split())
     record = json.loads((tmp_path / "no_rung" / "iter_00" / "iteration.json").read_text())
     assert record["halving_rungs"] == 0 and "stopped_by_budget_after" not in record
+    assert record["halving_rungs_skipped_by_budget"] == 1
     assert {row["status"] for row in record["table"]} == {"start", "ok"}  # the copies ranked, none a "copy"
     assert [len(r["seeds"]) for r in roomy["final_seeds"]["rounds"]] == [16]  # the final as set
     assert main([*common, "--budget", "0", "--out", str(tmp_path / "none")]) == 2

@@ -24,6 +24,7 @@ The run directory (`out/`):
     iter_KK/eval/                their evaluation run directory (results.json, metrics.csv, ...)
     iter_KK/iteration.json       the iteration's table, failures and the reflection it produced
     iter_KK/sizes.json           its copies where --budget made them fewer (AutoSettings.next_iteration)
+    iter_KK/rungs_skipped.json   its halving rungs that would have ended past --budget
     final/                       the final evaluation (final/eval/seed_rounds/: its rounds of added seeds)
     final/sizes.json             its finds and seeds where --budget made them smaller (AutoSettings.final_within_budget)
     best.py, summary.json, summary.md

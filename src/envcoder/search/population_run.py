@@ -92,12 +92,15 @@ class PopulationIteration:
         seconds a rung is expected to take, then those the last one took): the table rows of every set of constants
         trained in them; the population run's own rows become `copy` (not ranked) where a rung ran."""
         halving, done = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed), 0
+        skipped = self.out / f"iter_{iteration:02d}" / "rungs_skipped.json"  # `envcoder.search.summary.measured`
+        skipped.unlink(missing_ok=True)  # a resumed iteration decides again
         for rung in range(1, rungs + 1):
             if self.until is not None and time.time() + each > self.until:
                 self.console.print(f"budget: halving rung {rung}/{rungs} (about {each / 60:.1f} min) would end "
                                    f"past --budget {self.s.budget_minutes:g}: " + (
                                        f"the sets of rung {done} are ranked" if done else
                                        "the population run's copies are ranked as they trained"), highlight=False)
+                write_json(skipped, {"rungs": rungs - done, "expected_s": each})
                 break
             tick = time.time()
             rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"

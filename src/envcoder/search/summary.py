@@ -54,9 +54,7 @@ def summary_text(summary: dict) -> str:
         rungs = [rung["compile"] for rung in it.get("halving", []) if "compiles" in rung["compile"]]
         if rungs:  # successive halving after a population run: programs reused, not compiled
             compiles += "; halving rungs " + ", ".join(f"{c['compiles']} ({c['seconds']:.1f})" for c in rungs)
-        seconds = f"{it['seconds']:.0f}" if it.get("seconds") is not None else "-"
-        if it.get("stopped_by_budget_after"):
-            seconds += f" (--budget stopped its training after {it['stopped_by_budget_after']} iterations)"
+        seconds = (f"{it['seconds']:.0f}" if it.get("seconds") is not None else "-") + _budget_note(it)
         lines.append(f"| {it['iteration'] + 1} | {it.get('copies') or '-'} | {it['valid']} / {it['attempts']} | "
                      f"{it['best'] or '-'} | {fit} | {compiles} | {seconds} |")
     if summary.get("offline"):
@@ -68,6 +66,16 @@ def summary_text(summary: dict) -> str:
         lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
                       f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
     return "\n".join(lines) + "\n"
+
+
+def _budget_note(it: dict) -> str:
+    """The iteration table's words on what `--budget` cut of an iteration ("" where nothing)."""
+    cut = []
+    if it.get("stopped_by_budget_after"):
+        cut.append(f"stopped its training after {it['stopped_by_budget_after']} iterations")
+    if it.get("halving_rungs_skipped_by_budget"):
+        cut.append(f"skipped {plural(it['halving_rungs_skipped_by_budget'], 'halving rung')}")
+    return f" (--budget {' and '.join(cut)})" if cut else ""
 
 
 def _population_lines(summary: dict) -> list[str]:
@@ -132,7 +140,8 @@ def search_record(out: Path, records: list[dict], history: list[dict], results, 
     iterations = [{k: r[k] for k in ("iteration", "best", "attempts", "valid")} | {
         "best_fitness": next((h["fitness"] for h in history if h["name"] == r["best"] and h["status"] == "ok"), None),
         "compile": r.get("compile", {}), "halving": r.get("halving", []), "copies": r.get("copies"),
-        "seconds": r.get("seconds"), "stopped_by_budget_after": r.get("stopped_by_budget_after")} for r in records]
+        **{key: r.get(key) for key in ("seconds", "stopped_by_budget_after", "halving_rungs_skipped_by_budget")}}
+        for r in records]
     return {
         **head, "iterations": iterations, "files": files_count(records), "trained": trained_groups(out),
         "proposer_calls": len(calls), "failed_calls": sum(1 for c in calls if c["error"]),
@@ -172,13 +181,16 @@ def environments_trained(folder: Path) -> float:
 
 def measured(iter_dir: Path) -> dict:
     """What an iteration's `iteration.json` records of its evaluations, for `--budget`: the environments they
-    trained (`environments_trained`), their training seconds (`training_seconds`) and, where `--budget` stopped its
-    own evaluation's training, after how many of its iterations (`stopped_by_budget_after`)."""
+    trained (`environments_trained`), their training seconds (`training_seconds`), where `--budget` stopped its
+    own evaluation's training, after how many of its iterations (`stopped_by_budget_after`), and the halving rungs
+    that would have ended past it (`halving_rungs_skipped_by_budget`)."""
     record = {"environments": environments_trained(iter_dir), "training_seconds": training_seconds(iter_dir)}
-    results = iter_dir / "eval" / "results.json"
+    results, skipped = iter_dir / "eval" / "results.json", iter_dir / "rungs_skipped.json"
     timings = json.loads(results.read_text()).get("timings", {}) if results.exists() else {}
     if timings.get("out_of_time"):
         record["stopped_by_budget_after"] = timings["stopped_after_iteration"]
+    if skipped.exists():
+        record["halving_rungs_skipped_by_budget"] = json.loads(skipped.read_text())["rungs"]
     return record
 
 
