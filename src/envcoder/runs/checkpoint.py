@@ -77,8 +77,8 @@ def load_train_state(directory: Path, template):
         raise _damaged(path, err) from None
     treedef = jax.tree.structure(template)
     if treedef.num_leaves != len(leaves):
-        raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state {treedef.num_leaves}; "
-                         "the candidates, the settings or envcoder changed since it was written")
+        raise ValueError(f"{directory}: the checkpoint has {len(leaves)} arrays, this run's state "
+                         f"{treedef.num_leaves}; the candidates, the settings or envcoder changed since it was written")
     for saved, fresh in zip(leaves, jax.tree.leaves(template)):
         if saved.shape != fresh.shape:
             raise ValueError(f"{directory}: a checkpoint array has shape {saved.shape}, this run's {fresh.shape}; "

@@ -24,8 +24,7 @@ from rich.console import Console
 
 from envcoder.compile_cache import CompileMeter
 from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, progress_text, training_progress
-from envcoder.runs.checkpoint import (checkpoint_due, has_train_state, load_train_state, read_progress,
-                                      write_checkpoint)
+from envcoder.runs.checkpoint import checkpoint_due, has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
 from envcoder.runs.pbt import Population
@@ -290,7 +289,8 @@ class TrainingDriver:
         """Training ends before its last iteration: every group is solved or diverged, or the run's time is up."""
         why = "the time given to this run is up" if out_of_time else "every candidate is solved or diverged"
         self.progress.update(self.bar, total=self.state.done)
-        self.progress.console.print(f"{why}: stopping after iteration {self.state.done - 1}", highlight=False)
+        self.progress.console.print(f"{why}: stopping after {self.state.done} of {self.job.iterations} training "
+                                    "iterations", highlight=False)
         self.timings["stopped_after_iteration"], self.timings["out_of_time"] = self.state.done, out_of_time
         return True
 
