@@ -402,7 +402,7 @@ def test_score_to_win_freezes_each_solved_candidate_and_stops_when_all_are(runs,
     solved = {(g["candidate"], str(g["seed"])): g["solved_at_iteration"] for g in results["groups"]}
     assert solved == expected
     assert results["timings"]["stopped_after_iteration"] == max(expected.values()) + 1
-    assert "every candidate is solved or diverged: stopping after" in printed
+    assert f"every candidate is solved or diverged: stopping after {max(expected.values()) + 1} of" in printed
     assert printed.count("solved good_upright#") + printed.count("solved alive_bonus#") == 4
 
     by_key = {(r["iteration"], r["candidate"], r["seed"]): r for r in metrics(runs / "whole")}
