@@ -1375,8 +1375,8 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     # says that it trained 10 of its 20 iterations, as a run says it), and no halving rung started after it; the
     # final was not given one.
     assert [u is not None for u in fake.untils[:2]] == [True, False] and len(fake.untils) == 2
-    assert "budget: halving rung 1/1 (about 0.0 min) would end past --budget 0.0001: the population run's copies " \
-           "are ranked as they trained" in printed
+    assert "budget: the time of --budget 0.0001 is up, no halving rung starts: the population run's copies are " \
+           "ranked as they trained" in printed
     record = json.loads((tmp_path / "tight" / "iter_00" / "iteration.json").read_text())
     assert record["halving_rungs"] == 0 and record["halving"] == [] and record["stopped_by_budget_after"] == 10
     assert summary["trained"]["halving"] == 0 and record["best"] in {row["name"] for row in record["table"]}

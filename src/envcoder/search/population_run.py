@@ -70,8 +70,9 @@ class PopulationIteration:
         if rows and rungs:  # a random search's copies are never taken over: nothing to add
             proposed = as_proposed({name: source for name, source in files.items() if name not in starts},
                                    rows, (record or {}).get("lineage", [])) if self.s.proposer == "population" else {}
-            timings = results.timings  # a rung runs its programs again, compiled: about this long
-            each = max(timings.get("total_s", 0.0) - timings.get("xla", {}).get("seconds", 0.0), 0.0)
+            timings = results.timings  # a rung runs its programs again, compiled: about this long (unless cut)
+            each = None if timings.get("out_of_time") else max(
+                timings.get("total_s", 0.0) - timings.get("xla", {}).get("seconds", 0.0), 0.0)
             rows += self._halving(iteration, rows, proposed, rungs, each)  # a start's own constants: the final's
         return table + rows, failures, results
 
@@ -86,20 +87,23 @@ class PopulationIteration:
             return [source for pair in pairs for source in self._with_constants([pair])]
 
     def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str], rungs: int,
-                 each: float) -> list[dict]:
+                 each: float | None) -> list[dict]:
         """The `rungs` rungs of successive halving after a population run (`envcoder.search.population.Halving`;
         `proposed`: each file with the constants it came with), as many as end before `--budget` does (`each`: the
-        seconds a rung is expected to take, then those the last one took): the table rows of every set of constants
-        trained in them; the population run's own rows become `copy` (not ranked) where a rung ran."""
+        seconds a rung is expected to take, then those the last one took; None where the budget cut the population
+        run: none): the table rows of every set of constants trained in them; the population run's own rows become
+        `copy` (not ranked) where a rung ran."""
         halving, done = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed), 0
         skipped = self.out / f"iter_{iteration:02d}" / "rungs_skipped.json"  # `envcoder.search.summary.measured`
         skipped.unlink(missing_ok=True)  # a resumed iteration decides again
         for rung in range(1, rungs + 1):
-            if self.until is not None and time.time() + each > self.until:
-                self.console.print(f"budget: halving rung {rung}/{rungs} (about {each / 60:.1f} min) would end "
-                                   f"past --budget {self.s.budget_minutes:g}: " + (
-                                       f"the sets of rung {done} are ranked" if done else
-                                       "the population run's copies are ranked as they trained"), highlight=False)
+            if self.until is not None and (each is None or time.time() + each > self.until):
+                budget = f"--budget {self.s.budget_minutes:g}"
+                why = f"the time of {budget} is up, no halving rung starts" if each is None else \
+                    f"halving rung {rung}/{rungs} (about {each / 60:.1f} min) would end past {budget}"
+                ranked = f"the sets of rung {done} are ranked" if done else \
+                    "the population run's copies are ranked as they trained"
+                self.console.print(f"budget: {why}: {ranked}", highlight=False)
                 write_json(skipped, {"rungs": rungs - done, "expected_s": each})
                 break
             tick = time.time()
