@@ -72,7 +72,7 @@ def _budget_note(it: dict) -> str:
     """The iteration table's words on what `--budget` cut of an iteration ("" where nothing)."""
     cut = []
     if it.get("stopped_by_budget_after"):
-        cut.append(f"stopped its training after {it['stopped_by_budget_after']} iterations")
+        cut.append(f"stopped its training after {plural(it['stopped_by_budget_after'], 'iteration')}")
     if it.get("halving_rungs_skipped_by_budget"):
         cut.append(f"skipped {plural(it['halving_rungs_skipped_by_budget'], 'halving rung')}")
     return f" (--budget {' and '.join(cut)})" if cut else ""
