@@ -558,6 +558,7 @@ def test_a_resumed_search_goes_on_with_a_cut_off_evaluation_only_where_it_record
     assert calls[-1][0].parts[-2:] == ("final", "eval")
 
 
+@pytest.mark.slow  # 27 s here: its files validated in the sandbox
 def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_flat(tmp_path, monkeypatch, capsys):
     """`auto --schedule halving`: each search evaluation runs two rungs; a dropped candidate is fed back with
     the iteration it stopped at and is never a finalist; the final evaluation is flat. (The evaluations are

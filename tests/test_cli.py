@@ -558,6 +558,7 @@ def compute_reward(state):
 '''
 
 
+@pytest.mark.slow  # 70 s here from empty caches: a run's training programs compiled
 def test_a_reason_a_candidate_writes_is_printed_as_text(tmp_path, capsys):
     """Markup in a candidate's error (an unbalanced closing tag ended the run; balanced ones were applied) and a raw
     ESC (a terminal's title sequence) are printed as the text they are; the run goes on with the good candidate."""
@@ -609,6 +610,7 @@ def test_every_option_s_help_is_in_a_user_s_words():
             assert not re.search(r"envcoder\.\w|\w+Settings\.\w|\bNone\b", text), (name, action.dest, text)
 
 
+@pytest.mark.slow  # after the test above, whose programs it loads from the caches
 def test_a_log_file_shows_training_while_it_runs(tmp_path):
     """Into a file (no terminal), training prints lines as it goes, not one at the end; messages are whole lines."""
     import time

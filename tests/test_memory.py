@@ -46,6 +46,7 @@ def test_the_train_state_keeps_to_its_memory_budget(name):
     assert per_env >= 0.9 * env_budget and per_group >= 0.9 * group_budget  # a saving: record the new budget
 
 
+@pytest.mark.slow  # 25 s here
 def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its_evaluation_after_training(
         monkeypatch):
     """The final evaluation steps at most `EVALUATION_ENVS` environments a device (its memory and time stay those

@@ -191,6 +191,7 @@ def test_randomizing_nothing_equals_the_default_bit_for_bit(setup):
             check(default_metrics[-1][key], metrics[-1][key], err_msg=f"{name}: {key}")
 
 
+@pytest.mark.slow  # 33 s here: a third training compiled
 def test_a_group_that_randomizes_nothing_is_unaffected_by_ones_that_do(setup):
     _, alone, _ = setup["train"](["nothing"])
     trainer, mixed, _ = setup["mixed"]

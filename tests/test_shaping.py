@@ -292,6 +292,7 @@ class ExplodingSimulator(Simulator):
         return data.replace(qpos=jnp.where(data.qpos[0] > 0.05, jnp.nan, data.qpos))
 
 
+@pytest.mark.slow  # 25 s here: a training and its evaluation compiled
 def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_diverged(cartpole):
     task, _, state = cartpole
     sim = ExplodingSimulator(task.model_file, task.substeps)
