@@ -5,7 +5,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp

@@ -17,7 +17,6 @@ from envcoder.candidates import SHAPER_TYPES, Candidate, CandidateError, load_ca
 from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
-from envcoder.tasks.base import Fitness
 
 FILES = {
     "heavy": """
