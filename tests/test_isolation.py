@@ -175,7 +175,8 @@ def test_each_bad_file_has_its_specific_error(runs):
     root, results = runs
     failures = {f.name: f.error for f in results["corpus"].failures}
     assert len(EXPECTED) >= 30
-    assert set(failures) == set(EXPECTED)
+    unexpected = {name: failures[name] for name in set(failures) - set(EXPECTED)}
+    assert set(failures) == set(EXPECTED), unexpected  # a file left out that should not be: its reason shows
     for name, message in EXPECTED.items():
         assert message in failures[name], (name, failures[name])
         assert str(root / "corpus_files" / f"{name.split('[')[0]}.py") in failures[name]
@@ -209,7 +210,8 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
 def test_contained_attacks_are_ranked_as_plain_programs(runs):
     _, results = runs
     ranked = {r.name for r in results["corpus"].ranking}
-    assert ranked == {"good", "helper_user", *CONTAINED}
+    failures = {f.name: f.error for f in results["corpus"].failures}
+    assert ranked == {"good", "helper_user", *CONTAINED}, {n: failures.get(n) for n in set(CONTAINED) - ranked}
 
 
 def test_good_candidate_unaffected_by_bad_neighbours(runs):
