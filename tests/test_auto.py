@@ -1386,6 +1386,8 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert "| 1 | 2 | 2 / 2 |" in (tmp_path / "tight" / "summary.md").read_text() and \
         "(--budget stopped its training after 10 iterations and skipped 1 halving rung) |" in (
             tmp_path / "tight" / "summary.md").read_text()
+    # Every fitness in four significant digits, trailing zeros kept (a best of 5.0005 read "5" beside 3.419).
+    assert re.search(r"\| init_poor_weights-\d \| 0\.5000 \| ", (tmp_path / "tight" / "summary.md").read_text())
     assert main([*common, "--budget", "600", "--out", str(tmp_path / "roomy")]) == 0
     assert "the search ends here" not in capsys.readouterr().out
     roomy = json.loads((tmp_path / "roomy" / "summary.json").read_text())

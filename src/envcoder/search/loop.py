@@ -380,8 +380,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
 def _how_measured(row: dict, fitness: str) -> str:
     """A table row's fitness with where it comes from: a halving rung's mean over its runs, or its evaluation."""
     if row.get("rung"):
-        return f"{fitness} {row['fitness']:.4g}, the mean over its {row['seeds']} run(s) in halving rung {row['rung']}"
-    return f"{fitness} {row['fitness']:.4g} in iteration {row['iteration'] + 1}'s evaluation"
+        return f"{fitness} {row['fitness']:#.4g}, the mean over its {row['seeds']} run(s) in halving rung {row['rung']}"
+    return f"{fitness} {row['fitness']:#.4g} in iteration {row['iteration'] + 1}'s evaluation"
 
 
 def _recorded(settings: EvalSettings, eval_dir: Path) -> bool:

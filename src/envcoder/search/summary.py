@@ -27,9 +27,9 @@ def summary_text(summary: dict) -> str:
     if best is None:
         lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
     else:
-        ci = f" (95% CI [{best['ci_low']:.4g}, {best['ci_high']:.4g}])" if best["seeds"] > 1 else ""
+        ci = f" (95% CI [{best['ci_low']:#.4g}, {best['ci_high']:#.4g}])" if best["seeds"] > 1 else ""
         lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
-                     f"{best['fitness_mean']:.4g}{ci} over {plural(best['seeds'], 'seed')} in the final evaluation; "
+                     f"{best['fitness_mean']:#.4g}{ci} over {plural(best['seeds'], 'seed')} in the final evaluation; "
                      f"its code is best.py.")
         if summary.get("task_default"):
             lines += ["", summary["task_default"]["text"]]
@@ -48,7 +48,7 @@ def summary_text(summary: dict) -> str:
         lines += ["", "| iteration | copies | valid / attempts | best | best fitness | programs compiled (s) | s |",
                   "|---|---|---|---|---|---|---|"]
     for it in summary["iterations"]:
-        fit = f"{it['best_fitness']:.4g}" if finite_number(it["best_fitness"]) else "-"
+        fit = f"{it['best_fitness']:#.4g}" if finite_number(it["best_fitness"]) else "-"
         compiled = it.get("compile") or {}
         compiles = f"{compiled['compiles']} ({compiled['seconds']:.1f})" if "compiles" in compiled else "-"
         rungs = [rung["compile"] for rung in it.get("halving", []) if "compiles" in rung["compile"]]
