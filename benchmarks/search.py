@@ -39,8 +39,9 @@ The references can be measured again and pooled: `--pool runs/hns_verify_anymal_
 start and default runs (same task, same arguments) to this one's, and HNS and each find's lead over the default use
 them all; a find it retrained too (the same file under the same name) has its runs pooled as well, so a second
 verify of the same searches on other seeds (`--seed 1016`) adds to the first. `--join` does that too, and its
-verifies' other searches join this one's (named `<its folder>/<find>`), scored against the pooled references: a
-row over searches retrained in several verifies of one setting. The last lines give each start's searches as
+verifies' other searches join this one's (named `<its folder>/<find>`; one that two of them retrained, the same
+file under the same name, is one search with both verifies' runs), scored against the pooled references: a row over
+searches retrained in several verifies of one setting. The last lines give each start's searches as
 search.md's HNS table has them: HNS per search, the median with its 95% interval (resampling the searches and each
 candidate's seeds) and how many finds beat the default at P ≥ 0.95.
 
@@ -202,20 +203,30 @@ def pooled_finds(join: list[Path], own: dict[str, str] | None = None) -> dict[st
     """The searches of other verifies (`join`, checked by `pooled_references` to be of this setting), named
     `<their folder>/<find>`: their record and their runs (none where a kept start's runs were its start's), to join
     this verify's searches in the row over searches; not those that retrained one of this verify's finds (`own`: their
-    source by name), whose runs `pooled_references` adds to that find's."""
-    finds = {}
+    source by name), whose runs `pooled_references` adds to that find's. A find that several of them retrained (the
+    same file under the same name) is one search, under the first one's folder, with all of their runs."""
+    finds, sources = {}, {}
     for folder in join:
         other = json.loads((folder / "verify.json").read_text())
         starts = [name for name in other["per_seed"] if name.startswith("start_")]
         for name, entry in other.get("searches", {}).items():
             if _same_find(folder, name, own or {}):
                 continue
-            if other["per_seed"].get(name) or entry.get("runs_are_the_starts"):
-                kept = {k: entry[k] for k in ("run", "gap_closed_in_its_final", "best_find_in_its_final")}
-                kept |= {k: entry.get(k, False) for k in ("find_is_start", "runs_are_the_starts")}
-                start = entry.get("start_name", starts[0] if len(starts) == 1 else None)  # one start: older files
-                finds[f"{folder.name}/{name}"] = ({"verify": str(folder), "start_name": start} | kept,
-                                                  other["per_seed"].get(name, []))
+            runs = other["per_seed"].get(name, [])
+            if not runs and not entry.get("runs_are_the_starts"):
+                continue
+            path = folder / "functions" / f"{name}.py"
+            source = (name, path.read_text()) if path.is_file() else None
+            earlier = next((key for key, seen in sources.items() if source and seen == source), None)
+            if earlier:  # a second verify of the same search, on other seeds
+                finds[earlier][0].setdefault("pooled_with", []).append(str(folder))
+                finds[earlier][1].extend(runs)
+                continue
+            kept = {k: entry[k] for k in ("run", "gap_closed_in_its_final", "best_find_in_its_final")}
+            kept |= {k: entry.get(k, False) for k in ("find_is_start", "runs_are_the_starts")}
+            start = entry.get("start_name", starts[0] if len(starts) == 1 else None)  # one start: older files
+            finds[f"{folder.name}/{name}"] = ({"verify": str(folder), "start_name": start} | kept, list(runs))
+            sources[f"{folder.name}/{name}"] = source
     return finds
 
 

@@ -1024,6 +1024,23 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert theirs["gap_closed"] == pytest.approx(1.0) and theirs["verify"] == str(other)  # not their own 0.7
     assert "over 2 searches from start_sparse: per search 0.60, 1.00; median 0.80" in printed
     assert "other/find_elsewhere" not in report["per_seed"]  # a verify pooling this one does not count it twice
+    # A second verify of the same search on other seeds (the same file under the same name): one search, its runs
+    # pooled (4.5, 3.5, 2.0, 2.0: mean 3.0; start 1.0 twice and 1.5 four times, mean 8/6; default 3.0 twice and 4.0
+    # four times, 22/6: it closes 10/14 of the gap, not two searches at 1.29 and 0.29).
+    again = tmp_path / "again"
+    for folder, runs in ((other, [4.5, 3.5]), (again, [2.0, 2.0])):
+        (folder / "functions").mkdir(parents=True, exist_ok=True)
+        (folder / "functions" / "find_elsewhere.py").write_text("def compute_reward(state):\n    return 1.0\n")
+        record = json.loads((other / "verify.json").read_text())
+        record["per_seed"] |= {"find_elsewhere": runs, "start_sparse": [1.5, 1.5], "task_default": [4.0, 4.0]}
+        (folder / "verify.json").write_text(json.dumps(record))
+    assert bench.verify([*common, "--join", str(other), str(again)]) == 0
+    report = json.loads((out / "verify.json").read_text())
+    assert set(report["searches"]) == {"find_searches_s0", "other/find_elsewhere"}
+    theirs = report["searches"]["other/find_elsewhere"]
+    assert theirs["seeds"]["find"] == 4 and theirs["gap_closed"] == pytest.approx(10 / 14)
+    assert theirs["pooled_with"] == [str(again)]
+    assert "over 2 searches from start_sparse" in " ".join(capsys.readouterr().out.split())
     (other / "verify.json").write_text(json.dumps({"task": "Ant", "arguments": ["--iterations", "300"],
                                                    "per_seed": {"start_sparse": [2.0], "task_default": [5.0]}}))
     assert bench.verify([*common, "--pool", str(other)]) == 2
