@@ -1026,7 +1026,7 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     assert "other/find_elsewhere" not in report["per_seed"]  # a verify pooling this one does not count it twice
     # A second verify of the same search on other seeds (the same file under the same name): one search, its runs
     # pooled (4.5, 3.5, 2.0, 2.0: mean 3.0; start 1.0 twice and 1.5 four times, mean 8/6; default 3.0 twice and 4.0
-    # four times, 22/6: it closes 10/14 of the gap, not two searches at 1.29 and 0.29).
+    # four times, 22/6: it closes 10/14 of the gap, not two searches at 16/14 and 4/14).
     again = tmp_path / "again"
     for folder, runs in ((other, [4.5, 3.5]), (again, [2.0, 2.0])):
         (folder / "functions").mkdir(parents=True, exist_ok=True)
