@@ -339,8 +339,9 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     with its constants tuned as a population writes them (float32s in
     full): the flat find has no `_split` and no chain of `terms`, names every term that the move added (the Ant's
     start returns `state["root_states"][:, 7]`, an index that only an array takes), writes each tuned constant in
-    the few digits of its float32 (and not the drawn weight in its first comment), and computes the child's reward
-    and components bit for bit on the task's sample states."""
+    the few digits of its float32 (and not the drawn weight in its first comment), keeps its code lines within 100
+    characters (a joint-limit cost and a returned dictionary of several terms were longer, written flat), and
+    computes the child's reward and components bit for bit on the task's sample states."""
     import re
 
     import jax.numpy as jnp
@@ -349,9 +350,10 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     from envcoder.candidates.constants import with_constants
     from envcoder.candidates.load import call_with_params
     from envcoder.candidates.samples import shipped_states
-    from envcoder.search.readable import readable_text
+    from envcoder.search.readable import flatten, readable_text
 
     folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    wide = 0  # flat files with a code line over 100 characters before it was broken
     for name in ("Ant", "Anymal", "Cartpole", "Humanoid"):
         task = get_task(name)
         start = (folder / f"{name.lower()}.py").read_text()
@@ -376,6 +378,8 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
             body = flat.split("def compute_reward(state):\n")[1]
             assert "_split" not in flat and "terms" not in body, (name, flat)
             assert flat.startswith("# offline: from ") and "proposed weight" not in flat, flat  # constants say
+            assert all(len(line) <= 100 for line in flat.splitlines() if not line.startswith("#")), flat
+            wide += any(len(line) > 100 for line in flatten(source).splitlines() if not line.startswith("#"))
             added = re.findall(r"'(\w+)' \(proposed weight", note)
             outputs = []
             for label, text in (("child", source), ("flat", flat)):
@@ -392,6 +396,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                 assert any(len(repr(v)) > 14 and repr(v) in source for v in tuned_values.values())
                 assert all(len(line.split(" = ")[1]) <= 14 for line in flat.splitlines()
                            if line.startswith("W_")), flat
+    assert wide >= 4, wide
 
 def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
     """A cost's range of weights ends where it takes `COST_SIZE` (2) per step on the task's sample states. Ant states

@@ -1,12 +1,15 @@
 """Text that a candidate supplies (its file's error messages, names, reward components), shown as text: never as
 Rich markup, never as a terminal's control sequence (design invariant 6); and its source parsed one thread at a
-time (`parse`, `unparse`)."""
+time (`parse`, `unparse`) and laid out within a width (`wrapped`)."""
 
 from __future__ import annotations
 
 import ast
+import io
+import keyword
 import re
 import threading
+import tokenize
 
 from rich.markup import escape
 
@@ -50,3 +53,64 @@ def column(line: str, utf8_offset: int) -> int:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` and `word` agreeing in number: "1 candidate", "2 candidates" (`many`: where it is not word + "s")."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+WIDTH = 100
+"""The longest line of a flat find (`envcoder.search.readable`) that `wrapped` leaves whole: `ast.unparse` writes
+each statement on one line (a joint-limit cost took 190 characters, a returned dictionary of six terms 160)."""
+
+
+def wrapped(text: str, width: int = WIDTH) -> str:
+    """`text` (Python) with each line longer than `width` broken inside parentheses or braces (after the opening
+    one, after a comma, before a binary `+` or `-`), as late as fits, its continuation lines indented four spaces
+    more than the statement; `text` itself where the result would not parse to the same tree (the layout is all
+    that changes). A comment is left whole."""
+    lines = []
+    for line in text.splitlines():
+        lines += _broken(line, width) if len(line) > width else [line]
+    out = "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+    try:
+        return out if ast.dump(parse(out)) == ast.dump(parse(text)) else text
+    except SyntaxError:
+        return text
+
+
+def _broken(line: str, width: int) -> list[str]:
+    """One line as `wrapped` breaks it, at the columns of `_cuts`."""
+    cuts = _cuts(line)
+    pieces, start, lead = [], 0, ""
+    while len(lead) + len(line) - start > width:
+        fits = [c for c in cuts if start < c <= start + width - len(lead)]
+        cut = max(fits, default=min((c for c in cuts if c > start), default=None))
+        if cut is None:
+            break
+        pieces.append(lead + line[start:cut])
+        start, lead = cut + (line[cut:cut + 1] == " "), " " * (len(line) - len(line.lstrip()) + 4)
+    return pieces + [lead + line[start:]]
+
+
+def _cuts(line: str) -> list[int]:
+    """The columns where `wrapped` may break a line: after an opening parenthesis or brace, and inside one (not in
+    a subscript's `[:, 5]`) after each comma and at the space before each binary `+` or `-`."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(line + "\n").readline) if t.start[0] == 1
+                  and t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT)]
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    opened, cuts, before = [], [], None
+    for token in tokens:
+        if token.type == tokenize.OP and token.string in "([{":
+            cuts += [token.end[1]] if token.string in "({" else []
+            opened.append(token.string)
+        elif token.type == tokenize.OP and token.string in ")]}":
+            opened = opened[:-1]
+        elif opened and opened[-1] in "({" and token.type == tokenize.OP:
+            operand = before is not None and (before.type in (tokenize.NUMBER, tokenize.STRING) or before.string
+                                              in ")]}" or before.type == tokenize.NAME
+                                              and not keyword.iskeyword(before.string))
+            if token.string == ",":
+                cuts.append(token.end[1])
+            elif token.string in "+-" and operand and line[token.start[1] - 1:token.start[1]] == " ":
+                cuts.append(token.start[1] - 1)
+        before = token
+    return cuts

@@ -7,10 +7,11 @@ once and runs straight through (no branch around its `return`) inlined where it 
 pair or of an array expression resolved, and tidied (`envcoder.search.tidy`): dictionaries of terms built in one
 literal, the definitions and imports nothing uses any more removed, the prefixes of the names it kept taken off
 where no other name has that name, the start's quotes, and tuned constants as the float32 they train as
-(`0.9498099`, not `0.9498099088668823`). Only what does not change the arrays' operations is rewritten (nothing is
-folded or reordered), so the flat file computes what the child computes, operation for operation, and trains as it
-does (`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the
-moves read too) is read here.
+(`0.9498099`, not `0.9498099088668823`); `readable_text` also breaks its lines longer than 100 characters inside
+their brackets. Only what does not change the arrays' operations is rewritten (nothing is folded or reordered), so
+the flat file computes what the child computes, operation for operation, and trains as it does
+(`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the moves
+read too) is read here.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 from envcoder.search.inline import inline_one
 from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, named_entries, quoted_like,
                                   returned_literal, short_floats, split_pairs, unprefixed, unread, used)
-from envcoder.text import parse as parse_source, unparse as unparse_source
+from envcoder.text import parse as parse_source, unparse as unparse_source, wrapped
 
 
 def reward_terms(source: str) -> list[str]:
@@ -117,7 +118,7 @@ def readable_text(source: str, start: str | None) -> dict | None:
     inlined = flat != source
     if not inlined and not source.startswith("# offline: "):
         return None
-    flat = quoted_like(flat, start) if start is not None else flat
+    flat = wrapped(quoted_like(flat, start) if start is not None else flat)
     words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
     return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff, "inlined": inlined}
 
