@@ -398,6 +398,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
                            if line.startswith("W_")), flat
     assert wide >= 4, wide
 
+
 def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
     """A cost's range of weights ends where it takes `COST_SIZE` (2) per step on the task's sample states. Ant states
     with a torque of 10 N·m on each of its 8 joints: the effort cost is 8 × 10² = 800, so its range [1e-6, 0.01] ends

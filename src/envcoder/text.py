@@ -113,4 +113,4 @@ def _cuts(line: str) -> list[int]:
             elif token.string in "+-" and operand and line[token.start[1] - 1:token.start[1]] == " ":
                 cuts.append(token.start[1] - 1)
         before = token
-    return cuts
+    return [c for c in cuts if line[c:c + 1] not in (")", "]", "}")]  # not before a closing bracket: `f(\n)`
