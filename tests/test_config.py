@@ -1,6 +1,7 @@
 """PPO settings: defaults, the task's YAML, a config file, overrides, and each kind of bad setting."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -70,4 +71,21 @@ def test_bad_files_and_overrides(tmp_path):
 def test_every_default_passes_its_own_type_check():
     # The type checks cover every field's declared type.
     for field in dataclasses.fields(PPOConfig):
+        PPOConfig.resolve([("defaults", {field.name: getattr(PPOConfig(), field.name)})])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("ppo.horizon_length=0", "horizon_length must be a number of at least 1, got 0"),
+    ("ppo.num_minibatches=0", "num_minibatches must be a number of at least 1, got 0"),
+    ("ppo.mini_epochs=-1", "mini_epochs must be a number of at least 1, got -1"),
+    ("ppo.learning_rate=.nan", "learning_rate must be a finite number above 0, got nan"),
+    ("ppo.gamma=2", "gamma must be a finite number from 0.0 to 1.0, got 2"),
+    ("ppo.units=[32, 0]", "each width of units must be a number of at least 1, got [32, 0]"),
+    ("ppo.central_value_config.mini_epochs=0", "mini_epochs must be a number of at least 1, got 0"),
+])
+def test_an_override_out_of_range_is_refused_with_its_rule(override, message):
+    """Each of these ended a run with a ZeroDivisionError or an MLIRError, or trained on NaN, before."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        PPOConfig.resolve([("command-line override", parse_overrides([override]))])
+    for field in dataclasses.fields(PPOConfig):  # the defaults are in range
         PPOConfig.resolve([("defaults", {field.name: getattr(PPOConfig(), field.name)})])

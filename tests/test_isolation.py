@@ -405,7 +405,7 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
     """The jail's mount namespace: the worker mounts a tmpfs on its scratch folder that only it sees, so what a
     candidate's process writes there (8 files of 63 MiB filled the disk's temporary folder before) stops at its
     size; the folder outside the namespace stays empty."""
-    from envcoder.candidates.jail import Jail, unshare_command
+    from envcoder.candidates.jail import Jail, start_jailed, unshare_command
 
     if not Jail.here().mount_namespace:
         pytest.skip(Jail.here().weaker or "no mount namespace here")
@@ -418,9 +418,10 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
             "except OSError as err:\n"
             "    print('refused', errno.errorcode[err.errno])\n")
     src = str(Path(__file__).resolve().parents[1] / "src")
-    done = subprocess.run([*unshare_command(), sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "PYTHONPATH": src})
-    assert done.stdout.strip() == "refused ENOSPC", done.stderr
+    proc = start_jailed(unshare_command(), [sys.executable, "-c", code], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": src})
+    out, err = proc.communicate(timeout=60)
+    assert out.decode().strip() == "refused ENOSPC", err.decode()
     assert list(scratch.iterdir()) == []  # the tmpfs was the namespace's own
 
 

@@ -13,13 +13,28 @@ import tokenize
 
 from rich.markup import escape
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Control characters but the newline and the tab: an ESC starts a terminal sequence (a window title, a colour)."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters but the newline and the tab (an ESC starts a terminal sequence: a window title, a colour), and
+the bidirectional controls (U+202E shows the text after it backwards: a file name that reads as another)."""
+_LINE_BREAKS = re.compile(r"[\n\t]")
 
 
 def plain(text: object) -> str:
-    """`text` with its control characters written out (`\\x1b`), for a log, a report or a Markdown file."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """`text` with its control characters written out (`\\x1b`, `\\u202e`), for a log, a report or a Markdown
+    file."""
+    return _CONTROL.sub(_written_out, str(text))
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """`plain`, and its newlines and tabs written out too: text a candidate, a model, a file name or a run directory
+    supplies, which must not print lines of its own (a fake ranking table); cut to `limit` characters."""
+    line = _LINE_BREAKS.sub(_written_out, plain(text))
+    return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
+
+
+def _written_out(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def shown(text: object) -> str:

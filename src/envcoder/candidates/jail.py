@@ -14,6 +14,7 @@ worker then relies on its empty environment, resource limits and the static chec
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import functools
@@ -21,7 +22,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Sequence
 
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446  # the same numbers on every Linux architecture
 _VERSION = 1  # LANDLOCK_CREATE_RULESET_VERSION
@@ -67,24 +70,108 @@ def landlock_abi() -> int:
     return max(int(abi), 0)
 
 
+JAILED_ID = 1
+"""The user and group id, in the worker's namespaces, that a candidate's process takes (`drop_privileges`) where the
+worker maps one (`start_jailed`: this process is root): mapped to `JAILED_HOST_ID`, it owns nothing of the host, so
+that no host file is its to chmod, chown, touch or label, and no capability of the namespace applies to host files
+but reading (`CAP_DAC_READ_SEARCH`: the Python and caches of a root user live in folders only root may read)."""
+JAILED_HOST_ID = 2_147_483_646
+"""The host's uid and gid behind `JAILED_ID`: the last below 2^31, which no distribution allocates."""
+_WAIT_FOR_MAPS = ("/bin/sh", "-c", 'read -r _ && exec "$0" "$@"')
+"""What runs first inside the namespaces where this process maps the ids itself: it waits for the line that says the
+maps are written, then becomes the worker (an `exec` after the maps: a process that execs unmapped loses the
+namespace's capabilities, and the worker could mount nothing)."""
+
+
 @functools.lru_cache(maxsize=None)
 def unshare_command() -> tuple[str, ...]:
     """The command prefix that starts a process in new user, network, mount and PID namespaces (the process is the
     first of its PID namespace: whatever it or its children start, a daemon too, dies with it; what it mounts only it
-    sees), or () where that is refused."""
+    sees), or () where that is refused. Where this process is root and may write the id maps itself, the prefix maps
+    root and `JAILED_ID` (`maps_jailed_id`) and must be started with `start_jailed`."""
     tool = shutil.which("unshare")
     if tool is None:
         return ()
     pid = ("--pid", "--fork", "--kill-child")
     for extra in (("--mount", *pid), pid, ()):  # without a mount or a PID namespace where it is refused
+        if os.geteuid() == 0 and os.path.exists(_WAIT_FOR_MAPS[0]):
+            command = (tool, "--user", "--net", *extra, "--", *_WAIT_FOR_MAPS)
+            if _probe(command, mapped=True):
+                return command
         for mapping in ("--map-current-user", "--map-root-user"):
             command = (tool, "--user", mapping, "--net", *extra, "--")
-            try:
-                if subprocess.run(command + ("true",), capture_output=True, timeout=10).returncode == 0:
-                    return command
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+            if _probe(command, mapped=False):
+                return command
     return ()
+
+
+def maps_jailed_id() -> bool:
+    """Whether the workers' namespaces map `JAILED_ID` to `JAILED_HOST_ID`, so that a candidate's process runs as a
+    uid that owns nothing of the host (this process is root); else it runs as this process's own user."""
+    return unshare_command()[-len(_WAIT_FOR_MAPS):] == _WAIT_FOR_MAPS
+
+
+def _probe(command: tuple[str, ...], mapped: bool) -> bool:
+    try:
+        proc = (start_jailed(command, ["cat", "/proc/self/uid_map"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                if mapped else subprocess.Popen([*command, "cat", "/proc/self/uid_map"], stdout=subprocess.PIPE,
+                                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
+        out, _ = proc.communicate(timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and (not mapped or len(out.split(b"\n")) > 2)
+
+
+def start_jailed(command: Sequence[str], argv: Sequence[str], **popen) -> subprocess.Popen:
+    """Start `argv` behind the namespaces' `command` (`unshare_command()`), writing the id maps first where the
+    command leaves them to this process: root as root (the worker, trusted), `JAILED_ID` as `JAILED_HOST_ID` (a
+    candidate's process). The started process's standard input then begins with one line of ours."""
+    if command[-len(_WAIT_FOR_MAPS):] != tuple(_WAIT_FOR_MAPS):
+        return subprocess.Popen([*command, *argv], **popen)
+    popen["stdin"] = subprocess.PIPE
+    proc = subprocess.Popen([*command, *argv], **popen)
+    try:
+        mine, deadline = os.readlink("/proc/self/ns/user"), time.monotonic() + 10
+        while os.readlink(f"/proc/{proc.pid}/ns/user") == mine:  # until `unshare` has made the namespaces
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise OSError(f"{command[0]} made no user namespace")
+            time.sleep(0.001)
+        for kind in ("uid", "gid"):
+            Path(f"/proc/{proc.pid}/{kind}_map").write_text(f"0 0 1\n{JAILED_ID} {JAILED_HOST_ID} 1\n")
+        proc.stdin.write(b"mapped\n")
+        proc.stdin.flush()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc
+
+
+_CAP_DAC_READ_SEARCH = 2
+_PR_SET_KEEPCAPS = 8
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_privileges(jailed_id: int = JAILED_ID) -> None:
+    """In a candidate's process, as root of the worker's namespaces: become `jailed_id` (no supplementary groups), a
+    uid that owns nothing of the host, keeping only the capability to read what Landlock lets it read."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_KEEPCAPS) failed")
+    os.setgroups([])
+    os.setresgid(jailed_id, jailed_id, jailed_id)
+    os.setresuid(jailed_id, jailed_id, jailed_id)
+    data = (_CapData * 2)(_CapData(1 << _CAP_DAC_READ_SEARCH, 1 << _CAP_DAC_READ_SEARCH, 0), _CapData(0, 0, 0))
+    if libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), data) != 0:  # _LINUX_CAPABILITY_VERSION_3
+        raise OSError(ctypes.get_errno(), "capset failed")
+    libc.prctl(_PR_SET_KEEPCAPS, 0, 0, 0, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +182,14 @@ class Jail:
     landlock: int
     pid_namespace: bool = True
     mount_namespace: bool = True
+    own_uid: bool = True
+    """A candidate's process runs as a uid that is not host root (`maps_jailed_id`, or this user is not root)."""
 
     @classmethod
     def here(cls) -> "Jail":
         command = unshare_command()
-        return cls(bool(command), landlock_abi(), "--pid" in command, "--mount" in command)
+        return cls(bool(command), landlock_abi(), "--pid" in command, "--mount" in command,
+                   os.geteuid() != 0 or maps_jailed_id())
 
     @property
     def weaker(self) -> str | None:
@@ -112,9 +202,12 @@ class Jail:
         if self.namespaces and not self.mount_namespace:
             missing.append("no mount namespace (unshare --mount refused): a candidate's scratch folder has no size "
                            "limit but the one on each file")
-        if not unix_sockets_deniable():
-            missing.append(f"no filter of Unix sockets on {os.uname().machine}: a candidate's process can connect to "
-                           "a socket file it can reach")
+        if not self.own_uid:
+            missing.append("the id maps cannot be written: a candidate's process runs as root's uid (its system "
+                           "calls that change files' owners, modes, times and attributes are refused)")
+        if not system_calls_filterable():
+            missing.append(f"no system-call filter on {os.uname().machine}: a candidate's process can connect to "
+                           "a socket file it can reach, and change the modes of files it owns")
         if self.landlock == 0:
             missing.append("no Landlock in this kernel: the worker can read and write whatever this user can")
         elif self.landlock < 4:
@@ -135,6 +228,36 @@ def mount_scratch(folder: str, size: int = SCRATCH_BYTES) -> bool:
     return libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 0, options) == 0
 
 
+def end_descendants() -> None:
+    """In the worker, after a candidate's process ended: kill whatever it left behind (a daemon double-forked out of
+    its process group lived through all of training before, 349 MB). The worker is the first process of its PID
+    namespace, where `kill(-1)` reaches every other process of the namespace; elsewhere, those reparented to it
+    (`PR_SET_CHILD_SUBREAPER`, set the first time) and their children."""
+    import signal
+
+    if os.getpid() == 1:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+    else:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: what a candidate's process orphans comes to us
+        todo = [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            try:
+                children = [int(c) for task in Path(f"/proc/{pid}/task").iterdir()
+                            for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            for child in children:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(child, signal.SIGKILL)
+            todo += children
+    with contextlib.suppress(ChildProcessError):  # each of them killed: reaped (the worker has no other child now)
+        while True:
+            os.waitpid(-1, 0)
+
+
 def readable_folders(extra: tuple[str, ...] = ()) -> list[str]:
     """Where Python, its packages and envcoder live, plus `extra`: the folders a jailed process may read."""
     here = Path(__file__).resolve().parents[2]  # the folder that holds the envcoder package
@@ -143,16 +266,25 @@ def readable_folders(extra: tuple[str, ...] = ()) -> list[str]:
     return sorted(f for f in folders if os.path.exists(f))
 
 
-def lock(writable: str, readable: tuple[str, ...] = ()) -> int:
-    """Lock this process (and its future children) in: read only `readable_folders(readable)` and
-    `READABLE_FILES`, write only beneath `writable`, no TCP, no signals or abstract sockets outside. Returns the
-    Landlock ABI used (0: none available, nothing locked)."""
+def lock(writable: str, readable: tuple[str, ...] = (), jailed_id: int | None = None) -> int:
+    """Lock this process (and its future children) in: as `jailed_id` where given (`drop_privileges`), read only
+    `readable_folders(readable)` and `READABLE_FILES`, write only beneath `writable`, no TCP, no signals or abstract
+    sockets outside, and the system calls `filter_system_calls` refuses. Returns the Landlock ABI used (0: none
+    available, nothing locked but the ids and the filter)."""
+    if jailed_id is not None:
+        drop_privileges(jailed_id)
     abi = landlock_abi()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if abi == 0:
-        return 0
+    if abi:
+        _restrict(libc, abi, writable, readable)
+    filter_system_calls(libc)
+    return abi
+
+
+def _restrict(libc, abi: int, writable: str, readable: tuple[str, ...]) -> None:
+    """Landlock's part of `lock`."""
     fs = _FS_BY_ABI.get(abi, _FS_BY_ABI[5])
     attr = _RulesetAttr(fs, _NET_TCP if abi >= 4 else 0, _SCOPES if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
@@ -171,8 +303,6 @@ def lock(writable: str, readable: tuple[str, ...] = ()) -> int:
             raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
     finally:
         os.close(ruleset)
-    deny_unix_sockets(libc)
-    return abi
 
 
 class _SockFilter(ctypes.Structure):
@@ -183,36 +313,88 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-_SOCKET_CALL = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
-"""Per machine: the seccomp audit architecture and the number of the `socket` system call."""
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+"""Per machine: the seccomp audit architecture of its native system calls (any other is refused: a 32-bit
+`int 0x80` reached `socket` unfiltered before)."""
+_CALLS = {  # name: (number on x86_64, on aarch64), None where the architecture lacks the call
+    "socket": (41, 198), "clone": (56, 220), "clone3": (435, 435),
+    # what changes a file's owner, mode, times or attributes: Landlock does not cover these
+    "chmod": (90, None), "fchmod": (91, 52), "fchmodat": (268, 53), "fchmodat2": (452, 452), "chown": (92, None),
+    "fchown": (93, 55), "lchown": (94, None), "fchownat": (260, 54), "utime": (132, None), "utimes": (235, None),
+    "futimesat": (261, None), "utimensat": (280, 88), "setxattr": (188, 5), "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7), "removexattr": (197, 14), "lremovexattr": (198, 15), "fremovexattr": (199, 16),
+    "setxattrat": (463, 463), "removexattrat": (466, 466),
+    # io_uring runs system calls that seccomp never sees (its socket operation made a Unix socket)
+    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
+    # other processes, the kernel's own programs and keys, namespaces and mounts, modules, handles past Landlock
+    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "pidfd_getfd": (438, 438),
+    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282), "keyctl": (250, 219),
+    "add_key": (248, 217), "request_key": (249, 218), "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40),
+    "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51), "open_tree": (428, 428),
+    "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431), "fsmount": (432, 432),
+    "fspick": (433, 433), "mount_setattr": (442, 442), "name_to_handle_at": (303, 264),
+    "open_by_handle_at": (304, 265), "kexec_load": (246, 104), "kexec_file_load": (320, 294),
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106), "swapon": (167, 224),
+    "swapoff": (168, 225), "reboot": (169, 142), "quotactl": (179, 60), "acct": (163, 89),
+}
+REFUSED_CALLS = tuple(name for name in _CALLS if name not in ("socket", "clone", "clone3"))
+"""The system calls a candidate's process may not make at all (EPERM)."""
+SOCKET_FAMILIES = (2, 10, 16)
+"""The socket families it may open: AF_INET, AF_INET6 (its network namespace holds only `lo`, and Landlock refuses
+TCP) and AF_NETLINK; Unix (a socket file outside, an ssh-agent's or docker's), packet, vsock and every other family
+are refused (EACCES)."""
+_NEW_NAMESPACES = 0x7E020080
+"""clone()'s flags that make namespaces (NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME)."""
 
 
-def unix_sockets_deniable() -> bool:
-    """Whether `deny_unix_sockets` has a filter for this machine's architecture."""
-    return sys.platform.startswith("linux") and os.uname().machine in _SOCKET_CALL
+def system_calls_filterable() -> bool:
+    """Whether `filter_system_calls` has a filter for this machine's architecture."""
+    return sys.platform.startswith("linux") and os.uname().machine in _AUDIT_ARCH
 
 
-def deny_unix_sockets(libc=None) -> bool:
-    """Refuse new Unix-domain sockets to this thread and the processes it starts (a seccomp filter: `socket(AF_UNIX,
-    ...)` fails with EACCES). Landlock does not cover connecting to a socket file: an ssh-agent's, docker's or
-    dbus's would be reachable. Needs no-new-privileges (`lock` sets it); False where this architecture has no
-    filter here."""
-    if not unix_sockets_deniable():
+def _filter_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The seccomp BPF program of `filter_system_calls` for `machine`, as (code, jt, jf, k) rows."""
+    load, equal, at_least, any_bit = 0x20, 0x15, 0x35, 0x45  # BPF_LD|W|ABS; BPF_JMP|JEQ, |JGE, |JSET (BPF_K)
+    ret, allow = 0x06, 0x7FFF0000  # BPF_RET|BPF_K, SECCOMP_RET_ALLOW
+    errno = 0x00050000  # SECCOMP_RET_ERRNO | the error number
+    column = 0 if machine == "x86_64" else 1
+    number = {name: numbers[column] for name, numbers in _CALLS.items() if numbers[column] is not None}
+    # Rows jump to labels resolved below: "allow", "eperm", "eacces", "enosys".
+    rows: list = [(load, 0, 0, 4), (equal, None, "eperm", _AUDIT_ARCH[machine]), (load, 0, 0, 0)]
+    if machine == "x86_64":
+        rows.append((at_least, "eperm", None, 0x40000000))  # the x32 calls
+    rows += [(equal, "eperm", None, number[name]) for name in REFUSED_CALLS if name in number]
+    rows.append((equal, "enosys", None, number["clone3"]))  # its flags are out of reach: C libraries fall back to clone
+    rows += [(equal, None, "socket?", number["clone"]), (load, 0, 0, 16), (any_bit, "eperm", "allow", _NEW_NAMESPACES)]
+    rows += ["socket?", (equal, None, "allow", number["socket"]), (load, 0, 0, 16)]
+    rows += [(equal, "allow", None, family) for family in SOCKET_FAMILIES]
+    rows += [(ret, 0, 0, errno | 13), "allow", (ret, 0, 0, allow), "eperm", (ret, 0, 0, errno | 1),
+             "enosys", (ret, 0, 0, errno | 38)]
+    labels, program = {}, []
+    for row in rows:
+        if isinstance(row, str):
+            labels[row] = len(program)
+        else:
+            program.append(row)
+    resolved = []
+    for i, (code, jt, jf, k) in enumerate(program):
+        resolved.append((code, *(labels[j] - i - 1 if isinstance(j, str) else 0 if j is None else j
+                                 for j in (jt, jf)), k))
+    return resolved
+
+
+def filter_system_calls(libc=None) -> bool:
+    """Refuse to this thread and the processes it starts (a seccomp filter): every system call of another
+    architecture than the machine's own (and x86-64's x32 calls), `REFUSED_CALLS`, clone with new namespaces, and
+    sockets of families other than `SOCKET_FAMILIES`. Landlock covers neither Unix socket files, nor modes, owners,
+    times and attributes of files, nor io_uring. Needs no-new-privileges (`lock` sets it); False where this
+    architecture has no filter here."""
+    if not system_calls_filterable():
         return False
     libc = libc or ctypes.CDLL(None, use_errno=True)
-    arch, socket_call = _SOCKET_CALL[os.uname().machine]
-    load, jump_equal, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
-    allow, refuse = 0x7FFF0000, 0x00050000 | 13  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
-    program = (_SockFilter * 8)(
-        _SockFilter(load, 0, 0, 4),                  # the architecture
-        _SockFilter(jump_equal, 0, 5, arch),
-        _SockFilter(load, 0, 0, 0),                  # the system call's number
-        _SockFilter(jump_equal, 0, 3, socket_call),
-        _SockFilter(load, 0, 0, 16),                 # its first argument: the address family
-        _SockFilter(jump_equal, 0, 1, 1),            # AF_UNIX
-        _SockFilter(ret, 0, 0, refuse),
-        _SockFilter(ret, 0, 0, allow))
-    fprog = _SockFprog(len(program), program)
+    rows = _filter_program(os.uname().machine)
+    program = (_SockFilter * len(rows))(*(_SockFilter(*row) for row in rows))
+    fprog = _SockFprog(len(rows), program)
     if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     return True

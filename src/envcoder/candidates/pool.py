@@ -23,8 +23,13 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from envcoder.candidates.jail import unshare_command
+from envcoder.candidates.jail import JAILED_ID, maps_jailed_id, start_jailed, unshare_command
 from envcoder.compile_cache import code_fingerprint, verdict_cache_dir
+
+
+COST_ENVS = (64, 256)
+"""The environments (one group) at which the worker measures what each program costs (`program_costs`), besides the
+run's own size where the validator knows it."""
 
 
 class SandboxError(RuntimeError):
@@ -74,9 +79,9 @@ class Worker:
         os.mkdir(scratch_folder(self.folder))
         self.stderr = tempfile.TemporaryFile()
         self.namespaced = "--pid" in unshare_command()  # the worker then reports PIDs of a namespace of its own
-        self.proc = subprocess.Popen([*unshare_command(), sys.executable, "-m", "envcoder.candidates.worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=worker_env(self.folder), cwd=self.folder, start_new_session=True)
+        self.proc = start_jailed(unshare_command(), [sys.executable, "-m", "envcoder.candidates.worker"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                 env=worker_env(self.folder), cwd=self.folder, start_new_session=True)
         # The header after the launch: the worker reads it after its imports, and what it names takes this process
         # a while the first time (the code's fingerprint initializes JAX's backend: a GPU's, in a training process).
         try:
@@ -105,7 +110,8 @@ class Worker:
 
         return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
                 "scratch": scratch_folder(self.folder), "mount_scratch": "--mount" in unshare_command(),
-                "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes}
+                "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes,
+                "jailed_id": JAILED_ID if maps_jailed_id() else None}
 
     def ready(self, startup_timeout_s: float) -> None:
         """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
@@ -155,12 +161,13 @@ class Worker:
                 return message
 
     def check(self, name: str, path: str | None, source: str, timeout_s: float, cpu_seconds: int,
-              platform: str) -> dict | None:
-        """The child's verdict on one file (its programs exported for `platform`), or None when it hung
+              platform: str, cost_envs: Sequence[int] = ()) -> dict | None:
+        """The child's verdict on one file (its programs exported for `platform`, their costs measured at one group
+        of each of `cost_envs` environments, default `COST_ENVS`), or None when it hung
         (`timed_out`: a step took over `timeout_s`, or the whole file over `TOTAL_STEPS` × `timeout_s`, however
         often the child reported a step) or died (`exit`)."""
         return self.ask({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
-                         "platform": platform}, timeout_s)
+                         "platform": platform, "cost_envs": list(cost_envs or COST_ENVS)}, timeout_s)
 
     def work(self, name: str, work: str, arguments: dict, timeout_s: float, cpu_seconds: int) -> dict | None:
         """The child's answer to a function of envcoder's on candidate text (`work`, "module:function", called with
@@ -173,8 +180,11 @@ class Worker:
         name = request["name"]
         self.phase = self.child = self.exit = None
         self.timed_out = self.over_total = False
-        self.stderr.seek(0, os.SEEK_END)
-        self._stderr_from = self.stderr.tell()
+        # Each request's standard error from the start of the file: what one file's process wrote there (up to its
+        # file-size limit) must not leave the next one without room ("File too large" for a valid file before).
+        self.stderr.seek(0)
+        self.stderr.truncate()
+        self._stderr_from = 0
         try:
             self._send(request)
         except (BrokenPipeError, OSError):

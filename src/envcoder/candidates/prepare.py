@@ -20,6 +20,7 @@ from envcoder.candidates.pool import default_workers
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates, expand_sweeps
 from envcoder.shaping.api import CandidateError
+from envcoder.text import one_line
 
 
 def build_candidates(settings):
@@ -70,6 +71,10 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
                     f"{file}: the sandbox's verdict names the candidate {candidate.name}, not {name} or a variant of "
                     "its sweep; it is left out (an envcoder bug: please report it with this file)")))
     candidates = _affordable(candidates, failures, len(settings.seeds), settings.envs_per_candidate)
+    if console is not None:
+        for name, ratio in heavier_than_neighbours(candidates, settings.envs_per_candidate):
+            console.print(f"{one_line(name)} computes {ratio:,.0f}× the operations per environment and step of the "
+                          "median candidate: every group of the run waits for it", markup=False, highlight=False)
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
     return candidates + defaults, failures
@@ -88,10 +93,16 @@ MEMORY_SHARE = 0.5
 
 
 def cost_at(cost: dict, what: str, envs: int) -> float:
-    """A program's `what` (`flops`, `bytes`, `temporary`) at one group of `envs` environments, from the worker's two
-    measurements (`program_costs`): a power of the number of environments through them, at least linear (a cost
-    that grows as its square, an `[e, e]` array, is seen as one)."""
-    (small, large), (a, b) = cost["envs"], cost[what]
+    """A program's `what` (`flops`, `bytes`, `temporary`) at one group of `envs` environments, from the worker's
+    measurements (`program_costs`): the one at that size where it measured there (the run's own: a branch on the
+    number of environments shows only there), else a power of the number of environments through the two nearest,
+    at least linear (a cost that grows as its square, an `[e, e]` array, is seen as one)."""
+    sizes, values = list(cost["envs"]), list(cost[what])
+    if envs in sizes:
+        return values[sizes.index(envs)]
+    above = next((i for i, n in enumerate(sizes) if n > envs), len(sizes))
+    pair = min(max(above - 1, 0), len(sizes) - 2)
+    (small, large), (a, b) = sizes[pair:pair + 2], values[pair:pair + 2]
     if a <= 0.0 or b <= 0.0:
         return b * envs / large
     power = max(1.0, math.log(b / a) / math.log(large / small))
@@ -151,6 +162,23 @@ def device_memory() -> int | None:
     if device.platform == "cpu":
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return (device.memory_stats() or {}).get("bytes_limit")
+
+
+HEAVY_FACTOR = 10.0
+"""A candidate whose programs do this many times the median candidate's operations per environment and step is named
+before training (`heavier_than_neighbours`): the run steps all groups together, so it sets everyone's pace."""
+
+
+def heavier_than_neighbours(candidates, envs: int) -> list[tuple[str, float]]:
+    """`(name, ratio)` of each candidate whose programs' operations per environment and step at `envs` environments
+    (the worker's measurements, `cost_at`) are over `HEAVY_FACTOR` × the median candidate's; needs three."""
+    work = {c.name: sum(cost_at(f.cost, "flops", envs) for f in c.functions.values() if getattr(f, "cost", None))
+            for c in candidates}
+    measured = sorted(v for v in work.values() if v > 0)
+    if len(measured) < 3:
+        return []
+    median = measured[len(measured) // 2]
+    return [(name, v / median) for name, v in work.items() if v > HEAVY_FACTOR * median]
 
 
 def _affordable(candidates, failures: list, groups: int, envs: int) -> list:
@@ -218,7 +246,8 @@ def _verdicts(drafts, settings, task, validator: SandboxValidator | None, consol
             console.print(f"[yellow]the candidates' jail is weaker on this machine:[/yellow] {weaker}", highlight=False)
     own = validator is None
     validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
-                                              settings.validation_memory_gib, workers=default_workers(len(drafts)))
+                                              settings.validation_memory_gib, workers=default_workers(len(drafts)),
+                                              run_envs=settings.envs_per_candidate)
     try:
         return validator.validate(drafts)
     finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import re
 from typing import Callable, Mapping, Sequence
 
@@ -93,6 +94,19 @@ def export_function(fn: Callable, param_names: Sequence[str], arguments: list[tu
     return programs
 
 
+_LOCATION = re.compile(r'\s*loc\((?:"[^"]*"|[^()"]|\([^()]*\))*\)')
+"""A source location in MLIR text: `loc(#loc3)`, `loc(unknown)`, and a named one on a block's or a function's
+argument, `loc("scatter:"(#loc40))` (its name may hold parentheses: `loc("jit(f)/asin"(#loc4))`)."""
+
+
+def computation_text(module: str) -> str:
+    """A program's module (MLIR text) without source locations and argument or result names: what it computes,
+    the same for two files that differ only in names, comments, layout or their constants' values."""
+    lines = [line for line in module.splitlines() if not line.startswith("#loc")]
+    text = _LOCATION.sub("", "\n".join(lines))
+    return re.sub(r'jax\.(?:arg|result)_info = "[^"]*",?\s*', "", text)
+
+
 def check_sizes(exported: export.Exported, file: str, api: str) -> None:
     """Every output is `[g, e, ...]` (`[g, ...]` for a curriculum) with fixed sizes after those: an output whose
     size follows the number of environments or groups (an observation `[E, E // 17]`) is refused."""
@@ -106,10 +120,10 @@ def check_sizes(exported: export.Exported, file: str, api: str) -> None:
                                        "run", function=api)
 
 
-def check_program(exported: export.Exported, file: str, api: str) -> None:
+def check_program(exported: export.Exported, file: str, api: str, text: str | None = None) -> None:
     """Refuse a program that does more than pure computation: a custom call other than a size check, host
-    callbacks, infeed/outfeed or send/recv, tokens or side effects."""
-    text = exported.mlir_module()
+    callbacks, infeed/outfeed or send/recv, tokens or side effects. `text`: its module, where already at hand."""
+    text = exported.mlir_module() if text is None else text
     for target in re.findall(r"stablehlo\.custom_call\s+@([\w.$-]+)", text):
         if target not in ALLOWED_CUSTOM_CALLS:
             raise CandidateError(file, f"its program calls {target!r}, an operation outside pure computation (a host "
@@ -133,13 +147,27 @@ class Program:
         """`cost`: what the worker measured of it per environment, and of the task's own function of its type
         (`envcoder.candidates.handover.program_costs`)."""
         self.file, self.api, self.text, self.cost = file, api, tuple(programs), cost
-        self.exported = []
+        self.exported, computation = [], hashlib.sha256()
         for blob in programs:
             exported = export.deserialize(bytearray(base64.b64decode(blob)))
-            check_program(exported, file, api)
+            module = exported.mlir_module()
+            check_program(exported, file, api, module)
             check_sizes(exported, file, api)
             self.exported.append(exported)
+            computation.update(computation_text(module).encode() + b"\0")
+        self.key = computation.hexdigest()[:16]
+        """What the programs compute (their modules without source locations and names): a function key made from
+        it (`envcoder.candidates.sandbox`) can belong to no other computation, whatever a worker's reply claims."""
         self.__name__ = api
+
+    @property
+    def param_names(self) -> set[str]:
+        """The names of the constants it takes as data (its first argument's keys)."""
+        names = set()
+        for exported in self.exported:
+            params = jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals)[0][0]
+            names |= set(params) if isinstance(params, Mapping) else set()
+        return names
 
     def __call__(self, params, *args):
         return self._zeros(params, *args) if self._inert else self._run(params, *args)

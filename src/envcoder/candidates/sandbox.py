@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import os
 import queue
 import threading
@@ -31,8 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from envcoder.candidates.constants import code_keys
-from envcoder.candidates.pool import SandboxError, Worker, close_started, default_workers, start_workers, take_started
+from envcoder.candidates.pool import (COST_ENVS, SandboxError, Worker, close_started, default_workers, start_workers,
+                                      take_started)
 from envcoder.compile_cache import code_fingerprint, store_entry, verdict_cache_dir
+from envcoder.shaping.api import CandidateError
+from envcoder.text import one_line
 
 if TYPE_CHECKING:
     from envcoder.candidates.load import Candidate
@@ -65,6 +69,61 @@ class Verdict:
         return next(iter(self.errors.values()), None)
 
 
+ERROR_CHARACTERS = 2000
+"""The most of a child's error text the training process keeps (one line: `envcoder.text.one_line`)."""
+
+
+def _owns(name: str, variant: object) -> bool:
+    """Whether `variant` is the file `name` or one of its sweep's variants (`name[...]`)."""
+    return isinstance(variant, str) and (variant == name or variant.startswith(name + "["))
+
+
+def trusted_reply(name: str, path: str | None, reply: dict) -> tuple[dict, dict[str, str]]:
+    """What the training process takes of a child's reply on the file `name`: its candidates only where they are
+    that file's (or its sweep's variants), its errors as one-line text under that file's names (an error the child
+    gives another file, a control that trained, say, is this file's), and nothing else. `(reply, errors)`."""
+    errors: dict[str, str] = {}
+    raw = reply.get("errors") if isinstance(reply.get("errors"), dict) else {}
+    for variant, why in raw.items():
+        errors.setdefault(variant if _owns(name, variant) else name, one_line(why, ERROR_CHARACTERS))
+    candidates = reply.get("candidates") if isinstance(reply.get("candidates"), list) else []
+    strangers = [str(d.get("name")) if isinstance(d, dict) else repr(d) for d in candidates
+                 if not isinstance(d, dict) or not _owns(name, d.get("name"))]
+    if strangers:
+        errors[name] = one_line(f"{path or name}: its validation answered for {', '.join(strangers)}, which is not "
+                                "this file: left out", ERROR_CHARACTERS)
+        candidates = []
+    return {**reply, "name": name, "candidates": candidates}, errors
+
+
+def verified_wire(data: dict, path: str | None, functions: dict, default=None) -> dict:
+    """A validated variant's record (`Candidate.to_wire`) as the parent can vouch for it: its function keys made
+    from what its programs compute (`Program.key`), never the child's, so that no file's program can serve another
+    file or the task's own shaping (nor stand in the compile caches for one); its constants exactly its programs'
+    inputs, finite numbers. The task's own shaping (`path` None) takes the keys of `default`, made here."""
+    if default is not None:
+        return {**data, "code_key": default.code_key, "function_keys": dict(default.function_keys),
+                "function_params": {}}
+    claimed = data.get("function_keys") or {}
+    if set(claimed) != set(functions):
+        raise CandidateError(str(path), f"its validation named the functions {sorted(claimed)}, its programs are "
+                                        f"{sorted(functions)}")
+    keys = {api: f"{program.key}:{api}" + (":CURRICULUM" if str(claimed[api]).endswith(":CURRICULUM") else "")
+            for api, program in functions.items()}
+    params = data.get("function_params") or {}
+    for api, program in functions.items():
+        given = params.get(api, {})
+        if set(given) != program.param_names or not all(
+                isinstance(v, (int, float)) and math.isfinite(v) for v in given.values()):
+            raise CandidateError(str(path), f"its validation gave the constants {sorted(given)}, its program takes "
+                                            f"{sorted(program.param_names)}", function=api)
+    if set(params) - set(functions):
+        raise CandidateError(str(path), f"its validation gave constants for {sorted(set(params) - set(functions))}, "
+                                        "which it has no program of")
+    code_key = hashlib.sha256("|".join(sorted(keys.values())).encode()).hexdigest()[:16]
+    return {**data, "code_key": code_key, "function_keys": keys}
+
+
 class SandboxValidator:
     """Validate candidate sources in jailed worker processes; the verdicts keep the candidates' order and hand the
     files over as programs (`Verdict.candidates`).
@@ -79,8 +138,13 @@ class SandboxValidator:
 
     def __init__(self, task: str, shaper_types: Sequence[str], timeout_s: float = 120.0, memory_gib: float = 4.0,
                  workers: int = 1, startup_timeout_s: float = 600.0, platform: str | None = None,
-                 same_code_once: bool = False):
+                 same_code_once: bool = False, run_envs: int | None = None):
         """`platform`: what the programs are compiled for (default: this process's JAX platform).
+
+        `run_envs`: the environments per group of the run the candidates are for; the worker measures each program's
+        cost and memory at that size too, besides its own two (`envcoder.candidates.pool.COST_ENVS`), so that a
+        program that is cheap at the sandbox's sizes and huge at the run's (a branch on the number of environments)
+        is refused before it trains (`envcoder.candidates.prepare.check_costs`).
 
         `same_code_once`: a file whose code differs from one that passed only in its float constants
         (`envcoder.candidates.constants`: the same lifted code, no sweep, no curriculum table) takes that file's
@@ -101,6 +165,7 @@ class SandboxValidator:
         self._passed: dict[tuple[str, str], Verdict] = {}
         self._passed_sources: dict[str, tuple[str, dict]] = {}  # a source that passed: its name and reply
         self.same_code_once = same_code_once
+        self.cost_envs = sorted({*COST_ENVS, *([run_envs] if run_envs else [])})
         self._passed_code: dict[str, tuple[str, dict]] = {}  # the same for a code (`_code_key`) that passed
 
     @property
@@ -221,7 +286,8 @@ class SandboxValidator:
                     except queue.Empty:
                         return
                     worker = worker or self._worker()
-                    reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds, self.platform)
+                    reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds, self.platform,
+                                         self.cost_envs)
                     if reply is None:  # hung or died: this candidate's fault
                         reason = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
                         variant = worker.phase[0] if worker.phase else name
@@ -247,25 +313,28 @@ class SandboxValidator:
         return [v for v in verdicts if v is not None]
 
     def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
-        """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered."""
+        """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered.
+        Nothing the child said is taken on trust (`trusted_reply`)."""
         from envcoder.candidates.load import Candidate, task_default_candidate
         from envcoder.candidates.programs import check_against, handed_over
         from envcoder.tasks import get_task
 
-        task, errors, candidates = get_task(self.task), dict(reply["errors"]), []
+        task, candidates = get_task(self.task), []
+        reply, errors = trusted_reply(name, path, reply)
         if reply["candidates"]:
             try:
-                functions = (task_default_candidate(task, self.shaper_types).functions if path is None
-                             else handed_over(path, reply))
-                candidates = [Candidate.from_wire(data, path and Path(path), source, functions)
-                              for data in reply["candidates"]]
+                default = task_default_candidate(task, self.shaper_types) if path is None else None
+                functions = default.functions if path is None else handed_over(path, reply)
+                candidates = [Candidate.from_wire(verified_wire(data, path, functions, default), path and Path(path),
+                                                  source, functions) for data in reply["candidates"]]
                 sized = {(c.obs_dim, c.critic_obs_dim, c.reward_components): c for c in candidates}  # one a size
                 for candidate in sized.values() if path is not None else ():
                     check_against(candidate, task)
             except Exception as err:  # noqa: BLE001 - a program refused here (or a damaged hand-over)
-                errors.update({data["name"]: str(err) for data in reply["candidates"]})
+                message = one_line(err, ERROR_CHARACTERS)
+                errors.update({data["name"]: message for data in reply["candidates"]})
                 candidates = []
-        verdict = Verdict(reply["name"], tuple(candidates), errors)
+        verdict = Verdict(name, tuple(candidates), errors)
         if verdict.ok:
             self._passed[(name, source)] = verdict
             self._passed_sources[source] = (name, reply)
@@ -312,7 +381,7 @@ class SandboxValidator:
         if folder is None:
             return None
         key = repr((code_fingerprint(), self.task, self.shaper_types, self.timeout_s, self.memory_bytes,
-                    self.platform, name, source))
+                    self.platform, self.cost_envs, name, source))
         return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
     def _stored(self, name: str, source: str, path: str | None) -> Verdict | None:

@@ -27,7 +27,7 @@ import sys
 import types
 from pathlib import Path
 
-from envcoder.candidates.jail import lock
+from envcoder.candidates.jail import end_descendants, lock
 
 FILE_SIZE_LIMIT = 64 * 2**20
 """Bytes a candidate's process may write to one file (its own temporary folder is the only place it can)."""
@@ -37,10 +37,6 @@ CORES = 8
 may use, and every thread's stack counts towards a child's memory limit (`RLIMIT_DATA`): on a 64-core host a child
 compiling an Ant reward failed to start threads under the default 4 GiB ("pthread_create() failed", exit -6); on 8
 cores of that host it passed (docs/benchmarks/search.md § 10). Several workers run at once, each on its own share."""
-
-
-COST_ENVS = (64, 256)
-"""The environments (one group) at which the worker measures what each program costs (`program_costs`)."""
 
 
 def _fewer_cores() -> None:
@@ -73,11 +69,14 @@ def _serve() -> None:
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
         return
+    end_descendants()  # nothing to end yet; outside a PID namespace of its own, orphans are the worker's from now
     header = json.loads(sys.stdin.readline())
     if header.get("mount_scratch"):  # in its own mount namespace: the children's scratch folder, size-limited
         from envcoder.candidates.jail import mount_scratch
 
         mount_scratch(header["scratch"])
+    if header.get("jailed_id") is not None:  # the candidates' processes write there as the uid that owns nothing
+        os.chown(header["scratch"], header["jailed_id"], header["jailed_id"])
     try:
         task = get_task(header["task"])
         mj_model = mujoco.MjModel.from_xml_path(str(task.model_file))
@@ -154,6 +153,7 @@ def _in_child(work, reply, protocol, name: str | None = None) -> int:
     os.close(read_end)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+    end_descendants()
     reply({"exit": exited})
     return exited
 
@@ -224,7 +224,8 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     """One candidate file in a child: locked in (`envcoder.candidates.jail`), limited, then read, loaded, validated
     variant by variant and exported; one verdict line."""
     states_file = header["states_file"]
-    lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p))
+    lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p),
+         jailed_id=header.get("jailed_id"))
     _limit(header["memory_bytes"], request["cpu_seconds"])
     import jax
     import numpy as np
@@ -249,7 +250,8 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
             _validate(task, simulator, states, candidate, path, reply, validated, errors)
         if validated and path is not None:
             try:
-                programs = _export(task, states, base, validated[0], request["platform"], reply)
+                programs = _export(task, states, base, validated[0], request["platform"], request["cost_envs"],
+                                   reply)
             except CandidateError as err:
                 errors.update({c.name: str(err) for c in validated})
                 validated = []
@@ -273,7 +275,7 @@ def _work(header: dict, request: dict, reply) -> None:
     """One function of envcoder's (`request["work"]`, "module:function") on candidate text, in a child locked in and
     limited as a file's is; its result (JSON) or its error in one line. What it reads is candidate text, so parsing
     it may raise anything or exhaust the limits: never in the training process."""
-    lock(header["scratch"])
+    lock(header["scratch"], jailed_id=header.get("jailed_id"))
     _limit(header["memory_bytes"], request["cpu_seconds"])
     module, _, function = request["work"].partition(":")
     if module.split(".")[0] != "envcoder":
@@ -291,9 +293,10 @@ def _work(header: dict, request: dict, reply) -> None:
     reply({"name": request["name"], "result": result})
 
 
-def _export(task, states, base, first, platform: str, reply) -> tuple[dict, dict]:
+def _export(task, states, base, first, platform: str, cost_envs: list[int], reply) -> tuple[dict, dict]:
     """`(programs, costs)`: the file's functions as programs (`envcoder.candidates.programs`), traced as its first
-    validated variant `first` (its sizes, its constants' names), and what the worker measured of each."""
+    validated variant `first` (its sizes, its constants' names), and what the worker measured of each at one group
+    of each of `cost_envs` environments."""
     import jax
     import jax.numpy as jnp
 
@@ -316,7 +319,7 @@ def _export(task, states, base, first, platform: str, reply) -> tuple[dict, dict
         check_handover(api_callable(api, fn), own, programs[api], arguments, states, file, api)
         reply({"phase": [first.name, api, "measuring its program's cost"]})
         task_own = api_callable(api, task.defaults[api]) if api in task.defaults else None
-        costs[api] = program_costs(task_own, own, programs[api], arguments, COST_ENVS)
+        costs[api] = program_costs(task_own, own, programs[api], arguments, cost_envs)
         size = {"compute_observation": first.obs_dim, "compute_critic_observation": first.critic_obs_dim}.get(api)
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
             (out,) = Program(programs[api], file, api).exported[0].out_avals

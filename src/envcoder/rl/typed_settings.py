@@ -15,6 +15,22 @@ CHOICES = {"lr_schedule": ("adaptive", "linear", "none"), "activation": ("elu", 
 """Settings that take one of a few strings."""
 
 
+AT_LEAST_ONE = ("horizon_length", "num_minibatches", "mini_epochs", "max_epochs", "minibatch_size", "steps_per_epoch",
+                "updates_per_epoch", "batch_size", "replay_buffer_size", "num_epochs_to_copy", "update_block_envs",
+                "units")
+"""Counts that must be at least 1 (each width of `units`): 0 divided by zero or built an empty network before."""
+RANGES = {"learning_rate": (0.0, None), "actor_lr": (0.0, None), "critic_lr": (0.0, None), "alpha_lr": (0.0, None),
+          "kl_threshold": (0.0, None), "e_clip": (0.0, None), "grad_norm": (0.0, None), "clip_observations": (0.0, None),
+          "init_alpha": (0.0, None), "gamma": (0.0, 1.0), "tau": (0.0, 1.0), "critic_tau": (0.0, 1.0),
+          "target_tau": (0.0, 1.0), "epsilon": (0.0, 1.0), "min_epsilon": (0.0, 1.0), "entropy_coef": (0.0, None),
+          "critic_coef": (0.0, None), "bounds_loss_coef": (0.0, None), "save_frequency": (0, None),
+          "save_best_after": (0, None), "epsilon_decay_epochs": (0, None), "learning_starts": (0, None)}
+"""The other settings' ranges, `(low, high)` inclusive (None: open); a step size, a clip or a temperature must be
+above 0. Every float must be finite whatever its range (`learning_rate=.nan` trained NaNs)."""
+_ABOVE_ZERO = ("learning_rate", "actor_lr", "critic_lr", "alpha_lr", "kl_threshold", "e_clip", "grad_norm",
+               "clip_observations", "init_alpha")
+
+
 class ConfigError(ValueError):
     """A setting that is unknown or has the wrong type; the message names where it came from."""
 
@@ -58,8 +74,26 @@ def _kind(cls, name: str) -> str:
 
 
 def _checked(cls, name: str, value: Any, where: str, current: Any = None) -> Any:
-    """`value` converted to setting `name`'s type, or a `ConfigError` that says what was expected. A nested
-    section's `value` (a mapping) is merged onto the `current` one of the earlier layers."""
+    """`value` converted to setting `name`'s type and in its range (`AT_LEAST_ONE`, `RANGES`, finite), or a
+    `ConfigError` that says what was expected. A nested section's `value` (a mapping) is merged onto the `current`
+    one of the earlier layers."""
+    converted = _converted(cls, name, value, where, current)
+    numbers = converted if isinstance(converted, tuple) else (converted,)
+    for number in (n for n in numbers if isinstance(n, (int, float)) and not isinstance(n, bool)):
+        low, high = (1, None) if name in AT_LEAST_ONE else RANGES.get(name, (None, None))
+        if (number != number or number in (float("inf"), float("-inf")) or (low is not None and number < low)
+                or (high is not None and number > high) or (name in _ABOVE_ZERO and number <= 0)):
+            rule = ("a number of at least 1" if name in AT_LEAST_ONE else
+                    "a finite number above 0" if name in _ABOVE_ZERO else
+                    f"a finite number from {low} to {high}" if low is not None and high is not None else
+                    f"a finite number of at least {low}" if low is not None else "a finite number")
+            what = f"each width of {name}" if isinstance(converted, tuple) else name
+            raise ConfigError(f"{where}: {what} must be {rule}, got {value!r}")
+    return converted
+
+
+def _converted(cls, name: str, value: Any, where: str, current: Any = None) -> Any:
+    """`value` converted to setting `name`'s type (`_checked`)."""
     hints = typing.get_type_hints(cls)
     if name not in hints:
         close = difflib.get_close_matches(name, list(hints), n=1)

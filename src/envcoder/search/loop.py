@@ -83,7 +83,8 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.description = settings.task_description or self.task.description
         self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
                                           settings.validation_memory_gib, settings.validation_workers,
-                                          same_code_once=settings.proposer in POPULATION_PROPOSERS)
+                                          same_code_once=settings.proposer in POPULATION_PROPOSERS,
+                                          run_envs=settings.envs_per_candidate)
         """Checks the drafts and does all work on their text (this process parses none: `jailed`)."""
         self.proposer = make_proposer(settings.llm, settings.provider, settings.base_url, settings.request_timeout_s,
                                       settings.api_retries, settings.temperature, settings.max_tokens, settings.seed,
