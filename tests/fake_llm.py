@@ -3,8 +3,9 @@ formats, so the real SDKs can be pointed at it. It plays a script: each request 
 
 Steps: `("text", str)` answers with that text; `("status", code)` answers an HTTP error (429 and 5xx carry a
 short retry-after, so the SDKs' own backoff retries quickly); `("stall", seconds)` answers nothing for that
-long (past the client's timeout); `("raw", dict)` answers that JSON body as it is. Past the end of the
-script every request gets a 500.
+long (past the client's timeout); `("raw", dict)` answers that JSON body as it is; `("bytes", bytes)` answers
+those bytes as a 200 (not JSON, say); `("drip", seconds)` answers a valid body one byte every `seconds` (each read
+within the client's timeout, the whole far past it). Past the end of the script every request gets a 500.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ class FakeLLMServer:
                 if kind == "raw":
                     self._send(200, value)
                     return
+                if kind == "bytes":
+                    self._send(200, None, data=value)
+                    return
+                if kind == "drip":
+                    self._drip(value)
+                    return
                 model = body.get("model", "fake")
                 if self.path.endswith("/messages"):  # Anthropic
                     self._send(200, {"id": "msg_fake", "type": "message", "role": "assistant", "model": model,
@@ -59,8 +66,22 @@ class FakeLLMServer:
                                      "usage": {"prompt_tokens": USAGE[0], "completion_tokens": USAGE[1],
                                                "total_tokens": sum(USAGE)}})
 
-            def _send(self, status, payload, headers=None):
-                data = json.dumps(payload).encode()
+            def _drip(self, seconds):
+                data = json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}}]})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    for byte in data.encode():
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(seconds)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def _send(self, status, payload, headers=None, data=None):
+                data = json.dumps(payload).encode() if data is None else data
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -65,6 +65,25 @@ def test_malformed_response_and_exhausted_retries_are_failed_samples(make):
 
 
 @pytest.mark.parametrize("make", [openai_at, anthropic_at])
+def test_a_server_that_answers_no_json_endlessly_or_too_much_gives_failed_samples(make):
+    """A hostile or broken server ends nothing: a body that is not JSON ended `auto` (exit 2), a body dripped one
+    byte at a time kept every read within the timeout and hung it, a huge answer is not taken."""
+    import time
+
+    huge = ("text", "x" * 300_000)
+    with FakeLLMServer([("bytes", b'{"choices": [not json'), ("drip", 0.3), huge]) as server:
+        proposer = make(server, max_retries=0)
+        not_json = proposer.sample(REQUEST)
+        start = time.monotonic()
+        dripped = proposer.sample(REQUEST)
+        took = time.monotonic() - start
+        too_long = proposer.sample(REQUEST)
+    assert not_json.text == "" and not_json.error and "\n" not in not_json.error
+    assert dripped.text == "" and "no complete answer within 1 s" in dripped.error and took < 3
+    assert too_long.text == "" and "characters, more than the 200,000 taken" in too_long.error
+
+
+@pytest.mark.parametrize("make", [openai_at, anthropic_at])
 def test_refused_credentials_stop_the_run(make):
     with FakeLLMServer([("status", 401)]) as server:
         with pytest.raises(ProposerError, match="AuthenticationError"):

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Mapping, Sequence
 from envcoder.candidates import ALLOWED_IMPORTS
 from envcoder.candidates.describe import describe_task
 from envcoder.shaping.api import SHAPING_TYPES, signature
-from envcoder.text import parse as parse_source
+from envcoder.text import one_line, parse as parse_source
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
@@ -54,9 +55,13 @@ def first_prompt(task_description: str, shaper_types: Sequence[str], starting: M
     return text + "\n\nAnswer with one ```python code block."
 
 
+ERROR_QUOTE_CHARACTERS = 400
+"""The most of a file's error a prompt quotes (on one line, as a JSON string: data, never an instruction)."""
+
+
 def fix_prompt(error: str) -> str:
-    return (f"Your code could not be used: {error}\nFix it and answer with the complete module in one ```python "
-            "code block.")
+    return (f"Your code could not be used (the error, quoted): {json.dumps(one_line(error, ERROR_QUOTE_CHARACTERS))}"
+            "\nFix it and answer with the complete module in one ```python code block.")
 
 
 def _fmt(value: float) -> str:
@@ -138,7 +143,9 @@ def reflection_prompt(task_description: str, shaper_types: Sequence[str], iterat
                      f"{_fmt(row['episode_length'])} | {row['status']} |")
     if failures:
         lines += ["", "Candidates that could not be used (avoid these mistakes):"]
-        lines += [f"- {f['name']}: {f['error']}" for f in failures]
+        # Quoted as data: an error's text is the file's (or the model's own answer), never an instruction.
+        lines += [f"- {one_line(f['name'], 80)}: {json.dumps(one_line(f['error'], ERROR_QUOTE_CHARACTERS))}"
+                  for f in failures]
     if latest_best is not None and latest_stats and (best is None or latest_best["name"] != best["name"]):
         lines += ["", f"Training statistics of this iteration's best, {latest_best['name']} "
                       f"(10 points spread over training):", statistics_text(latest_stats)]

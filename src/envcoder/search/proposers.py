@@ -7,9 +7,9 @@
   dropped, added, crossed; kernels widened or narrowed) and by jittering their numeric constants.
 
 Retries with backoff on rate limits, server errors and timeouts are the SDKs' own (`max_retries`,
-`timeout`); a call that still fails, or a malformed response, comes back as a `Sample` with `error` set: a
-failed sample, never a crash. Errors that no retry can fix (a bad key, an unknown model) raise
-`ProposerError`.
+`timeout`); a call that still fails, or a malformed, truncated, endless or huge response, comes back as a `Sample`
+with `error` set: a failed sample, never a crash or a hang (`_within`: a call's whole duration is bounded, whatever
+the server streams). Errors that no retry can fix (a bad key, an unknown model) raise `ProposerError`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import io
 import math
 import os
 import random
+import threading
 import tokenize
 from typing import Mapping, Protocol, Sequence
 
@@ -123,6 +124,51 @@ def _api_key(provider: str, base_url: str | None) -> str:
                         f"(or run without --llm to use the offline proposer)")
 
 
+MAX_REPLY_CHARACTERS = 200_000
+"""The longest answer taken (a candidate file may be at most 256 KiB; an answer is one file and some words)."""
+BACKOFF_ALLOWANCE_S = 10.0
+"""What a call may take beyond its requests' own time limits: the SDKs' waits between retries."""
+
+
+def _within(seconds: float, call):
+    """`call()` in a thread of its own, its result or what it raised; `TimeoutError` past `seconds` (a server that
+    streams a byte every two seconds kept every read under the SDK's timeout and `auto` waiting for ever before).
+    The thread is left to end with its connection; it holds nothing of the search."""
+    outcome: list = []
+
+    def run():
+        try:
+            outcome.append((True, call()))
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, err))
+    thread = threading.Thread(target=run, daemon=True, name="envcoder-request")
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise TimeoutError(f"no complete answer within {seconds:g} s (--request-timeout, times the tries)")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
+
+
+def _failed(err: BaseException) -> Sample:
+    """A failed sample for what a call raised that no retry of ours fixes: its type and first line, cut short."""
+    from envcoder.text import one_line
+
+    return Sample("", error=one_line(f"{type(err).__name__}: {err}", 500))
+
+
+def _taken(text, tokens: tuple[int, int]) -> Sample:
+    """The answer's text as a sample, or a failed one where it has none or is too long."""
+    if not isinstance(text, str) or not text:
+        return Sample("", *tokens, error="malformed response: no text content")
+    if len(text) > MAX_REPLY_CHARACTERS:
+        return Sample("", *tokens, error=f"an answer of {len(text):,} characters, more than the "
+                                         f"{MAX_REPLY_CHARACTERS:,} taken")
+    return Sample(text, *tokens)
+
+
 class OpenAIProposer:
     """Chat completions through the official `openai` SDK (also any OpenAI-compatible `base_url`)."""
 
@@ -131,6 +177,7 @@ class OpenAIProposer:
         import openai
 
         self.name, self.base_url, self.temperature, self.max_tokens = model, base_url, temperature, max_tokens
+        self.deadline_s = timeout_s * (max_retries + 1) + BACKOFF_ALLOWANCE_S * max_retries
         self._openai = openai
         self._client = openai.OpenAI(api_key=_api_key("openai", base_url), base_url=base_url, timeout=timeout_s,
                                      max_retries=max_retries)
@@ -141,21 +188,20 @@ class OpenAIProposer:
         extra["max_tokens" if self.base_url else "max_completion_tokens"] = self.max_tokens
         messages = [{"role": "system", "content": request.system}, *request.messages]
         try:
-            response = self._client.chat.completions.create(model=self.name, messages=messages, **extra)
+            response = _within(self.deadline_s, lambda: self._client.chat.completions.create(
+                model=self.name, messages=messages, **extra))
         except (self._openai.AuthenticationError, self._openai.PermissionDeniedError,
                 self._openai.NotFoundError) as err:
             raise ProposerError(f"{self.name}: {type(err).__name__}: {err}") from None
-        except self._openai.APIError as err:
-            return Sample("", error=f"{type(err).__name__}: {err}")
+        except Exception as err:  # noqa: BLE001 - the server's fault (an error, no JSON, too slow): a failed sample
+            return _failed(err)
         try:
             text = response.choices[0].message.content
             usage = response.usage
             tokens = (int(usage.prompt_tokens), int(usage.completion_tokens)) if usage else (0, 0)
         except (AttributeError, IndexError, TypeError, ValueError) as err:
             return Sample("", error=f"malformed response: {type(err).__name__}: {err}")
-        if not isinstance(text, str):
-            return Sample("", *tokens, error="malformed response: no text content")
-        return Sample(text, *tokens)
+        return _taken(text, tokens)
 
 
 class AnthropicProposer:
@@ -166,6 +212,7 @@ class AnthropicProposer:
         import anthropic
 
         self.name, self.temperature, self.max_tokens = model, temperature, max_tokens
+        self.deadline_s = timeout_s * (max_retries + 1) + BACKOFF_ALLOWANCE_S * max_retries
         self._anthropic = anthropic
         self._client = anthropic.Anthropic(api_key=_api_key("anthropic", None), base_url=base_url,
                                            timeout=timeout_s, max_retries=max_retries)
@@ -173,22 +220,20 @@ class AnthropicProposer:
     def sample(self, request: Request) -> Sample:
         extra = {} if self.temperature is None else {"extra_body": {"temperature": self.temperature}}
         try:
-            response = self._client.messages.create(model=self.name, system=request.system,
-                                                    messages=list(request.messages), max_tokens=self.max_tokens,
-                                                    **extra)
+            response = _within(self.deadline_s, lambda: self._client.messages.create(
+                model=self.name, system=request.system, messages=list(request.messages), max_tokens=self.max_tokens,
+                **extra))
         except (self._anthropic.AuthenticationError, self._anthropic.PermissionDeniedError,
                 self._anthropic.NotFoundError) as err:
             raise ProposerError(f"{self.name}: {type(err).__name__}: {err}") from None
-        except self._anthropic.APIError as err:
-            return Sample("", error=f"{type(err).__name__}: {err}")
+        except Exception as err:  # noqa: BLE001 - the server's fault (an error, no JSON, too slow): a failed sample
+            return _failed(err)
         try:
             text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
             tokens = (int(response.usage.input_tokens), int(response.usage.output_tokens))
         except (AttributeError, TypeError, ValueError) as err:
             return Sample("", error=f"malformed response: {type(err).__name__}: {err}")
-        if not text:
-            return Sample("", *tokens, error="malformed response: no text content")
-        return Sample(text, *tokens)
+        return _taken(text, tokens)
 
 
 def float_literals(source: str) -> list[tuple[tuple[int, int], tuple[int, int], float]]:
