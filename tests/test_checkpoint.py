@@ -520,3 +520,41 @@ def test_a_run_whose_time_is_up_stops_after_the_iteration_under_way_and_ranks_wh
     assert [(g.candidate, g.seed, g.task_fitness) for g in cut.groups] == [
         (g.candidate, g.seed, g.task_fitness) for g in one.groups]
     assert [r.name for r in cut.ranking] == [r.name for r in one.ranking] and "out_of_time" not in one.timings
+
+
+def test_a_checkpoint_or_results_file_that_is_not_this_run_s_names_itself(runs, tmp_path, capsys):
+    """A checkpoint whose progress says iteration 999 or -40 (a finished-looking run that trained nothing, or 160
+    iterations, before) and a results.json that does not parse are refused with one line naming the file."""
+    import numpy as np
+
+    for iteration in (999, -40):
+        run = tmp_path / f"progress_{iteration}"
+        shutil.copytree(runs / "whole", run)
+        (run / "results.json").unlink()
+        state = run / "checkpoints" / "train_state.npz"
+        with np.load(state) as data:
+            arrays = {k: data[k] for k in data.files}
+        arrays["progress"] = np.array(json.dumps({**json.loads(str(arrays["progress"])), "iteration": iteration}))
+        np.savez(state, **arrays)
+        assert main(["eval", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert f"train_state.npz says it was saved after iteration {iteration}, this run has {ITERATIONS}" in err
+        assert not (run / "results.json").exists()
+    run = tmp_path / "results_cut"
+    shutil.copytree(runs / "whole", run)
+    (run / "results.json").write_text('{"task": "Cartpole", "ranking": [')
+    assert main(["eval", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / 'results.json'} is damaged (JSONDecodeError" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_directory_that_another_process_writes_is_refused(runs, tmp_path):
+    """`eval --resume` of a run that is still training: both trained the same directory before."""
+    run = tmp_path / "in_use"
+    shutil.copytree(runs / "whole", run)
+    (run / "results.json").unlink()
+    RunDirectory(run, resume=True)  # this process writes it now
+    done = subprocess.run([sys.executable, "-m", "envcoder.cli", "eval", "--resume", str(run)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"run directory {str(run)!r} is in use by another envcoder process (pid {os.getpid()})" in done.stderr

@@ -40,7 +40,8 @@ def _eval(args) -> int:
                 return 0
             run_evaluation(dataclasses.replace(settings, devices=args.devices), resume=True,
                            restart=_restart("eval", args.resume, args))
-        except (FileNotFoundError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError, ValueError) as err:
+        except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
+                ValueError) as err:
             return _fail("eval", str(err))
         return 0
     if args.task is None:
@@ -129,7 +130,13 @@ def _auto(args) -> int:
                 return _fail("auto", "--resume continues a run with the settings in RUN/auto.json; give no --task "
                                      "or other options with it")
             args.run_dir = args.resume
-            run_auto(dataclasses.replace(load_settings(args.resume), devices=args.devices), resume=True,
+            settings = load_settings(args.resume)
+            given = args.base_url
+            if settings.base_url is not None and not args.trust_run_settings and given != settings.base_url:
+                return _fail("auto", f"{args.resume}/auto.json sends the model's requests, with your API key, to "
+                                     f"{settings.base_url!r}{f', not {given!r}' if given else ''}: resume with "
+                                     f"--base-url {settings.base_url} to confirm it, or --trust-run-settings")
+            run_auto(dataclasses.replace(settings, devices=args.devices), resume=True,
                      restart=_restart("auto", args.resume, args))
             return 0
         if args.task is None:
@@ -194,6 +201,7 @@ def _finished(run: Path, settings) -> bool:
     from rich.console import Console
 
     from envcoder.runs.results import RunResults, print_results
+    from envcoder.text import shown
 
     if not (run / "results.json").exists():
         return False
@@ -201,13 +209,15 @@ def _finished(run: Path, settings) -> bool:
     if settings.seeds_until_separable is not None and results.seed_rounds is None:
         return False  # its rounds of added seeds go on
     console = Console(soft_wrap=True)
-    console.print(f"{run} is finished: nothing to resume. Its results:", highlight=False)
+    console.print(f"{shown(run)} is finished: nothing to resume. Its results:", highlight=False)
     print_results(console, results)
     return True
 
 
 def _fail(command: str, message: str) -> int:
-    print(f"envcoder {command}: error: {message}", file=sys.stderr)
+    from envcoder.text import one_line
+
+    print(f"envcoder {command}: error: {one_line(message)}", file=sys.stderr)
     return 2
 
 

@@ -208,6 +208,9 @@ def _auto_parser(add_parser) -> None:
     option("price", "--price", nargs=2, type=float, metavar=("IN", "OUT"))
     auto.add_argument("--resume", type=Path, default=None, metavar="RUN",
                       help="continue an interrupted run with its recorded settings; recorded LLM calls are not repeated")
+    auto.add_argument("--trust-run-settings", action="store_true",
+                      help="with --resume: send the requests (and the API key) to the server RUN/auto.json names, "
+                           "without --base-url naming it again")
 
 
 def build_parser() -> argparse.ArgumentParser:

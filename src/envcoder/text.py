@@ -38,8 +38,8 @@ def _written_out(match: re.Match) -> str:
 
 
 def shown(text: object) -> str:
-    """`text` for a Rich console or table: `plain`, and its square brackets escaped so that none opens a tag."""
-    return escape(plain(text))
+    """`text` for a Rich console or table: `one_line`, and its square brackets escaped so that none opens a tag."""
+    return escape(one_line(text))
 
 
 _AST = threading.Lock()

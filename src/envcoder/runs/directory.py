@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import fcntl
 import io
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from envcoder.files import write_atomically
+from envcoder.files import file_mode, write_atomically
 
 
 def _jsonable(value):
@@ -44,6 +46,29 @@ def write_json(path: Path, obj) -> None:
     write_atomically(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
+_HELD: dict[Path, int] = {}
+"""The run directories this process writes, each with the descriptor of its held lock (`_lock`)."""
+
+
+def _lock(path: Path) -> None:
+    """Hold `path/.lock` for as long as this process lives: a second process that would write the same run directory
+    (an `eval --resume` of a run still training) is refused, rather than both training it."""
+    key = path.resolve()
+    if key in _HELD:
+        return
+    fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, file_mode())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise FileExistsError(f"run directory {str(path)!r} is in use by another envcoder process (pid {holder}): "
+                              "wait for it to end, or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _HELD[key] = fd
+
+
 class RunDirectory:
     def __init__(self, path: str | Path, resume: bool = False, writes: bool = True):
         """A new run directory, or with `resume` an existing one whose records are continued. Without `writes`
@@ -63,11 +88,15 @@ class RunDirectory:
                                   f"choose another --out, or continue it with `envcoder eval --resume {self.path}`")
         self._created = not resume and not self.path.exists()
         (self.path / "candidates").mkdir(parents=True, exist_ok=True)
+        _lock(self.path)
 
     def discard(self) -> None:
         """Remove the directory again where this run created it (a run that trained nothing leaves nothing)."""
         if self.writes and getattr(self, "_created", False):
             shutil.rmtree(self.path, ignore_errors=True)
+            fd = _HELD.pop(self.path.resolve(), None)
+            if fd is not None:
+                os.close(fd)
 
     def read_config(self) -> dict:
         return json.loads((self.path / "config.json").read_text())

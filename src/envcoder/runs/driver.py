@@ -103,11 +103,12 @@ class TrainingDriver:
         state.last_fitness, state.best_written = np.full(len(self.labels), np.nan), np.full(len(self.labels), -2)
         if self.resumed:
             host_state, progress = load_train_state(run_dir.checkpoints, self.trainer.host_shapes(train_state))
+            _check_progress(progress, self.job.iterations, len(self.labels), run_dir.checkpoints)
             train_state = self.trainer.to_device(host_state)
             state.first = state.done = progress["iteration"]
             state.last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
             state.reported_divergence = set(progress["reported_divergence"])
-            self.console.print(f"resuming {self.settings.out} after iteration {state.first} of "
+            self.console.print(f"resuming {shown(self.settings.out)} after iteration {state.first} of "
                                f"{self.job.iterations}", highlight=False)
         if self.resume:
             run_dir.keep_metrics_before(state.first)
@@ -390,7 +391,7 @@ class TrainingDriver:
             self.wandb.close()
         if self.run_dir.writes:
             report = write_report(self.settings.out)
-            console.print(f"run directory: {self.settings.out} (report: {report})", highlight=False)
+            console.print(f"run directory: {shown(self.settings.out)} (report: {shown(report)})", highlight=False)
         return results
 
 
@@ -398,3 +399,18 @@ def _all_done(diverged, solved) -> bool:
     """`[G]` booleans: every group solved (score_to_win) or diverged, at least one solved: nothing to train."""
     diverged, solved = (np.asarray(jax.device_get(x)) for x in (diverged, solved))
     return bool(np.all(diverged | solved) and np.any(solved))
+
+
+def _check_progress(progress, iterations: int, groups: int, folder) -> None:
+    """A checkpoint's progress record as this run can take it: an iteration from 0 to the run's `iterations`, a
+    fitness per group. One that says iteration 999 or -40 finished a run that trained nothing, or trained 160
+    iterations, before."""
+    iteration = progress.get("iteration") if isinstance(progress, dict) else None
+    fitness = progress.get("last_fitness") if isinstance(progress, dict) else None
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or not 0 <= iteration <= iterations:
+        raise ValueError(f"{folder}/train_state.npz says it was saved after iteration {iteration!r}, this run has "
+                         f"{iterations}: it is damaged or another run's; start the run again with another --out")
+    if not isinstance(fitness, list) or len(fitness) != groups or not isinstance(
+            progress.get("reported_divergence", []), list):
+        raise ValueError(f"{folder}/train_state.npz holds a progress record for other groups than this run's "
+                         f"{groups}: it is damaged or another run's; start the run again with another --out")

@@ -64,4 +64,4 @@ class EvalSettings(RunSettings):
 
 def settings_from_run(run: str | Path) -> EvalSettings:
     """The settings an existing run directory was started with (for `--resume`)."""
-    return EvalSettings.from_config(RunDirectory(run, resume=True).read_config(), Path(run))
+    return EvalSettings.from_config(RunDirectory(run, resume=True, writes=False).read_config(), Path(run))

@@ -69,7 +69,7 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")
-    trained = RunDirectory(run, resume=True).read_config()["candidates"]
+    trained = RunDirectory(run, resume=True, writes=False).read_config()["candidates"]
     if candidate not in trained:
         raise ValueError(f"{run} has no candidate {candidate!r}; it has {', '.join(trained)}")
     path = _checkpoint(run, candidate, seed, which, config, console)

@@ -21,7 +21,7 @@ from rich.table import Table
 from envcoder.runs.ranking import (FITNESS_TIE, Ranked, beats_next, fitness_tied, not_separable_from_best, rank,
                                    separation, still_improving, tied_with_best, win_probabilities)
 from envcoder.candidates import LoadFailure
-from envcoder.text import shown
+from envcoder.text import one_line, shown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +119,14 @@ class RunResults:
     def read(cls, path: str | Path) -> "RunResults":
         """The results of a run directory (or of its `results.json`)."""
         path = Path(path)
-        return cls.from_json(json.loads((path / "results.json" if path.is_dir() else path).read_text()))
+        file = path / "results.json" if path.is_dir() else path
+        try:
+            return cls.from_json(json.loads(file.read_text()))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{file} is damaged ({type(err).__name__}: {one_line(err, 200)}): run the evaluation "
+                             "again, or restore the file") from None
 
     def group_rows(self, candidate: str) -> list[GroupResult]:
         return [g for g in self.groups if g.candidate == candidate]
@@ -173,7 +180,7 @@ def print_results(console: Console, results: RunResults) -> None:
                       f"{', '.join(map(shown, unseparated))} at 95% "
                       "over these seeds; more seeds would tell them apart", highlight=False)
     if results.seed_rounds:
-        console.print(results.seed_rounds["verdict"], highlight=False)
+        console.print(one_line(results.seed_rounds["verdict"]), markup=False, highlight=False)  # names: never markup
     improving = results.best_still_improving
     if improving and improving["improving"]:
         console.print(f"[yellow]still improving[/yellow]: the best candidate's training fitness went from "

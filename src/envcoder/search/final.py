@@ -113,5 +113,5 @@ class FinalEvaluation:
         self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
         if summary["best"] is not None:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
-                               highlight=False, soft_wrap=True)  # paths stay whole, to copy
+                               markup=False, highlight=False, soft_wrap=True)  # paths stay whole, to copy
         return summary

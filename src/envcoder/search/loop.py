@@ -245,7 +245,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             return run_evaluation(settings, self.console, resume=resume, validator=self.validator, restart=self.restart,
                                   until=until)
         except NoValidCandidatesError as err:
-            self.console.print(f"[yellow]no candidate could be trained:[/yellow] {err}", highlight=False)
+            self.console.print(f"[yellow]no candidate could be trained:[/yellow] {shown(err)}", highlight=False)
             return None
 
     def _iteration(self, iteration: int, copies: int | None = None, halving_rungs: int | None = None) -> dict:
