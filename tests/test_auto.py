@@ -321,13 +321,15 @@ def test_sweep_files_become_one_candidate_file_per_variant():
 
 
 def test_a_start_file_that_is_no_plain_sweep_is_left_to_the_sandbox_as_it_is():
-    """`auto` reads start files' sweeps in the training process: what is not a plain table of module constants
-    (two tables, a name it does not define, a syntax error, a NUL byte, more than MAX_VARIANTS combinations) goes to
-    the sandbox whole, which refuses it with its reason, instead of ending the run."""
+    """`auto` reads start files' sweeps in the jail: what is not a plain table of module constants (a name it does
+    not define, a syntax error, a NUL byte, more than MAX_VARIANTS combinations) goes to the sandbox whole, which
+    refuses it with its reason, instead of ending the run. Of two tables the last holds, as when the module runs
+    (such a start ended `auto` with a KeyError in population_rows before): both go."""
     from envcoder.candidates.variants import MAX_VARIANTS
 
-    for source in ("PARAMS = {'NOPE': [1.0]}\nPARAMS = {'K': [1.0, 2.0]}\nK = 1.0\n",
-                   "PARAMS = {'NOPE': [1.0, 2.0]}\nK = 1.0\n", "def compute_reward(state:\n", "K = 1.0\x00\n",
+    twice = dict(freeze_sweep("PARAMS = {'NOPE': [1.0]}\nPARAMS = {'K': [1.0, 2.0]}\nK = 1.0\n"))
+    assert list(twice) == ["__K-1.0", "__K-2.0"] and "PARAMS" not in twice["__K-2.0"] and "K = 2.0" in twice["__K-2.0"]
+    for source in ("PARAMS = {'NOPE': [1.0, 2.0]}\nK = 1.0\n", "def compute_reward(state:\n", "K = 1.0\x00\n",
                    f"PARAMS = {{'A': {list(range(MAX_VARIANTS))}, 'B': [1, 2]}}\nA = 1\nB = 2\n"):
         assert freeze_sweep(source) == [("", source)], source
     annotated = dict(freeze_sweep("PARAMS = {'K': [1.0, 2.0]}\nK: float = 1.0\n"))  # an annotated constant

@@ -205,3 +205,26 @@ def test_a_narrow_ranking_keeps_each_value_under_its_own_column():
     rows = [line for line in lines if line.strip()[:1].isdigit() and line.lstrip().split()[0].isdigit()]
     assert header.rstrip().endswith("P(>next)") and "length" not in header and len(rows) == len(names)
     assert all(row.rstrip().endswith(" -") and len(row.rstrip()) == len(header.rstrip()) for row in rows), rows
+
+
+def test_a_torque_mapping_that_controls_by_itself_is_flagged():
+    """How much of the motor command the policy decides, on the sample states: all of it for Cartpole's own mapping
+    (force = scale × action), almost none for a file that balances the pole itself and adds 0.01 N per unit of action
+    (it ranked first at 1.000 from iteration 0, with no note, before); a PD-style mapping is not flagged."""
+    import jax.numpy as jnp
+
+    from envcoder.candidates.prepare import OWN_CONTROL_SHARE, policy_share
+    from envcoder.tasks import get_task
+
+    task = get_task("Cartpole")
+
+    def controller(action, state):
+        pole, pole_vel = state["dof_pos"][:, 1], state["dof_vel"][:, 1]
+        return (40.0 * pole + 6.0 * pole_vel + 0.01 * action[:, 0])[:, None]
+
+    def damped(action, state):  # the action sets a force, damped by the cart's speed
+        return (10.0 * action[:, 0] - 0.5 * state["dof_vel"][:, 0])[:, None]
+    own = policy_share(task.defaults["compute_torque"], task, 1)
+    assert own == pytest.approx(1.0)
+    assert policy_share(controller, task, 1) < 0.05 < OWN_CONTROL_SHARE * own
+    assert policy_share(damped, task, 1) > OWN_CONTROL_SHARE * own

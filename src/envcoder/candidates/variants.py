@@ -99,9 +99,9 @@ def freeze_sweep(source: str) -> list[tuple[str, str]]:
         return [("", source)]
     tables = [node for node in tree.body if isinstance(node, ast.Assign) and len(node.targets) == 1
               and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "PARAMS"]
-    if len(tables) != 1:  # none, or several (the sandbox reads the last; the file is checked as it is)
+    if not tables:
         return [("", source)]
-    table = tables[0]
+    table = tables[-1]  # the one that holds when the module has run (a file that assigns it twice)
     try:
         sweep = ast.literal_eval(table.value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # not a literal table
@@ -124,7 +124,8 @@ def freeze_sweep(source: str) -> list[tuple[str, str]]:
         for name, value in zip(sweep, values):
             node = constants[name]
             edited[node.lineno - 1:node.end_lineno] = [f"{name} = {value!r}\n"] + [""] * (node.end_lineno - node.lineno)
-        edited[table.lineno - 1:table.end_lineno] = [""] * (table.end_lineno - table.lineno + 1)
+        for each in tables:
+            edited[each.lineno - 1:each.end_lineno] = [""] * (each.end_lineno - each.lineno + 1)
         variants.append(("".join(f"__{n}-{_value_name(v)}" for n, v in zip(sweep, values)), "".join(edited)))
     return variants
 

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from rich.console import Console
 
+from envcoder.candidates.prepare import own_control
 from envcoder.compile_cache import CompileMeter
 from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, progress_text, training_progress
 from envcoder.runs.checkpoint import checkpoint_due, has_train_state, load_train_state, read_progress, write_checkpoint
@@ -381,7 +382,9 @@ class TrainingDriver:
                   for g in groups]
         training_fitness = functools.partial(self.run_dir.read_series, key="task_fitness")  # {} where none
         results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,
-                                 self.job.failures, self.timings, training_fitness, self.settings.rank_by)
+                                 self.job.failures, self.timings, training_fitness, self.settings.rank_by,
+                                 own_control([c for c in self.job.candidates if c.name not in self.job.left_out],
+                                             self.job.task))
         print_results(console, results)
         self.run_dir.write_results(results.to_json())
         if self.population is not None and self.run_dir.writes:

@@ -100,6 +100,10 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {shown(failure.error)}", highlight=False)
+    aside = [c for c in left_out if c not in {f.name for f in failures}]
+    if aside:  # not out yet: they come back if the hang is not theirs
+        console.print(f"set aside while finding which candidate hung: {', '.join(map(shown, sorted(aside)))}",
+                      highlight=False)
     run_dir.write_failures(failures)
     if not valid:
         run_dir.discard()
@@ -175,7 +179,8 @@ def _simulator_while_validating(task, worlds: int | None):
 def _leave_out(valid, failures, hung: list[dict]):
     """The candidates that hung in this run's training (`hung`: `hung.json`'s entries) made inert: their programs
     compute nothing (`Program.left_out`), under code keys of their own, and they keep their place, so the run's
-    checkpoint fits; each is a failure with its reason. `(valid, failures, their names)`."""
+    checkpoint fits; each is a failure with its reason, but for those only set aside while the run finds by halves
+    which one hung (an entry still `bisecting`: they come back). `(valid, failures, their names)`."""
     left_out = {name: entry for entry in hung for name in entry["candidates"]}
     if not left_out:
         return valid, failures, frozenset()
@@ -188,8 +193,9 @@ def _leave_out(valid, failures, hung: list[dict]):
         inert.append(dataclasses.replace(c, functions={api: f.left_out() if hasattr(f, "left_out") else f
                                                        for api, f in c.functions.items()},
                                          function_keys={api: f"{k}:left-out" for api, k in c.function_keys.items()}))
-        failures.append(LoadFailure(file=str(c.path), name=c.name, error=(
-            f"{c.path}: left out after training iteration {entry['after_iteration']}: {entry['reason']}")))
+        if "bisecting" not in entry:
+            failures.append(LoadFailure(file=str(c.path), name=c.name, error=(
+                f"{c.path}: left out after training iteration {entry['after_iteration']}: {entry['reason']}")))
     return inert, failures, frozenset(left_out)
 
 

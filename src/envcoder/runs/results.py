@@ -100,6 +100,9 @@ class RunResults:
     seed_rounds: dict | None = None
     """With seeds added until separable (`envcoder.runs.seed_rounds`): its rounds and why they stopped; None
     otherwise."""
+    own_control: dict = dataclasses.field(default_factory=dict)
+    """`{name: {"policy_share", "task_share"}}`: candidates whose own `compute_torque` decides most of the motor
+    command without the policy (`envcoder.candidates.prepare.own_control`)."""
 
     def to_json(self) -> dict:
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
@@ -134,7 +137,8 @@ class RunResults:
 
 def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups: list[GroupResult],
                    failures: list[LoadFailure], timings: dict,
-                   training_fitness: Callable[[str], dict[int, float]], rank_by: str = "final") -> RunResults:
+                   training_fitness: Callable[[str], dict[int, float]], rank_by: str = "final",
+                   own_control: dict | None = None) -> RunResults:
     """Every candidate ranked by its groups' task fitness, ties by learning speed (or by learning speed first:
     `rank_by`; `groups` in the run's order), with how far to trust the ranking: per pair of candidates that trained
     equally long, the probability that one beats the other (from their seeds), whether the best candidate was still
@@ -159,7 +163,7 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
                       win_probability=probability, best_still_improving=improving,
                       not_separable_from_best=not_separable_from_best(ranking, higher), rank_by=rank_by,
                       fitness_bounds=tuple(fitness.bounds), tied_with_best=tied_with_best(ranking),
-                      separation=separation(ranking, higher, rank_by))
+                      separation=separation(ranking, higher, rank_by), own_control=dict(own_control or {}))
 
 
 def print_results(console: Console, results: RunResults) -> None:
@@ -181,6 +185,11 @@ def print_results(console: Console, results: RunResults) -> None:
                       "over these seeds; more seeds would tell them apart", highlight=False)
     if results.seed_rounds:
         console.print(one_line(results.seed_rounds["verdict"]), markup=False, highlight=False)  # names: never markup
+    for name, share in results.own_control.items():
+        console.print(f"[yellow]its own controller[/yellow]: {shown(name)}'s compute_torque decides the motor command "
+                      f"with the policy's action deciding {share['policy_share']:.0%} of it on the sample states (the "
+                      f"task's own mapping: {share['task_share']:.0%}): its fitness is more its file's than a "
+                      "learned policy's", highlight=False)
     improving = results.best_still_improving
     if improving and improving["improving"]:
         console.print(f"[yellow]still improving[/yellow]: the best candidate's training fitness went from "

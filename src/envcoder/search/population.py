@@ -181,7 +181,8 @@ def population_rows(results, record: dict | None, sources: dict[str, str], highe
         values = {key.split(":", 1)[1]: value for key, value in final.get(label, {}).items()}
         rows.append({"name": r.name, "fitness": r.fitness_mean, "auc": r.auc if np.isfinite(r.auc) else None,
                      "shaped_return": r.shaped_return, "episode_length": r.episode_length,
-                     "status": "diverged" if r.name in diverged else "ok", "source": sources[r.name],
+                     "status": "diverged" if r.name in diverged else "ok",
+                     "source": sources.get(r.name, sources.get(r.name.split("[")[0], "")),  # a sweep's variant
                      "iteration": iteration})
         if values:
             tuned.append((rows[-1], values))
