@@ -121,7 +121,7 @@ def compiled_memory(trainer) -> dict:
 def memory(args) -> dict:
     """Bytes per environment of a run of the task's own shaping at `--groups` × `--envs`, by component: the train
     state's parts (its shapes only: nothing runs), and with `--compile` XLA's plan of the iteration (arguments,
-    outputs, temporaries: the rollout buffers live there). tests/test_memory.py holds the train state to a budget."""
+    outputs, temporaries: the rollout buffers live there). tests/runs/test_memory.py holds the train state to a budget."""
     import jax
     import numpy as np
 

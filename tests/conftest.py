@@ -23,7 +23,13 @@ jax.config.update("jax_compilation_cache_dir", str(Path(__file__).resolve().pare
 enable_compilation_cache()
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
-BUNDLED = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples"
+TESTS = Path(__file__).resolve().parent
+"""The tests' folder: laid out like src/envcoder (a module's tests where the module is), its helpers here."""
+ROOT = TESTS.parent
+BUNDLED = ROOT / "src" / "envcoder" / "examples"
+BENCHMARKS = ROOT / "benchmarks"
+CANDIDATES = TESTS / "candidates"
+"""Candidate files the tests wrote (bad, attacks, escapes, shaping, auto), beside the candidates module's tests."""
 
 
 class FakeEvaluations:

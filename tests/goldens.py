@@ -8,7 +8,7 @@ So `tests/golden/<run>/` holds one recording per kind of CPU, named by `cpu_kind
 them to the last bit. On a kind with no recording yet the bits cannot be checked; the run's robust numbers are
 compared with a recording instead (`close`) and the test says how to record one:
 
-    ENVCODER_RECORD_GOLDEN=1 pytest -q tests/test_cli.py tests/test_golden.py -m "slow or not slow" -k bit_for_bit
+    ENVCODER_RECORD_GOLDEN=1 pytest -q tests/runs/test_readme_run.py tests/runs/test_golden.py -m "slow or not slow" -k bit_for_bit
 """
 
 import json

@@ -1,5 +1,5 @@
 """Trains the same Cartpole groups on one device and sharded over four (CPU devices forced by XLA_FLAGS, which
-must be set before JAX starts: tests/test_sharding.py runs this file in its own process).
+must be set before JAX starts: tests/rl/test_sharding.py runs this file in its own process).
 
     python tests/sharded_run.py OUT.npz
 

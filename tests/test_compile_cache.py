@@ -39,7 +39,7 @@ def job():
     return trainer
 
 
-def train(trainer):
+def everything_computed(trainer):
     """Everything a run computes: the initial state, two iterations' metrics and states, the evaluation."""
     ts = trainer.init(prepare_iteration=True)
     assert trainer.iteration._cache_size() == 1, "init did not prepare the iteration for its state"
@@ -67,15 +67,15 @@ def cached(trainer) -> list:
 def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_without_the_cache(job, tmp_path,
                                                                                           monkeypatch):
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", None)
-    without = train(job())
+    without = everything_computed(job())
     monkeypatch.setattr(compile_cache, "_CACHE_DIR", tmp_path)
     first = job()
     assert isinstance(first.iteration.collect, compile_cache.CachedJit)
     assert isinstance(first.iteration.learn, compile_cache.CachedJit)
-    first_run = train(first)
+    first_run = everything_computed(first)
     assert cached(first) == [(0, 1)] * 4
     second = job()
-    second_run = train(second)
+    second_run = everything_computed(second)
     assert cached(second) == [(1, 0)] * 4, "the second trainer of the same job traced again"
     assert_same(first_run, without)
     assert_same(second_run, without)
@@ -86,13 +86,13 @@ def test_a_second_run_of_a_job_loads_its_traces_and_trains_bit_for_bit_as_withou
 
     # Other settings are another job: traced anew, not served the first job's program.
     other = job(learning_rate=1e-2)
-    train(other)
+    everything_computed(other)
     assert cached(other) == [(0, 1)] * 4
     # A damaged entry is traced anew and replaced, not an error.
     for entry in (tmp_path / "envcoder-traces").iterdir():
         entry.write_bytes(entry.read_bytes()[:100])
     damaged = job()
-    assert_same(train(damaged), without)
+    assert_same(everything_computed(damaged), without)
     assert cached(damaged) == [(0, 1)] * 4
     assert cached(job()) == [(0, 0)] * 4  # (nothing traced or loaded before the first call)
 

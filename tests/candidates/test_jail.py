@@ -17,8 +17,10 @@ import pytest
 from envcoder.candidates.jail import Jail, REFUSED_CALLS, SOCKET_FAMILIES, system_calls_filterable
 from envcoder.candidates.sandbox import SandboxValidator
 
-ESCAPES = Path(__file__).parent / "escapes"
-DAEMON = Path(__file__).parent / "attacks" / "daemon.py"
+from conftest import CANDIDATES
+
+ESCAPES = CANDIDATES / "escapes"
+DAEMON = CANDIDATES / "attacks" / "daemon.py"
 SOCKET = "/tmp/envcoder_attack_socket"
 TARGET = Path("/tmp/envcoder_attack_metadata")
 

@@ -10,7 +10,7 @@ where no other name has that name, the start's quotes, and tuned constants as th
 (`0.9498099`, not `0.9498099088668823`); `readable_text` also breaks its lines longer than 100 characters inside
 their brackets. Only what does not change the arrays' operations is rewritten (nothing is folded or reordered), so
 the flat file computes what the child computes, operation for operation, and trains as it does
-(`tests/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the moves
+(`tests/search/test_moves.py` trains both side by side). What terms a file's reward names (`reward_terms`, which the moves
 read too) is read here.
 """
 

@@ -87,7 +87,7 @@ class PhysicsState(NamedTuple):
     """What an environment keeps of MJX's data between control steps (JAX engine): the fields a physics step reads,
     MuJoCo's integration state and inputs. `mjx.step` computes every other field from these before it reads it, so
     data holding only these (`Simulator.place`) steps as data with everything computed (`Simulator.reset`) does
-    (`tests/test_physics.py` checks it, to the bit). Ant: 0.6 of its data's 14 KiB per environment
+    (`tests/sim/test_physics.py` checks it, to the bit). Ant: 0.6 of its data's 14 KiB per environment
     (`Simulator.compact`, `Simulator.expand`)."""
 
     time: jax.Array

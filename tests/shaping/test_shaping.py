@@ -3,7 +3,6 @@ parameter sweeps trace once; --cross forms the product; seed statistics."""
 
 import re
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,20 +16,19 @@ from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.candidates import (SHAPER_TYPES, Candidate, cross_candidates, expand_sweeps, load_candidate,
                                         call_with_params)
 from envcoder.env.grouping import GroupPlan
-from envcoder.candidates.validate import sample_state, validate_candidate
+from envcoder.candidates.validate import validate_candidate
 from envcoder.sim import Simulator
-from envcoder.tasks import get_task
+import tiny
+from conftest import CANDIDATES
 
-HERE = Path(__file__).parent / "candidates" / "shaping"
+HERE = CANDIDATES / "shaping"
 ALL_TYPES = SHAPER_TYPES
 ENVS, ITERATIONS = 16, 2
 
 
 @pytest.fixture(scope="module")
 def cartpole():
-    task = get_task("Cartpole")
-    sim = Simulator(task.model_file, task.substeps)
-    return task, sim, sample_state(task, sim)
+    return tiny.cartpole()
 
 
 def load(name):
@@ -43,19 +41,11 @@ def runs(cartpole):
     default = Candidate("default", None, "", {}, "default")
     mix = [default] + [load(n) for n in ("wide_reset", "strict_terminal", "goal_target", "two_actions", "nan_later")]
     replaced = mix[:-1] + [load_candidate(HERE / "nan_replacement.py", ALL_TYPES, name="nan_later")]
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = tiny.ppo(task)
 
     def train(candidates):
-        trainer = GroupedPPO(task, [validate_candidate(task, sim, c, state) for c in candidates], config, ENVS, (0,),
-                             sim)
-        ts = trainer.init()
-        initial_env = jax.device_get(ts.env)
-        history = []
-        for _ in range(ITERATIONS):
-            ts, metrics = trainer.iteration(ts)
-            history.append(jax.device_get(metrics))
-        return {"trainer": trainer, "ts": jax.device_get(ts), "history": history, "initial_env": initial_env,
-                "evaluation": jax.device_get(trainer.evaluate(ts))}
+        return vars(tiny.train(task, [validate_candidate(task, sim, c, state) for c in candidates], ITERATIONS, config,
+                               sim=sim, envs=ENVS, evaluate=True, keep_initial=True))
 
     return {"mix": train(mix), "replaced": train(replaced), "alone": train([default])}
 
@@ -297,8 +287,7 @@ def test_an_env_whose_physics_blows_up_is_reset_and_counted_not_the_candidate_di
     task, _, state = cartpole
     sim = ExplodingSimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedPPO(task, [validate_candidate(task, sim, default, state)], config, ENVS, (0,), sim)
+    trainer = GroupedPPO(task, [validate_candidate(task, sim, default, state)], tiny.ppo(task), ENVS, (0,), sim)
     ts, metrics = trainer.iteration(trainer.init())
     metrics, ts = jax.device_get((metrics, ts))
     assert metrics["physics_failures"][0] > 0
@@ -352,8 +341,7 @@ def test_a_failure_counts_the_remaining_steps_at_the_after_failure_value(cartpol
         def compute_terminal(state):
             return state["progress_buf"] >= 3
     """))
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
-    trainer = GroupedPPO(task, [validate_candidate(task, sim, fails, state)], config, ENVS, (0,), sim)
+    trainer = GroupedPPO(task, [validate_candidate(task, sim, fails, state)], tiny.ppo(task), ENVS, (0,), sim)
     evaluation = jax.device_get(trainer.evaluate(trainer.init()))
     np.testing.assert_allclose(evaluation["episode_length"], 3.0)
     np.testing.assert_allclose(evaluation["task_fitness"], (3 * 0.25 + 497 * 1.0) / 500, rtol=1e-6)

@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from envcoder.env import ResetPool
-from envcoder.rl.config import PPOConfig
 from envcoder.rl.grouped_ppo import GroupedPPO
 from envcoder.search.proposers import OfflineProposer, Parent, Request
 from envcoder.candidates import SHAPER_TYPES, Candidate, CandidateError, load_candidate
-from envcoder.candidates.validate import sample_state, validate_candidate
+from envcoder.candidates.validate import validate_candidate
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
+
+import tiny
 
 FILES = {
     "heavy": """
@@ -57,23 +58,16 @@ def write(tmp_path, name, source):
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("randomization")
-    task = get_task("Cartpole")
-    sim = Simulator(task.model_file, task.substeps)
-    state = sample_state(task, sim)
+    task, sim, state = tiny.cartpole()
     candidates = {name: load_candidate(write(tmp, name, source), SHAPER_TYPES) for name, source in FILES.items()}
     candidates["default"] = Candidate("default", None, "", {}, "default")
     candidates = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = tiny.ppo(task)
 
     def train(names, **kwargs):
         chosen = [validate_candidate(task, sim, n, state) if isinstance(n, Candidate) else candidates[n] for n in names]
-        trainer = GroupedPPO(task, chosen, config, 8, (0,), sim, **kwargs)
-        ts = trainer.init()
-        history = []
-        for _ in range(ITERATIONS):
-            ts, metrics = trainer.iteration(ts)
-            history.append(jax.device_get(metrics))
-        return trainer, ts, history
+        run = tiny.train(task, chosen, ITERATIONS, config, sim=sim, **kwargs)
+        return run.trainer, run.ts, run.history
 
     return {"task": task, "sim": sim, "candidates": candidates, "config": config, "train": train,
             "mixed": train(["heavy", "table", "nothing", "target"])}

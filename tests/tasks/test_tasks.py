@@ -2,14 +2,13 @@
 NaN, legged robots standing under their default controller, and hand-computed Anymal rewards."""
 
 import re
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import BUNDLED
+from conftest import BENCHMARKS, BUNDLED
 from envcoder.env import GroupedEnv, ResetPool
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.candidates import Candidate, load_candidate
@@ -196,7 +195,7 @@ def test_root_states_round_trip_through_physics():
     np.testing.assert_allclose(back["root_states"], root, atol=1e-5)
 
 
-SPARSE = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+SPARSE = BENCHMARKS / "search_starts" / "sparse"
 
 
 def test_each_sparse_start_pays_the_task_fitness_as_its_only_reward(rollout):

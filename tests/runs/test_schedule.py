@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import BUNDLED
+from conftest import BENCHMARKS, BUNDLED
 from envcoder.cli import main
 from envcoder.rl.learner import TrainState
 from envcoder.runs.directory import RunDirectory
@@ -265,9 +265,8 @@ def test_a_halving_run_resumed_inside_or_between_rungs_equals_the_uninterrupted_
 
 def test_fidelity_benchmark_agreement_and_training_scores_by_hand():
     import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("fidelity", Path(__file__).parents[1] / "benchmarks" / "fidelity.py")
+    spec = importlib.util.spec_from_file_location("fidelity", BENCHMARKS / "fidelity.py")
     fidelity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fidelity)
     reference = ["a", "b", "c", "d", "e"]
@@ -295,9 +294,8 @@ def test_fidelity_analysis_of_a_cut_off_reference_rescores_earlier_orders_with_t
     import csv
     import importlib.util
     import json
-    from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("fidelity", Path(__file__).parents[1] / "benchmarks" / "fidelity.py")
+    spec = importlib.util.spec_from_file_location("fidelity", BENCHMARKS / "fidelity.py")
     fidelity = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fidelity)
     reference = tmp_path / "reference"

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 import pytest
 
+import tiny
 from conftest import BUNDLED
 from envcoder.candidates import load_candidate
 from envcoder.candidates.prepare import sandboxed_candidates
@@ -49,23 +50,15 @@ def test_files_that_differ_only_in_float_constants_have_the_same_code_and_their_
 def runs():
     """good_upright trained from its file with its constants as literals, alone; and with its constants as data,
     next to a copy whose constants differ (one class: one trace, vmapped over both)."""
-    task = get_task("Cartpole")
-    sim = Simulator(task.model_file, task.substeps)
-    state = sample_state(task, sim)
+    task, sim, state = tiny.cartpole()
     path = BUNDLED / "cartpole" / "good_upright.py"
     candidates = {"data": load_candidate(path), "literal": load_candidate(path, lift=False),
                   "other": load_candidate(path.parent / "other.py", source=GOOD.replace("-2.0", "-5.0"))}
     candidates = {name: validate_candidate(task, sim, c, state) for name, c in candidates.items()}
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
 
     def train(selected):
-        trainer = GroupedPPO(task, selected, config, 8, (0,), sim)
-        ts = trainer.init()
-        history = []
-        for _ in range(2):
-            ts, metrics = trainer.iteration(ts)
-            history.append(jax.device_get(metrics))
-        return trainer, jax.device_get(ts), history
+        run = tiny.train(task, selected, 2, sim=sim)
+        return run.trainer, run.ts, run.history
     return {"literal": train([candidates["literal"]]), "both": train([candidates["data"], candidates["other"]])}
 
 

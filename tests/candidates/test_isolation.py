@@ -17,10 +17,10 @@ from envcoder.runs.evaluation import EvalSettings, run_evaluation
 from envcoder.shaping.api import CandidateError
 from envcoder.runs.watchdog import EXIT_STATUS
 
-from conftest import BUNDLED
+from conftest import BUNDLED, CANDIDATES, ROOT
 
-CORPUS = Path(__file__).parent / "candidates" / "bad"
-ATTACKS = Path(__file__).parent / "candidates" / "attacks"
+CORPUS = CANDIDATES / "bad"
+ATTACKS = CANDIDATES / "attacks"
 GOOD = BUNDLED / "cartpole" / "good_upright.py"
 HELPER_USER = """import jax.numpy as jnp
 from envcoder.shaping.helpers import normalize_angle
@@ -48,7 +48,6 @@ EXPECTED = {
     "forbidden_import": "import of 'subprocess' is not allowed",
     "file_access": "use of 'open' is not allowed",
     "file_via_jnp": "use of .save is not allowed",
-    "endless_loop": "in compute_reward() while tracing it: took longer than 10 s (a Python loop that never ends",
     "huge_allocation": "MiB of working memory",
     # escapes through attribute chains of the allowed modules
     "getattr_computed": "use of 'getattr' is not allowed",
@@ -70,10 +69,7 @@ EXPECTED = {
     "mutate_state": "in compute_reward(): changes its argument 'state' in place (item assignment)",
     "mutate_state_method": "in compute_reward(): changes its argument 'state' in place (.pop())",
     # trace-time blow-ups and hangs only a separate process can stop
-    "unrolled_loop": "in compute_reward() while tracing it",
     "deep_recursion": "in compute_reward(): failed on the sample state: RecursionError",
-    "xla_while_forever": "in compute_reward() while running it: took longer than 10 s (a lax.while_loop that never",
-    "module_level_hang": "while its module-level code ran: took longer than 10 s",
     # files that are not candidates
     "empty_file": "the file is empty",
     "non_utf8": "is not UTF-8 text (byte 0xff",
@@ -91,7 +87,6 @@ EXPECTED = {
     "mutable_default": "changes its argument '_calls' in place",
     "many_terms": "RecursionError",
     "delete_samples": "IndexError",  # it emptied its own child's sample states: the next file's child has its own
-    "phase_forger": "while tracing it: took longer than 30 s in all (3 × the 10 s a step may take",
     # programs handed over that differ from what validation ran (the file tells its two traces apart): the worker
     # runs each exported program against its function on the sample states (two batch sizes), and a second trace
     # that differs is refused there (the training process checks each output's declared signature too).
@@ -113,6 +108,15 @@ EXPECTED = {
     "huge": "is 51,200 KiB; a candidate file may be at most 256 KiB",
     "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
+HANGS = {
+    "endless_loop": "in compute_reward() while tracing it: took longer than 4 s (a Python loop that never ends",
+    "unrolled_loop": "in compute_reward() while tracing it",
+    "xla_while_forever": "in compute_reward() while running it: took longer than 4 s (a lax.while_loop that never",
+    "module_level_hang": "while its module-level code ran: took longer than 4 s",
+    "phase_forger": "while tracing it: took longer than 12 s in all (3 × the 4 s a step may take",
+}
+"""Files that hang, each stopped at its step's time limit (or the file's, for one that reports made-up steps):
+checked with a limit of their own (`test_a_file_that_hangs_is_stopped_where_it_hangs`), not the corpus run's 10 s."""
 CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "square_memory",
              "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
@@ -128,6 +132,8 @@ def runs(tmp_path_factory):
     shutil.copytree(CORPUS, corpus)
     for attack in ATTACKS.glob("*.py"):
         shutil.copy(attack, corpus / attack.name)
+    for name in HANGS:
+        (corpus / f"{name}.py").unlink()
     os.mkfifo(corpus / "fifo.py")
     (corpus / "dev_zero.py").symlink_to("/dev/zero")
     (root / "outside.py").write_text("def compute_reward(state):\n    return state['dof_pos'][:, 1]\n")
@@ -182,6 +188,20 @@ def test_each_bad_file_has_its_specific_error(runs):
         assert str(root / "corpus_files" / f"{name.split('[')[0]}.py") in failures[name]
     on_disk = {f["name"] for f in json.loads((root / "corpus" / "failures.json").read_text())}
     assert on_disk == set(EXPECTED)
+
+
+def test_a_file_that_hangs_is_stopped_where_it_hangs():
+    """A Python loop that never ends or is unrolled too far, a `lax.while_loop` that never ends inside XLA (which no
+    signal reaches), module-level code that sleeps, and a file that reports a made-up step every second (each
+    report restarted the step's deadline before): each is killed, and its verdict names the function and step."""
+    from envcoder.candidates.sandbox import SandboxValidator
+
+    files = {name: (CORPUS if (CORPUS / f"{name}.py").exists() else ATTACKS) / f"{name}.py" for name in HANGS}
+    with SandboxValidator("Cartpole", ("compute_reward", "compute_observation"), timeout_s=4.0, workers=2) as validator:
+        verdicts = validator.validate([(name, path.read_text(), str(path)) for name, path in files.items()])
+    for (name, message), verdict in zip(HANGS.items(), verdicts):
+        assert not verdict.ok and message in verdict.error, (name, verdict.errors)
+        assert str(files[name]) in verdict.error
 
 
 def _daemons() -> list[str]:
@@ -417,7 +437,7 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
             f"    open({str(scratch / 'big')!r}, 'wb').write(bytes(2 * 2**20))\n"
             "except OSError as err:\n"
             "    print('refused', errno.errorcode[err.errno])\n")
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(ROOT / "src")
     proc = start_jailed(unshare_command(), [sys.executable, "-c", code], stdout=subprocess.PIPE,
                         stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": src})
     out, err = proc.communicate(timeout=60)

@@ -7,18 +7,16 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import BUNDLED
+from conftest import BUNDLED, TESTS
 from envcoder.cli import main
 from envcoder.candidates import load_candidate
 from envcoder.env.grouping import GroupPlan
 from envcoder.tasks import get_task
 
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")

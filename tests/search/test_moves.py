@@ -15,6 +15,7 @@ from envcoder.search.proposers import OfflineProposer, Parent, Request
 from envcoder.search.state_terms import state_terms
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
+from conftest import BENCHMARKS, BUNDLED
 
 
 
@@ -24,7 +25,7 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
     task = get_task("Cartpole")
     simulator = Simulator(task.model_file, task.substeps)
     states = rollout_states(task, simulator)
-    folder = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole"
+    folder = BUNDLED / "cartpole"
     parents = [Parent(p.stem, p.read_text(), 0.5) for p in sorted(folder.glob("*.py"))]
     good = next(p for p in parents if p.name == "good_upright")  # terms: upright, motion
     parents.append(Parent("centred", "import jax.numpy as jnp\n\n\ndef compute_reward(state):\n"
@@ -53,7 +54,7 @@ def test_structural_moves_write_files_that_pass_validation_and_do_what_they_say(
                                       states).reward_components)
     assert note.startswith("drop term") and components(grandchild) == components(child) - {note.split("'")[1]}
     # A sparse start (the fitness as a bare reward: no term to move) is shaped by the terms a state offers.
-    sparse = Parent("sparse", (Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse" /
+    sparse = Parent("sparse", (BENCHMARKS / "search_starts" / "sparse" /
                                "cartpole.py").read_text(), 0.1)
     assert structural_child(random.Random(0), sparse, [], None, move="reweight") is None
     child, note = structural_child(random.Random(0), sparse, [], None, library=library)
@@ -91,7 +92,7 @@ def test_a_population_tunes_the_weights_a_move_adds_not_the_terms_or_the_tasks_t
     `1.34 + 7.6 * tilt`, a reward for tilting, and a threshold of 0.8 m one of 24 m, which no torso reaches."""
     from envcoder.search.population import seed_population
 
-    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    folder = BENCHMARKS / "search_starts" / "sparse"
     for task_name, file in (("Humanoid", "humanoid"), ("Cartpole", "cartpole"), ("Anymal", "anymal"), ("Ant", "ant")):
         task = get_task(task_name)
         kind, step = task.get_fitness()[1].higher_is_better, task.get_fitness()[1].step
@@ -114,7 +115,7 @@ def test_the_fitness_is_not_added_to_a_reward_that_is_the_fitness():
     normalizes values and advantages: it trained as the start, docs/benchmarks/search.md § 24). A sparse start written
     as its fitness (Ant, Humanoid, Cartpole) now gets only the terms its state offers; Anymal's fitness is an error,
     added through a kernel (a term of its own), and a child with other terms may still weigh the fitness anew."""
-    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    folder = BENCHMARKS / "search_starts" / "sparse"
     for task_name in ("Ant", "Humanoid", "Cartpole", "Anymal"):
         task = get_task(task_name)
         kind, step = task.get_fitness()[1].higher_is_better, task.get_fitness()[1].step
@@ -140,7 +141,7 @@ def test_every_state_child_of_a_reward_that_is_the_error_negated_pays_for_stayin
     its state children have no alive bonus."""
     from envcoder.search.moves import ALIVE_FLOOR
 
-    root = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts"
+    root = BENCHMARKS / "search_starts"
     sparse = (root / "sparse" / "anymal.py").read_text()
     starts = {"sparse": ("Anymal", sparse), "poor": ("Anymal", (root / "anymal" / "missing_term.py").read_text()),
               "not negated": ("Anymal", sparse.replace("return -jnp.linalg", "return jnp.linalg")),
@@ -164,7 +165,7 @@ def test_every_state_child_of_a_reward_that_is_the_error_negated_pays_for_stayin
 def _children(seed: int = 3):
     """Cartpole children of every move (a donor and the task's fitness available), and a grandchild."""
     task = get_task("Cartpole")
-    folder = Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole"
+    folder = BUNDLED / "cartpole"
     parents = [Parent(p.stem, p.read_text(), 0.5) for p in sorted(folder.glob("*.py"))]
     good = next(p for p in parents if p.name == "good_upright")
     parents.append(Parent("centred", "import jax.numpy as jnp\n\n\ndef compute_reward(state):\n"
@@ -191,7 +192,7 @@ def test_a_find_is_written_as_one_flat_reward_that_computes_the_same():
     task, children = _children()
     simulator = Simulator(task.model_file, task.substeps)
     states = rollout_states(task, simulator)
-    start = (Path(__file__).resolve().parents[1] / "src" / "envcoder" / "examples" / "cartpole" /
+    start = (BUNDLED / "cartpole" /
              "good_upright.py").read_text()
     for move, child in children.items():
         flat = flatten(child)
@@ -352,7 +353,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     from envcoder.candidates.samples import shipped_states
     from envcoder.search.readable import flatten, readable_text
 
-    folder = Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse"
+    folder = BENCHMARKS / "search_starts" / "sparse"
     wide = 0  # flat files with a code line over 100 characters before it was broken
     for name in ("Ant", "Anymal", "Cartpole", "Humanoid"):
         task = get_task(name)
@@ -423,7 +424,7 @@ def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
     library = state_terms(humanoid.state_fields, states)
     sizes = term_sizes(library, states)
     assert sizes["effort_cost"] > 3e4 and dict((n, h) for n, _, _, h in library)["effort_cost"] < 1e-4
-    sparse = Parent("sparse", (Path(__file__).resolve().parents[1] / "benchmarks" / "search_starts" / "sparse" /
+    sparse = Parent("sparse", (BENCHMARKS / "search_starts" / "sparse" /
                                "humanoid.py").read_text(), None)
     drawn = []
     for seed in range(40):

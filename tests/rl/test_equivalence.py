@@ -4,40 +4,32 @@ import jax
 import numpy as np
 import pytest
 
+import tiny
 from conftest import BUNDLED
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.grouped_ppo import GroupedPPO
 from envcoder.candidates import load_candidate
 from envcoder.env.grouping import group_key
-from envcoder.candidates.validate import sample_state, validate_candidate
-from envcoder.sim import Simulator
-from envcoder.tasks import get_task
+from envcoder.candidates.validate import validate_candidate
 
 ITERATIONS = 2
 
 
 @pytest.fixture(scope="module")
 def runs():
-    task = get_task("Cartpole")
-    sim = Simulator(task.model_file, task.substeps)
-    state = sample_state(task, sim)
+    """alive_bonus alone; the three with two seeds each (alive_bonus#0 at another place of the batch than alone, and
+    beside its own seed 1); the same six groups updated two at a time."""
+    task, sim, state = tiny.cartpole()
     names = ["good_upright", "alive_bonus", "poor_spin"]
     candidates = {n: load_candidate(BUNDLED / "cartpole" / f"{n}.py", ("compute_reward",)) for n in names}
     candidates = {n: validate_candidate(task, sim, c, state) for n, c in candidates.items()}
-    config = PPOConfig.for_task(task, horizon_length=8, mini_epochs=2, units=(16, 16))
+    config = tiny.ppo(task)
 
     def train(selected, seeds=(0,), config=config):
-        trainer = GroupedPPO(task, [candidates[n] for n in selected], config, 8, seeds, sim)
-        ts = trainer.init()
-        history = []
-        for _ in range(ITERATIONS):
-            ts, metrics = trainer.iteration(ts)
-            history.append(jax.device_get(metrics))
-        return trainer, jax.device_get(ts), history
+        run = tiny.train(task, [candidates[n] for n in selected], ITERATIONS, config, sim=sim, seeds=seeds)
+        return run.trainer, run.ts, run.history
 
-    return {"alone": train(["alive_bonus"]), "grouped": train(names), "seeds": train(["alive_bonus"], seeds=(0, 1)),
-            # two groups' updates at a time: a block of 2 groups, then one of 1
-            "blocks": train(names, config=config.replace(update_block_envs=16))}
+    # two groups' updates at a time: three blocks of two
+    return {"alone": train(["alive_bonus"]), "grouped": train(names, seeds=(0, 1)),
+            "blocks": train(names, seeds=(0, 1), config=config.replace(update_block_envs=16))}
 
 
 def group_slice(run, label):
@@ -66,7 +58,7 @@ def test_grouped_run_equals_single_run(runs):
 def test_updates_in_blocks_of_groups_train_as_all_groups_at_once(runs):
     """`update_block_envs` bounds the memory of the update: the groups update a block at a time, each as before."""
     (trainer, ts, history), (_, blocks_ts, blocks_history) = runs["grouped"], runs["blocks"]
-    assert trainer.rows == 3 and trainer.config.update_block_envs // trainer.num_envs >= 3
+    assert trainer.rows == 6 and trainer.config.update_block_envs // trainer.num_envs >= 6
     for a, b in zip(jax.tree.leaves((ts, history)), jax.tree.leaves((blocks_ts, blocks_history))):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # training moved the parameters: the comparison is not of two initial states
@@ -81,8 +73,8 @@ def test_keys_come_from_name_and_seed_not_position(runs):
 
 
 def test_seeds_train_independently(runs):
-    _, p0, _ = group_slice(runs["seeds"], "alive_bonus#0")
-    _, p1, _ = group_slice(runs["seeds"], "alive_bonus#1")
+    _, p0, _ = group_slice(runs["grouped"], "alive_bonus#0")
+    _, p1, _ = group_slice(runs["grouped"], "alive_bonus#1")
     _, p_alone, _ = group_slice(runs["alone"], "alive_bonus#0")
     assert not np.allclose(p0["actor"][0][0], p1["actor"][0][0])
     np.testing.assert_allclose(p0["actor"][0][0], p_alone["actor"][0][0], rtol=1e-5, atol=1e-6)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import tiny
 from conftest import BUNDLED
 from envcoder.cli import main
 from envcoder.rl import central_value
@@ -159,26 +160,14 @@ def grouped_runs(tmp_path_factory):
         candidates = {n: load_candidate((root if n == "privileged" else directory) / f"{n}.py", SHAPER_TYPES)
                       for n in names}
         candidates = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
-        if algo == "dqn":
-            trainer_class, config = GroupedDQN, DQNConfig.for_task(task, steps_per_epoch=4,
-                                                                   updates_per_epoch=2, batch_size=16,
-                                                                   replay_buffer_size=64, units=(16, 16),
-                                                                   num_epochs_to_copy=1)
-        else:
-            trainer_class, config = GroupedPPO, PPOConfig.for_task(task, horizon_length=8,
-                                                                       mini_epochs=2, units=(16, 16))
+        config = tiny.dqn(task) if algo == "dqn" else tiny.ppo(task)
         if algo == "central value":  # a critic of its own size, step size, epochs and minibatches
             config = config.replace(central_value_config=CentralValueConfig(
                 learning_rate=1e-3, mini_epochs=3, num_minibatches=4, units=(8,), activation="tanh"))
 
         def train(selected):
-            trainer = trainer_class(task, [candidates[n] for n in selected], config, 8, (0,), sim)
-            ts = trainer.init()
-            history = []
-            for _ in range(ITERATIONS):
-                ts, metrics = trainer.iteration(ts)
-                history.append(jax.device_get(metrics))
-            return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
+            run = tiny.train(task, [candidates[n] for n in selected], ITERATIONS, config, sim=sim, evaluate=True)
+            return run.trainer, run.ts, run.history, run.evaluation
 
         runs[(task_name, algo)] = {"candidates": candidates, "grouped": train(names), "alone": {n: train([n]) for n in solo}}
     return runs
@@ -522,17 +511,11 @@ def sac_runs(tmp_path_factory):
     candidates = {"good_upright": load_candidate(BUNDLED / "cartpole" / "good_upright.py", SHAPER_TYPES),
                   "two_actions": load_candidate(root / "two_actions.py", SHAPER_TYPES)}
     candidates = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
-    config = SACConfig(steps_per_epoch=4, updates_per_epoch=2, batch_size=16, replay_buffer_size=64, units=(16, 16),
-                       learning_starts=1)
+    config = tiny.sac(task)
 
     def train(selected):
-        trainer = GroupedSAC(task, [candidates[n] for n in selected], config, 8, (0,), sim)
-        ts = trainer.init()
-        history = []
-        for _ in range(3):
-            ts, metrics = trainer.iteration(ts)
-            history.append(jax.device_get(metrics))
-        return trainer, jax.device_get(ts), history, jax.device_get(trainer.evaluate(ts))
+        run = tiny.train(task, [candidates[n] for n in selected], 3, config, sim=sim, evaluate=True)
+        return run.trainer, run.ts, run.history, run.evaluation
 
     return {"candidates": candidates, "grouped": train(["good_upright", "two_actions"]), "alone": train(["good_upright"])}
 

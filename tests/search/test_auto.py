@@ -31,8 +31,9 @@ from envcoder.runs.results import RunResults
 from envcoder.search.loop import AutoRun, AutoSettings, load_settings
 from envcoder.search.population import halving_slots
 from fake_llm import USAGE, FakeLLMServer
+from conftest import BENCHMARKS, TESTS
 
-HERE = Path(__file__).parent
+HERE = TESTS
 
 GOOD_A = """import jax.numpy as jnp
 
@@ -943,7 +944,7 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     # Start 1.0, default 0.2: a find at 0.6 closes half the gap; with no spread over seeds the interval is a point.
@@ -983,7 +984,7 @@ def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, c
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     run = tmp_path / "searches" / "s0"
@@ -1057,7 +1058,7 @@ def test_the_fresh_seed_check_does_not_count_a_start_its_search_kept_as_a_find(t
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     sparse = "def compute_reward(state):\n    return state['x']\n"
@@ -1120,7 +1121,7 @@ def test_the_fresh_seed_check_does_not_train_a_kept_start_again(tmp_path, monkey
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     values = {"start_sparse": 1.0, "task_default": 3.0, "find_searches_found": 4.0}
@@ -1161,7 +1162,7 @@ def test_a_second_verify_of_the_same_searches_pools_their_runs(tmp_path, monkeyp
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     values = {"start_sparse": 1.0, "task_default": 3.0, "find_searches_found": 4.0}
@@ -1204,7 +1205,7 @@ def test_one_row_of_the_hns_table_in_one_command(tmp_path, capsys):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "hns"
@@ -1242,7 +1243,7 @@ def test_a_row_from_a_folder_of_poor_starts_in_one_command(tmp_path, monkeypatch
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     starts = tmp_path / "poor"
@@ -1294,7 +1295,7 @@ def test_the_hns_row_retrains_each_task_at_its_stated_budget():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("search_benchmark",
-                                                  Path(__file__).parents[1] / "benchmarks" / "search.py")
+                                                  BENCHMARKS / "search.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     assert bench.verify_arguments("Ant") == ["--envs-per-candidate", "1024", "--iterations", "300"]
