@@ -6,6 +6,8 @@
     python benchmarks/gpu_smoke.py strong --gpus 1 2 4  # the README's Anymal job over more GPUs
     python benchmarks/gpu_smoke.py processes            # two processes of one GPU each against one process on both
     python benchmarks/gpu_smoke.py auto                 # a small `envcoder auto` over every visible GPU
+    python benchmarks/gpu_smoke.py outcomes             # what the tests once trained on the CPU for minutes: the
+                                                        # learning outcomes, each checked (tests/README.md)
 
 Every job is an `envcoder` command in its own process (`--out DIR/<job>`); it prints one line: the exit status (a
 signal is named), seconds from launch to the first trained iteration (the first row of metrics.csv) and to exit,
@@ -21,6 +23,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -35,6 +38,60 @@ H100_POOL_GIB = 74.8
 ANYMAL_README = ["eval", "--task", "Anymal", "--seeds", "6", "--iterations", "500"]
 ANT_8192 = ["eval", "--task", "Ant", "--seeds", "2048", "--envs-per-candidate", "256", "--iterations", "4",
             "--no-tensorboard"]
+
+
+POOR_START = Path(__file__).resolve().parents[1] / "tests" / "candidates" / "auto" / "poor_weights.py"
+"""A deliberately poor Cartpole reward (its terms mis-weighted): where the searches start."""
+
+
+def _results(run: Path) -> dict:
+    return json.loads((run / "results.json").read_text())
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def check_three_seeds(run: Path) -> None:
+    """`envcoder eval --task Cartpole --seeds 3 --task-default`: decisive results as a user runs it: every interval
+    within [0, 1], at least two candidates at the ceiling, ordered by learning speed, the task's default ranked."""
+    results = _results(run)
+    ranking = results["ranking"]
+    assert all(0.0 <= r["ci_low"] <= r["fitness_mean"] <= r["ci_high"] <= 1.0 for r in ranking), ranking
+    ceiling = [ranking[0], *(r for r in ranking if r["name"] in results["tied_with_best"])]
+    assert len(ceiling) >= 2 and all(r["fitness_mean"] >= 1.0 - 1e-4 for r in ceiling), ceiling
+    assert [r["auc"] for r in ceiling] == sorted((r["auc"] for r in ceiling), reverse=True)
+    assert "task_default" in [r["name"] for r in ranking]
+    printed = " ".join((run.parent / f"{run.name}.log").read_text().split())
+    for said in ("AUC", "ranked by learning speed", "clipped to the fitness's range [0, 1]"):
+        assert said in printed, said
+
+
+def check_offline_improves(run: Path) -> None:
+    """`envcoder auto --proposer offline` from the poor start: its find beats the start by more than 0.2 in the
+    final, beside the task's default."""
+    summary = _summary(run)
+    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
+    assert summary["proposer"] == "offline" and summary["best"]["name"] != "init_poor_weights", summary["best"]
+    assert final[summary["best"]["name"]] > final["init_poor_weights"] + 0.2, final
+    assert "task_default" in final and "the task default" in summary["task_default"]["text"]
+    assert summary["final_seeds"]["stopped"] in ("separable", "budget") and summary["cost_usd"] == 0.0
+    header = (run / "best.py").read_text().splitlines()[0]  # where the find came from, and what changed
+    assert re.match(r"# offline: from (init_poor_weights|it00_c\d\d); \S", header), header
+
+
+def check_population_ceiling(run: Path) -> None:
+    """`envcoder auto` (the population search) from the poor start: its find, retrained from scratch, holds the pole
+    for the whole episode; the start does not."""
+    summary = _summary(run)
+    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
+    assert summary["proposer"] == "population", summary["proposer"]
+    assert final[summary["best"]["name"]] == 1.0 and final["init_poor_weights"] < 0.1, final
+
+
+CHECKS = {"cartpole_three_seeds": check_three_seeds, "auto_offline_cartpole": check_offline_improves,
+          "auto_population_cartpole": check_population_ceiling}
+"""The outcomes' checks, by job (what each asserts is in its docstring)."""
 
 
 def gpus() -> list[str]:
@@ -166,12 +223,25 @@ def jobs(args) -> list[Job]:
             "auto", "--task", "Anymal", "--iterations", "1", "--candidates-per-iteration", "4", "--copies", "2",
             "--train-iterations", str(args.iterations or 50), "--final-envs", "256", "--final-seeds", "2",
             "--final-max-seeds", "2", "--final-top", "1"], out, devices)]
+    if args.what == "outcomes":
+        start = ["--task", "Cartpole", "--initial", str(POOR_START)]
+        return [Job("cartpole_three_seeds", ["eval", "--task", "Cartpole", "--seeds", "3", "--task-default"], out,
+                    devices[:1]),
+                Job("auto_offline_cartpole", ["auto", *start, "--proposer", "offline", "--candidates-per-iteration",
+                                              "4", "--iterations", "2", "--envs-per-candidate", "64",
+                                              "--train-iterations", "30", "--final-seeds", "2", "--final-max-seeds",
+                                              "4", "--final-top", "1"], out, devices[:1]),
+                Job("auto_population_cartpole", ["auto", *start, "--candidates-per-iteration", "1", "--iterations",
+                                                 "1", "--copies", "8", "--envs-per-candidate", "32",
+                                                 "--train-iterations", "30", "--final-max-seeds", "4", "--final-top",
+                                                 "2"], out, devices[:1])]
     raise SystemExit(f"unknown job set {args.what!r}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", nargs="?", default="smoke", choices=("smoke", "weak", "strong", "processes", "auto"))
+    parser.add_argument("what", nargs="?", default="smoke",
+                        choices=("smoke", "weak", "strong", "processes", "auto", "outcomes"))
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--iterations", type=int, default=None, help="training iterations (each set has its own)")
     parser.add_argument("--out", type=Path, default=Path("runs/gpu_smoke"))
@@ -182,10 +252,20 @@ def main() -> None:
     visible = gpus()
     args.gpus = [n for n in args.gpus if n <= len(visible)]
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    failed = []
     for job in jobs(args):
         if args.only and job.name not in args.only:
             continue
         record = job.run(args.timeout)
+        if job.name in CHECKS:
+            try:
+                CHECKS[job.name](job.run_dir)
+                record["check"] = "ok"
+            except (AssertionError, OSError, KeyError, ValueError) as err:
+                record["check"] = f"FAILED: {type(err).__name__}: {err}"[:500]
+            print(f"    check: {record['check']}", flush=True)
+            if record["check"] != "ok":
+                failed.append(job.name)
         if args.what == "processes" and job.processes == 1:
             two = json.loads((args.out / "cartpole_2processes.json").read_text())
             same = two["ranking"] == record["ranking"]
@@ -197,7 +277,7 @@ def main() -> None:
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps({"date": stamp, "device": _device_name(), **record}) + "\n")
-    sys.exit(0)
+    sys.exit(1 if failed else 0)
 
 
 def _device_name() -> str:

@@ -14,6 +14,8 @@ compared with a recording instead (`close`) and the test says how to record one:
 import json
 import os
 import platform
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Callable
@@ -21,6 +23,17 @@ from typing import Callable
 GOLDEN = Path(__file__).parent / "golden"
 ISA = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "avx_vnni", "asimd", "sve")
 """Instruction-set flags (Linux's /proc/cpuinfo names) under which XLA's CPU code may round otherwise."""
+
+
+def run_as_a_user(argv: list[str]) -> int:
+    """`envcoder ARGV` in a process of its own, with XLA's settings as a user's process has them (the tests' process
+    compiles without LLVM's optimizations: `conftest.FAST_COMPILES`), as the recordings were made; its exit status."""
+    from conftest import FAST_COMPILES
+    import jax
+
+    flags = os.environ.get("XLA_FLAGS", "").replace(FAST_COMPILES, "").strip()
+    env = {**os.environ, "XLA_FLAGS": flags, "ENVCODER_CACHE_DIR": jax.config.jax_compilation_cache_dir or ""}
+    return subprocess.run([sys.executable, "-m", "envcoder.cli", *argv], env=env, timeout=1800).returncode
 
 
 def cpu_kind() -> str:

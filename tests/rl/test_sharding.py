@@ -162,4 +162,4 @@ def test_a_run_directory_that_does_not_write_creates_nothing(tmp_path):
     # Process 0 created it: a non-writing process opens it without the "already exists" refusal.
     RunDirectory(tmp_path / "run").write_config({"task": "Cartpole"})
     RunDirectory(tmp_path / "run", writes=False)
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["candidates", "config.json"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [".lock", "candidates", "config.json"]  # the writer's lock

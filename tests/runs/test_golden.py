@@ -1,7 +1,7 @@
 """A small Anymal run gives, bit for bit, the results recorded on this kind of CPU (tests/golden/anymal_small/, one
 file per kind; on a kind with no recording, every candidate's fitness within 1e-3 of a recording's: tests/goldens.py).
 The first was recorded before the redesign of the trainer into environment, learners and driver (the README's
-Cartpole run is checked the same way in test_cli); the file was written again when
+Cartpole run is checked the same way in test_readme_run); the file was written again when
 the ranking gained learning speed (AUC), its declared range and its separation, with every group's number unchanged;
 and again when the candidates' float constants became inputs of the traced programs: 4 of the 10 candidates' numbers
 then moved in their 6th or 7th digit (XLA folds a literal constant, e.g. a division by it, otherwise than an input),
@@ -21,14 +21,13 @@ import json
 
 import pytest
 
-from envcoder.cli import main
-from goldens import assert_a_recording_equals, same_fitness
+from goldens import assert_a_recording_equals, run_as_a_user, same_fitness
 
 
 @pytest.mark.slow
 def test_a_small_anymal_run_gives_the_recorded_results_bit_for_bit(tmp_path):
     out = tmp_path / "anymal"
-    assert main(["eval", "--task", "Anymal", "--iterations", "2", "--envs-per-candidate", "16", "--no-tensorboard",
+    assert run_as_a_user(["eval", "--task", "Anymal", "--iterations", "2", "--envs-per-candidate", "16", "--no-tensorboard",
                  "--out", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert_a_recording_equals(results, "anymal_small", same_fitness(1e-3))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUNDLED
-from goldens import assert_a_recording_equals, same_fitness
+from goldens import assert_a_recording_equals, run_as_a_user, same_fitness
 from test_loggers import read_scalars
 from envcoder.cli import main
 from envcoder.rl.config import PPOConfig, load_config_file
@@ -37,8 +37,8 @@ def cartpole_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     out = root / "cartpole"
     (root / "ppo.yaml").write_text(PPO_YAML)
-    status = main(["eval", "--task", "Cartpole", "--config", str(root / "ppo.yaml"), "ppo.reward_scale=0.1",
-                   "--out", str(out)])
+    status = run_as_a_user(["eval", "--task", "Cartpole", "--config", str(root / "ppo.yaml"), "ppo.reward_scale=0.1",
+                            "--out", str(out)])
     return status, out
 
 

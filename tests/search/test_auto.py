@@ -222,27 +222,6 @@ def test_existing_run_directory_points_to_resume(llm_run, capsys):
     assert "give no --task" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_offline_proposer_improves_a_poor_starting_reward(tmp_path):
-    out = tmp_path / "offline"
-    status = main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                   "--proposer", "offline", "--candidates-per-iteration", "4", "--iterations", "2",
-                   "--envs-per-candidate", "64",
-                   "--train-iterations", "30", "--final-seeds", "2", "--final-max-seeds", "4", "--final-top", "1",
-                   "--out", str(out)])
-    assert status == 0
-    summary = json.loads((out / "summary.json").read_text())
-    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
-    assert summary["proposer"] == "offline" and summary["cost_usd"] == 0.0
-    assert summary["best"]["name"] != "init_poor_weights"
-    assert final[summary["best"]["name"]] > final["init_poor_weights"] + 0.2, final
-    assert "task_default" in final and "the task default" in summary["task_default"]["text"]
-    assert summary["final_seeds"]["stopped"] in ("separable", "budget")
-    # Every child says where it came from (the start, or a child of the first iteration) and what changed.
-    child = (out / "best.py").read_text()
-    assert re.match(r"# offline: from (init_poor_weights|it00_c\d\d); \S", child), child.splitlines()[0]
-
-
 def test_sandbox_workers_see_no_credentials(monkeypatch, tmp_path):
     from envcoder.candidates.pool import WORKER_XLA_FLAGS, worker_env
 

@@ -164,7 +164,8 @@ def test_a_curriculum_reaches_the_state_of_other_functions(setup):
     trainer, ts, history = setup["mixed"]
     target = group(setup["mixed"], "target#0")
     assert [m["curriculum/target"][target] for m in history] == pytest.approx([0.1, 0.2, 0.3])
-    curriculum = jax.tree.map(lambda x: x.at[target].set(0.7) if x.ndim == 1 else x, ts.env.curriculum)
+    curriculum = jax.tree.map(lambda x: jnp.asarray(x).at[target].set(0.7) if x.ndim == 1 else jnp.asarray(x),
+                              ts.env.curriculum)  # the run's state is on the host (`tiny.train`)
     pool = jax.jit(trainer.env.reset_pool)(ts.key, curriculum)
     np.testing.assert_allclose(jax.device_get(pool.commands)[target], 0.7)
 
