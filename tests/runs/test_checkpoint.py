@@ -79,6 +79,16 @@ def runs(tmp_path_factory):
     return root
 
 
+def _numbers(row: dict) -> dict:
+    """A metrics.csv row's values as numbers (blank: None), its text fields as they are."""
+    def number(value):
+        try:
+            return float(value) if value != "" else None
+        except ValueError:
+            return value
+    return {k: number(v) for k, v in row.items()}
+
+
 def metrics(path):
     rows = list(csv.DictReader((path / "metrics.csv").open()))
     return [{k: v for k, v in row.items() if k != "env_steps_per_s"} for row in rows]  # timing differs
@@ -408,8 +418,8 @@ def test_score_to_win_freezes_each_solved_candidate_and_stops_when_all_are(runs,
     by_key = {(r["iteration"], r["candidate"], r["seed"]): r for r in metrics(runs / "whole")}
     for row in metrics(out):
         g, iteration = (row["candidate"], row["seed"]), int(row["iteration"])
-        if iteration < expected[g]:
-            assert row == by_key[(row["iteration"], *g)]
+        if iteration < expected[g]:  # the frozen groups' programs beside it round otherwise in the 7th digit
+            assert _numbers(row) == pytest.approx(_numbers(by_key[(row["iteration"], *g)]), rel=1e-5, abs=1e-7)
         else:  # solved: the policy that reached the threshold is kept, no update is applied
             assert row["solved"] == "1.0" and row["actor_loss"] == "" and row["kl"] == ""
 

@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import jax
 import pytest
 
 from envcoder.cli import main
@@ -154,7 +153,7 @@ def test_errors_and_statistics_are_fed_back(llm_run):
     assert "syntax error" in fix[-1]["content"] and fix[1]["content"] == fenced(MALFORMED)
     reflection = json.loads((out / "llm" / "it01_s00_a0.json").read_text())["messages"][0]["content"]
     for expected in ("Keep the pole upright", "Results of iteration 1", "| it00_c00 |", "| it00_c02 |",
-                     "it00_c01: it00_c01.py", "returned shape", "Best candidate so far",
+                     "it00_c01: \"it00_c01.py", "returned shape", "Best candidate so far",
                      "reward component `", "task fitness of finished episodes", "```python"):
         assert expected in reflection, expected
     # The system prompt carries the rules and the task reference, as the server received it.
@@ -811,63 +810,6 @@ def test_a_halving_set_is_described_to_the_model_by_its_training_from_scratch(tm
     assert row_statistics(tmp_path, evaluated) == {"reward/alive": [9.0, 9.0], "task_fitness": [9.0, 9.0]}
     assert row_statistics(tmp_path, {**halving_set, "source": "not trained"}) is None
     assert row_statistics(tmp_path, None) is None
-
-
-@pytest.mark.slow
-def test_the_population_search_takes_a_poor_start_to_the_ceiling(tmp_path):
-    """`auto` without --llm: copies of a deliberately poor Cartpole reward (its terms mis-weighted) and of a
-    structural child of it train together under population-based training; the winner, written out with its last
-    constants and trained again from scratch, holds the pole for the whole episode; every takeover stays within one
-    file's copies (the same code, one compiled program)."""
-    out = tmp_path / "population"
-    threshold = jax.config.jax_persistent_cache_min_compile_time_secs
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # every program cached, as by the CLI
-    try:
-        assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
-                     "--candidates-per-iteration", "1", "--iterations", "1", "--copies", "8",
-                     "--envs-per-candidate", "32", "--train-iterations", "30", "--final-max-seeds", "4",
-                     "--final-top", "2", "--out", str(out)]) == 0
-    finally:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
-    summary = json.loads((out / "summary.json").read_text())
-    final = {r["name"]: r["fitness_mean"] for r in summary["final_ranking"]}
-    assert summary["proposer"] == "population" and summary["best"]["name"].split("-")[0] in ("init_poor_weights",
-                                                                                              "it00_c00")
-    assert final[summary["best"]["name"]] == 1.0 and final["init_poor_weights"] < 0.1, final
-    record = json.loads((out / "iter_00" / "iteration.json").read_text())
-    copies = [row for row in record["table"] if row["status"] != "start" and not row.get("rung")]
-    assert sorted(row["name"] for row in copies) == sorted(
-        [f"init_poor_weights-{k}" for k in range(8)] + [f"it00_c00-{k}" for k in range(8)])
-    # Successive halving, 3 rungs (8 copies halved to one): each file's best 4, then 2, then 1 sets of constants
-    # trained again from scratch, 2, 4, then 8 seeds each, in the same 16 groups: nothing compiled.
-    assert [(rung["sets"], rung["groups"], rung["compile"]["compiles"], rung["compile"]["traced"])
-            for rung in record["halving"]] == [(8, 16, 0, 0), (4, 16, 0, 0), (2, 16, 0, 0)]
-    lineage = json.loads((out / "iter_00" / "eval" / "population.json").read_text())["lineage"]
-    for file in ("init_poor_weights", "it00_c00"):
-        rung_1 = {(out / "iter_00" / "rung_1" / "candidates" / f"{file}-{k}r1.py").read_text() for k in range(8)}
-        kept = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] in rung_1]
-        dropped = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] not in rung_1]
-        assert min(kept) >= max(dropped)  # the population run's best go on: the start's best four, the child's best
-        if file == "it00_c00":  # three or four, and its constants as proposed (copy 0's, if it was never taken over)
-            taken = any(row["group"].startswith("it00_c00-0#") for row in lineage)
-            own = (out / "iter_00" / "candidates" / "it00_c00-0.py").read_text() if taken else next(
-                row["source"] for row in copies if row["name"] == "it00_c00-0")
-            assert own in rung_1 and len(kept) in (3, 4)
-        else:
-            assert len(kept) == len(dropped) == 4
-        sets = [row for row in record["table"] if row.get("rung") and row["name"].startswith(file + "-")]
-        assert sorted((row["rung"], row["seeds"], row["status"]) for row in sets) == [
-            (1, 2, "dropped"), (1, 2, "dropped"), (2, 6, "dropped"), (3, 14, "ok")]
-    population = summary["population"]
-    assert population["copies"] == 16 and population["takeovers"] > 0 and population["interval"] == 3
-    assert "each file's best constants (the population's and its own as proposed) trained again" in " ".join(
-        (out / "summary.md").read_text().split())
-    assert [{"generation": 0, **row} for row in lineage] == population["lineage"]
-    assert all(row["from"] != row["group"] and row["from"].split("-")[0] == row["group"].split("-")[0]
-               for row in lineage)  # a takeover within one file's copies: the same code
-    best = (out / "best.py").read_text()
-    assert best != (HERE / "candidates" / "auto" / "poor_weights.py").read_text()  # its constants, written in
-    assert "task_default" in final and summary["task_default"]["text"]
 
 
 @pytest.mark.slow

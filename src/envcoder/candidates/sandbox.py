@@ -344,7 +344,7 @@ class SandboxValidator:
                     and not any(k.endswith(":CURRICULUM") for k in first["function_keys"].values())):
                 self._passed_code.setdefault(key, (name, reply))
             if not stored:
-                self._store(name, source, reply)
+                self._store(name, source, reply, path is not None)
         return verdict
 
     def _renamed(self, name: str, source: str, path: str | None) -> Verdict | None:
@@ -376,25 +376,27 @@ class SandboxValidator:
                                                   "errors": {renamed(v): e for v, e in reply["errors"].items()}},
                              stored=True)
 
-    def _verdict_file(self, name: str, source: str) -> Path | None:
+    def _verdict_file(self, name: str, source: str, weighed: bool) -> Path | None:
+        """Where a passed verdict is kept: its key holds the sizes its programs were weighed at where they were
+        (`weighed`: a file's; the task's own shaping has no programs to weigh)."""
         folder = verdict_cache_dir()
         if folder is None:
             return None
         key = repr((code_fingerprint(), self.task, self.shaper_types, self.timeout_s, self.memory_bytes,
-                    self.platform, self.cost_envs, name, source))
+                    self.platform, *([self.cost_envs] if weighed else []), name, source))
         return folder / f"{hashlib.sha256(key.encode()).hexdigest()[:40]}.json"
 
     def _stored(self, name: str, source: str, path: str | None) -> Verdict | None:
         """A passed verdict kept on disk by an earlier run, or None (none, or unreadable: checked anew)."""
-        file = self._verdict_file(name, source)
+        file = self._verdict_file(name, source, path is not None)
         try:
             verdict = self._verdict(name, source, path, json.loads(file.read_text()), stored=True)
         except Exception:  # noqa: BLE001 - a missing or damaged entry is a cache miss
             return None
         return verdict if verdict.ok else None
 
-    def _store(self, name: str, source: str, reply: dict) -> None:
-        file = self._verdict_file(name, source)
+    def _store(self, name: str, source: str, reply: dict, weighed: bool) -> None:
+        file = self._verdict_file(name, source, weighed)
         if file is not None:
             store_entry(file, json.dumps(reply).encode())
 

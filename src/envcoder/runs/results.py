@@ -109,6 +109,8 @@ class RunResults:
         data["ranking"] = [dataclasses.asdict(r) for r in self.ranking]
         data["groups"] = [g.to_json() for g in self.groups]
         data["failures"] = [dataclasses.asdict(f) for f in self.failures]
+        if not self.own_control:  # written only where a candidate is flagged: results.json stays as it was
+            del data["own_control"]
         return data
 
     @classmethod
