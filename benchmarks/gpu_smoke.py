@@ -103,7 +103,8 @@ def check_population_ceiling(out: Path) -> None:
     for file in ("init_poor_weights", "it00_c00"):
         rung_1 = {(out / "iter_00" / "rung_1" / "candidates" / f"{file}-{k}r1.py").read_text() for k in range(8)}
         kept = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] in rung_1]
-        dropped = [row["fitness"] for row in copies if row["name"].startswith(file + "-") and row["source"] not in rung_1]
+        dropped = [row["fitness"] for row in copies
+                   if row["name"].startswith(file + "-") and row["source"] not in rung_1]
         assert min(kept) >= max(dropped)  # the population run's best go on: the start's best four, the child's best
         if file == "it00_c00":  # three or four, and its constants as proposed (copy 0's, if it was never taken over)
             taken = any(row["group"].startswith("it00_c00-0#") for row in lineage)

@@ -109,14 +109,15 @@ EXPECTED = {
     "long_sweep[" + "A" * 120 + "=1," + "B" * 120 + "=2]": "bytes long (at most 200",
 }
 HANGS = {
-    "endless_loop": "in compute_reward() while tracing it: took longer than 4 s (a Python loop that never ends",
+    "endless_loop": "in compute_reward() while tracing it: took longer than 3 s (a Python loop that never ends",
     "unrolled_loop": "in compute_reward() while tracing it",
-    "xla_while_forever": "in compute_reward() while running it: took longer than 4 s (a lax.while_loop that never",
-    "module_level_hang": "while its module-level code ran: took longer than 4 s",
-    "phase_forger": "while tracing it: took longer than 12 s in all (3 × the 4 s a step may take",
+    "xla_while_forever": "in compute_reward() while running it: took longer than 3 s (a lax.while_loop that never",
+    "module_level_hang": "while its module-level code ran: took longer than 3 s",
+    "phase_forger": "while tracing it: took longer than 9 s in all (3 × the 3 s a step may take",
 }
 """Files that hang, each stopped at its step's time limit (or the file's, for one that reports made-up steps):
-checked with a limit of their own (`test_a_file_that_hangs_is_stopped_where_it_hangs`), not the corpus run's 10 s."""
+checked with a limit of their own (3 s: `test_a_file_that_hangs_is_stopped_where_it_hangs`), not the corpus run's
+10 s."""
 CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "square_memory",
              "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
@@ -197,7 +198,7 @@ def test_a_file_that_hangs_is_stopped_where_it_hangs():
     from envcoder.candidates.sandbox import SandboxValidator
 
     files = {name: (CORPUS if (CORPUS / f"{name}.py").exists() else ATTACKS) / f"{name}.py" for name in HANGS}
-    with SandboxValidator("Cartpole", ("compute_reward", "compute_observation"), timeout_s=4.0, workers=2) as validator:
+    with SandboxValidator("Cartpole", ("compute_reward", "compute_observation"), timeout_s=3.0, workers=2) as validator:
         verdicts = validator.validate([(name, path.read_text(), str(path)) for name, path in files.items()])
     for (name, message), verdict in zip(HANGS.items(), verdicts):
         assert not verdict.ok and message in verdict.error, (name, verdict.errors)

@@ -568,3 +568,16 @@ def test_a_run_directory_that_another_process_writes_is_refused(runs, tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert f"run directory {str(run)!r} is in use by another envcoder process (pid {os.getpid()})" in done.stderr
+
+
+def test_a_damaged_config_or_hang_record_names_itself(runs, tmp_path, capsys):
+    """config.json and hung.json cut short: one line that names the file, status 2 (a JSONDecodeError's text that
+    named no file before)."""
+    for name in ("config.json", "hung.json"):
+        run = tmp_path / name.split(".")[0]
+        shutil.copytree(runs / "whole", run)
+        (run / "results.json").unlink()
+        (run / name).write_text('{"task": ')
+        assert main(["eval", "--resume", str(run)]) == 2
+        err = capsys.readouterr().err
+        assert f"{run / name} is damaged (" in err and len(err.strip().splitlines()) == 1, err

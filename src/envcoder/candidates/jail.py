@@ -2,11 +2,14 @@
 
 The validation worker (`envcoder.candidates.sandbox`) starts in new user and network namespaces (`unshare`: no
 network at all) with an environment of its own (no credentials), and every candidate file is checked in a fresh
-child process that first locks itself in with Landlock (`lock`): it may read only where Python, its packages and
-envcoder live (and its sample states), write only in its own temporary folder, make no TCP connection, signal no
-process outside its jail, reach no abstract socket and open no Unix socket (a seccomp filter: Landlock leaves
-socket files reachable); then its resource limits are set. No-new-privileges makes the lock permanent. The worker
-is the first process of a PID namespace of its own, so nothing a child starts outlives it.
+child process that first locks itself in (`lock`): where this process is root, it becomes a uid that owns nothing of
+the host (`drop_privileges`: the worker's namespaces map it to `JAILED_HOST_ID`, `start_jailed`); with Landlock it
+may read only where Python, its packages and envcoder live (and its sample states), write only in its own temporary
+folder, make no TCP connection, signal no process outside its jail and reach no abstract socket; a seccomp filter
+refuses what Landlock does not cover (`filter_system_calls`: other architectures' system calls, io_uring, sockets
+but IP's, changes to files' modes, owners, times and attributes, namespaces, mounts, ptrace); then its resource
+limits are set. No-new-privileges makes the lock permanent. The worker is the first process of a PID namespace of its
+own, and kills whatever a file's child left running when its check ends (`end_descendants`).
 
 Where the kernel lacks Landlock or `unshare` is refused, the jail is weaker and says so (`Jail.weaker`): the
 worker then relies on its empty environment, resource limits and the static checks of `envcoder.candidates.policy`.

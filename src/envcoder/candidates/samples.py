@@ -5,8 +5,8 @@ rollout, and the MJX import and model it needs, were 1.4-1.6 s of a worker's 3.5
 
 A shipped file holds the states and the key of what they were made from (`states_key`: MuJoCo's version, the
 task's model file and the source of the code that rolls the task out and builds its states). Where the key does not
-match, `shipped_states` gives None and the worker rolls the task out as before. `tests/candidates/test_samples.py` fails when a
-shipped file's key is stale; write them again with
+match, `shipped_states` gives None and the worker rolls the task out as before. `tests/candidates/test_samples.py`
+fails when a shipped file's key is stale; write them again with
 
     python -m envcoder.candidates.samples
 """

@@ -20,11 +20,12 @@ AT_LEAST_ONE = ("horizon_length", "num_minibatches", "mini_epochs", "max_epochs"
                 "units")
 """Counts that must be at least 1 (each width of `units`): 0 divided by zero or built an empty network before."""
 RANGES = {"learning_rate": (0.0, None), "actor_lr": (0.0, None), "critic_lr": (0.0, None), "alpha_lr": (0.0, None),
-          "kl_threshold": (0.0, None), "e_clip": (0.0, None), "grad_norm": (0.0, None), "clip_observations": (0.0, None),
-          "init_alpha": (0.0, None), "gamma": (0.0, 1.0), "tau": (0.0, 1.0), "critic_tau": (0.0, 1.0),
-          "target_tau": (0.0, 1.0), "epsilon": (0.0, 1.0), "min_epsilon": (0.0, 1.0), "entropy_coef": (0.0, None),
-          "critic_coef": (0.0, None), "bounds_loss_coef": (0.0, None), "save_frequency": (0, None),
-          "save_best_after": (0, None), "epsilon_decay_epochs": (0, None), "learning_starts": (0, None)}
+          "kl_threshold": (0.0, None), "e_clip": (0.0, None), "grad_norm": (0.0, None),
+          "clip_observations": (0.0, None), "init_alpha": (0.0, None), "gamma": (0.0, 1.0), "tau": (0.0, 1.0),
+          "critic_tau": (0.0, 1.0), "target_tau": (0.0, 1.0), "epsilon": (0.0, 1.0), "min_epsilon": (0.0, 1.0),
+          "entropy_coef": (0.0, None), "critic_coef": (0.0, None), "bounds_loss_coef": (0.0, None),
+          "save_frequency": (0, None), "save_best_after": (0, None), "epsilon_decay_epochs": (0, None),
+          "learning_starts": (0, None)}
 """The other settings' ranges, `(low, high)` inclusive (None: open); a step size, a clip or a temperature must be
 above 0. Every float must be finite whatever its range (`learning_rate=.nan` trained NaNs)."""
 _ABOVE_ZERO = ("learning_rate", "actor_lr", "critic_lr", "alpha_lr", "kl_threshold", "e_clip", "grad_norm",

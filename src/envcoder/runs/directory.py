@@ -38,8 +38,12 @@ def _jsonable(value):
 
 
 def read_json(path: Path):
-    """A JSON file's content."""
-    return json.loads(path.read_text())
+    """A JSON file's content; a damaged one (cut short, not JSON) is a `ValueError` that names it."""
+    text = path.read_text()
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"{path} is damaged ({err}): restore it, or start the run again with another --out") from None
 
 
 def write_json(path: Path, obj) -> None:
@@ -99,13 +103,13 @@ class RunDirectory:
                 os.close(fd)
 
     def read_config(self) -> dict:
-        return json.loads((self.path / "config.json").read_text())
+        return read_json(self.path / "config.json")
 
     def read_hung(self) -> list[dict]:
         """`hung.json`: the candidates a hung iteration left out of this run, `[{"candidates", "after_iteration",
         "reason"}]` ([] when none)."""
         path = self.path / "hung.json"
-        return json.loads(path.read_text()) if path.exists() else []
+        return read_json(path) if path.exists() else []
 
     def keep_metrics_before(self, iteration: int) -> None:
         """Drop the metrics rows of iterations from `iteration` on (written after the checkpoint that a

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from envcoder.runs.eval_settings import EvalSettings
@@ -330,7 +329,13 @@ def load_settings(run: Path) -> AutoSettings:
     path = Path(run) / "auto.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: {run} is not an `envcoder auto` run directory")
-    settings = AutoSettings.from_json(json.loads(path.read_text()))
+    from envcoder.runs.directory import read_json
+
+    try:
+        settings = AutoSettings.from_json(read_json(path))
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"{path} is damaged or another version's ({type(err).__name__}: {err}): start the search "
+                         "again with another --out") from None
     return dataclasses.replace(settings, out=Path(run))
 
 
