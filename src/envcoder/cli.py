@@ -190,8 +190,71 @@ def _tasks(args) -> int:
         task = get_task(args.task)
     except UnknownTaskError as err:
         return _fail("tasks", str(err))
+    if args.isaac:
+        from envcoder.candidates.isaac import describe_isaac
+        print(describe_isaac(task), end="")
+        return 0
     settings = {algo: task_settings(task, algo) for algo in task.algorithms}
     print(describe_task(task, settings=settings), end="")
+    return 0
+
+
+def _convert(args) -> int:
+    """`envcoder convert FILE --task T`: the native candidate made of a reward written for Isaac Gym, made in the jail
+    and checked there, with the original, to give the same reward and components on the task's sample states."""
+    import shutil
+    import tempfile
+    import types
+
+    from envcoder.candidates import CandidateError, read_source
+    from envcoder.candidates.isaac import check_conversion, is_isaac, native_source
+    from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.candidates.samples import shipped_states
+    from envcoder.candidates.sandbox import JailedError, SandboxValidator
+    from envcoder.tasks import UnknownTaskError, get_task
+
+    try:
+        task = get_task(args.task)
+        source = read_source(args.file)
+    except (UnknownTaskError, CandidateError) as err:
+        return _fail("convert", str(err))
+    if not is_isaac(source, args.file):
+        return _fail("convert", f"{args.file} is already a native candidate (its compute_reward takes the state): "
+                                "nothing to convert")
+    if args.output is not None and args.output.resolve() == args.file.resolve():
+        return _fail("convert", f"-o {args.output} is the file to convert: write the native file elsewhere")
+    with SandboxValidator(task.name, ("compute_reward",)) as validator, tempfile.TemporaryDirectory() as folder:
+        try:
+            text = validator.jailed(native_source, source=source, file=str(args.file), task=task.name)
+        except JailedError as err:
+            return _fail("convert", str(err))
+        original = Path(folder) / f"isaac{args.file.suffix}"
+        shutil.copyfile(args.file, original)
+        (Path(folder) / "native.py").write_text(text)
+        settings = types.SimpleNamespace(functions=folder, shaper_types=("compute_reward",), task_default=False,
+                                         seeds=(0,), envs_per_candidate=1, cross=False)
+        candidates, failures = sandboxed_candidates(settings, task, validator)
+    if failures:
+        return _fail("convert", failures[0].error.replace(str(original), str(args.file)).replace(
+            str(Path(folder) / "native.py"), "the converted file"))
+    from envcoder.candidates.validate import rollout_states
+    from envcoder.sim import Simulator
+
+    states = shipped_states(task) or rollout_states(task, Simulator(task.model_file, task.substeps))
+    by_name = {c.name: c for c in candidates}
+    why = check_conversion(by_name["isaac"], by_name["native"], task, states)
+    if why is not None:
+        return _fail("convert", f"the converted file does not give the original's reward: {why} (an envcoder bug: "
+                                "please report it with the file)")
+    if args.output is None:
+        print(text, end="")
+    else:
+        try:
+            args.output.write_text(text)
+        except OSError as err:
+            return _fail("convert", f"cannot write {args.output}: {err.strerror or err}")
+        print(f"wrote {args.output}: {task.name}'s reward from {args.file}, the same reward and components on "
+              f"{len(next(iter(states.values())))} sample states", file=sys.stderr)
     return 0
 
 
@@ -252,7 +315,8 @@ def main(argv=None) -> int:
             enable_compilation_cache()
         if args.command in ("eval", "auto") and args.task and args.resume is None:
             _start_validation(args)
-        return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks}[args.command](args)
+        return {"eval": _eval, "auto": _auto, "play": _play, "report": _report, "tasks": _tasks,
+                "convert": _convert}[args.command](args)
     except KeyboardInterrupt:
         if args.debug:
             raise

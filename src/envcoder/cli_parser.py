@@ -241,4 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
     tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe")
+    tasks.add_argument("--isaac", action="store_true",
+                       help="the names a reward written for Isaac Gym may take on the task (its IsaacGymEnvs class's "
+                            "attributes at reward time), in Isaac's conventions, and what of torch runs")
+    convert = add_parser("convert", help="make a native candidate of a reward written for Isaac Gym (IsaacGymEnvs / "
+                                         "Eureka format), checked to give the same reward")
+    convert.add_argument("file", type=Path, help="a reward file (.py), an IsaacGymEnvs task file, or an LLM answer "
+                                                 "(.txt) with the reward in a fenced code block")
+    convert.add_argument("--task", required=True, help="the task it was written for (Cartpole, Ant, Humanoid, Anymal)")
+    convert.add_argument("-o", "--output", type=Path, default=None, help="write it to this file (default: print it)")
     return parser

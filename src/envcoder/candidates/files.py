@@ -15,6 +15,9 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 """A candidate file's name (without `.py`): it becomes a directory name and a label in every record."""
 
 
+SUFFIXES = (".py", ".txt")
+"""A candidate file's kinds: envcoder's or Isaac Gym's format (`.py`), or a language model's answer (`.txt`)."""
+
 MAX_SOURCE_BYTES = 256 * 2**10
 """The largest candidate file read (a shaping file is a few KiB; the limit keeps a huge one out of memory and out of
 the run directory)."""
@@ -86,21 +89,25 @@ class LoadFailure:
 
 
 def candidate_files(functions: str | Path | Sequence[str | Path]) -> list[Path]:
-    """The candidate files of `functions`: a folder (its `*.py` files not starting with `_`, sorted by name), a
-    `.py` file, or several of either, in the order given. Two files of one name (a candidate's name is its file's
-    stem) are an error that names both."""
+    """The candidate files of `functions`: a folder (its `*.py` and `*.txt` files not starting with `_`, sorted by
+    name; a `.txt` file is a language model's answer with a reward written for Isaac Gym), a `.py` or `.txt` file,
+    or several of either, in the order given. Two files of one name (a candidate's name is its file's stem) are an
+    error that names both."""
     paths = [Path(functions)] if isinstance(functions, (str, Path)) else [Path(p) for p in functions]
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            found = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.name.startswith("_"))
             if not found:
-                raise FileNotFoundError(f"candidate directory {str(path)!r} has no .py candidate files")
+                raise FileNotFoundError(f"candidate directory {str(path)!r} has no .py or .txt candidate files")
             files += found
-        elif path.suffix == ".py" and path.exists():
+        elif path.suffix in SUFFIXES and path.exists():
             files.append(path)
+        elif path.exists():
+            raise FileNotFoundError(f"{str(path)!r} is neither a folder of candidate files nor a .py or .txt file: give "
+                                    "a folder, or a candidate's .py (or an LLM answer's .txt) file")
         else:
-            raise FileNotFoundError(f"candidate directory {str(path)!r} does not exist" if path.suffix != ".py"
+            raise FileNotFoundError(f"candidate directory {str(path)!r} does not exist" if path.suffix not in SUFFIXES
                                     else f"candidate file {str(path)!r} does not exist")
     seen: dict[str, Path] = {}
     for file in files:

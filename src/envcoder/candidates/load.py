@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
+from envcoder.candidates import isaac
 from envcoder.candidates.constants import lift_constants
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.policy import LOAD_TIME_LIMIT_S, candidate_namespace, check_source, time_limit
@@ -175,10 +176,11 @@ def _assigns(tree: ast.Module, name: str) -> bool:
 
 
 def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_reward",), name: str | None = None,
-                   source: str | None = None, lift: bool = True) -> Candidate:
+                   source: str | None = None, lift: bool = True, task=None) -> Candidate:
     """Load one candidate file, keeping only the functions of `shaper_types`. With `lift`, its float constants
     are data (`envcoder.candidates.constants`): the functions' `function_params`, and files that differ only in
-    them have the same function keys.
+    them have the same function keys. A reward written for Isaac Gym (`envcoder.candidates.isaac`) runs as the
+    native file made of it for `task`; the candidate's `source` stays the file's own text.
 
     Raises `CandidateError` naming the file, function and reason for any problem.
     """
@@ -186,7 +188,12 @@ def load_candidate(path: str | Path, shaper_types: Sequence[str] = ("compute_rew
     file = str(path)
     check_name(name or path.stem, file)
     source = read_source(path) if source is None else source
-    tree, wanted = check_statically(source, file, shaper_types)
+    code = source
+    if isaac.is_isaac(source, path):
+        if task is None:
+            raise CandidateError(file, "is a reward written for Isaac Gym: it is read for a task (give --task)")
+        code = isaac.native_source(source, file, task)
+    tree, wanted = check_statically(code, file, shaper_types)
     constants, key_text = {}, ast.dump(tree)
     if lift:
         tree, constants, key_text = lift_constants(tree)

@@ -18,7 +18,8 @@ import jax.numpy as jnp
 from envcoder.shaping.api import CandidateError
 from envcoder.shaping.helpers import HELPERS
 
-ALLOWED_IMPORTS = {"jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "math", "envcoder.shaping.helpers"}
+ALLOWED_IMPORTS = {"jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "math", "envcoder.shaping.helpers",
+                   "envcoder.shaping.isaac_torch"}
 """Modules a candidate may import."""
 
 
@@ -40,7 +41,8 @@ FORBIDDEN_ATTRIBUTES = {
 
 
 ALLOWED_MODULES = ("jax.numpy", "jax.lax", "jax.random", "jax.nn", "jax.scipy", "jax.tree", "jax.tree_util",
-                   "jax.dtypes", "jax.image", "jax.ops", "math", "envcoder.shaping.helpers")
+                   "jax.dtypes", "jax.image", "jax.ops", "math", "envcoder.shaping.helpers",
+                   "envcoder.shaping.isaac_torch")
 """Modules (and their submodules) that candidate code may reach by attribute, e.g. `jax.numpy.linalg`."""
 
 

@@ -241,7 +241,8 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
         validated, errors, programs = [], {}, ({}, {})
         try:
             base = (task_default_candidate(task, shaper_types) if path is None else
-                    load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift))
+                    load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift,
+                                   task=task))
             variants = [base] if path is None else expand_sweeps([base])
         except BaseException as err:  # noqa: BLE001 - a CandidateError, or whatever else the file's code raised
             errors[name] = str(err) if isinstance(err, CandidateError) else f"{path}: {type(err).__name__}: {err}"

@@ -45,7 +45,7 @@ from typing import Sequence
 
 from rich.console import Console
 
-from envcoder.candidates import read_source
+from envcoder.candidates import isaac, read_source
 from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import read_json, write_json
@@ -94,7 +94,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self._frozen_sweeps: dict[str, list[tuple[str, str]]] = {}
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in POPULATION_PROPOSERS
-        self.initial = {f"init_{Path(p).stem}": read_source(Path(p)) for p in settings.initial}
+        self.initial = {f"init_{Path(p).stem}": self._starting_text(Path(p)) for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
         if resume:
@@ -114,6 +114,17 @@ class AutoRun(PopulationIteration, FinalEvaluation):
 
     # ---- proposing --------------------------------------------------------------------------------
 
+
+    def _starting_text(self, path: Path) -> str:
+        """A starting file's text; a reward written for Isaac Gym converted once, in the jail, to the native file the
+        search then reads and changes (`envcoder convert`'s)."""
+        source = read_source(path)
+        if not isaac.is_isaac(source, path):
+            return source
+        try:
+            return self.validator.jailed(isaac.native_source, source=source, file=str(path), task=self.task.name)
+        except JailedError as err:
+            raise ValueError(f"--initial {path}: {err}") from None
     def _frozen(self, source: str) -> list[tuple[str, str]]:
         """`freeze_sweep(source)`, done in the sandbox (a file whose table it cannot read stays whole: its check says
         what is wrong with it)."""

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 
 from envcoder.shaping.helpers import quat_rotate_inverse
 from envcoder.tasks import locomotion
-from envcoder.tasks.base import Fitness, StateField, Task, action_field
+from envcoder.tasks.base import IsaacName, Fitness, StateField, Task, action_field
 
 JOINTS = tuple(f"{leg}_{joint}" for leg in ("LF", "LH", "RF", "RH") for joint in ("HAA", "HFE", "KFE"))
 FEET = ("LF_FOOT", "LH_FOOT", "RF_FOOT", "RH_FOOT")
@@ -126,6 +126,82 @@ def held_out_physics(key, params):
             for (name, (low, high)), k in zip(HELD_OUT.items(), keys)}
 
 
+ISAAC_BODIES = 13
+"""Bodies of IsaacGymEnvs' ANYmal after it merges fixed joints: base, then HIP, THIGH, SHANK (with the foot) per leg in
+the order LF, LH, RF, RH."""
+ISAAC_FEET, ISAAC_KNEES = (3, 6, 9, 12), (2, 5, 8, 11)
+
+
+def _isaac_contact_forces(state):
+    """Isaac's `contact_forces` `[E, 13, 3]`: the feet's (on the SHANK bodies) and zero for the bodies that never
+    touch anything in envcoder's model (only the feet collide)."""
+    forces = jnp.zeros(state["contact_forces"].shape[:1] + (ISAAC_BODIES, 3), state["contact_forces"].dtype)
+    return forces.at[:, jnp.array(ISAAC_FEET)].set(state["contact_forces"])
+
+
+def _isaac_observation(state):
+    """IsaacGymEnvs Anymal's 48 observations, in its order and scales."""
+    root = state["root_states"]
+    quat = root[:, 3:7]
+    scale = jnp.array([SCALES["lin_vel_scale"], SCALES["lin_vel_scale"], SCALES["ang_vel_scale"]])
+    return jnp.concatenate([
+        quat_rotate_inverse(quat, root[:, 7:10]) * SCALES["lin_vel_scale"],
+        quat_rotate_inverse(quat, root[:, 10:13]) * SCALES["ang_vel_scale"],
+        quat_rotate_inverse(quat, jnp.broadcast_to(jnp.array([0.0, 0.0, -1.0]), root[:, 0:3].shape)),
+        state["commands"] * scale,
+        (state["dof_pos"] - state["default_dof_pos"]) * SCALES["dof_pos_scale"],
+        state["dof_vel"] * SCALES["dof_vel_scale"],
+        state["actions"][:, :12],
+    ], axis=-1)
+
+
+def _index(values):
+    return lambda state: jnp.asarray(values, jnp.int32)
+
+
+ISAAC_NAMES = {
+    "root_states": IsaacName(locomotion.isaac_root_states, "[E, 13]", "m, -, m/s, rad/s", "base position, "
+                             "quaternion (x, y, z, w: Isaac's order), linear and angular velocity in the world frame"),
+    "commands": IsaacName(lambda s: s["commands"], "[E, 3]", "m/s, m/s, rad/s", "commanded vx, vy (base frame), "
+                                                                                "yaw rate"),
+    "commands_x": IsaacName(lambda s: s["commands"][:, 0], "[E]", "m/s", "commanded vx"),
+    "commands_y": IsaacName(lambda s: s["commands"][:, 1], "[E]", "m/s", "commanded vy"),
+    "commands_yaw": IsaacName(lambda s: s["commands"][:, 2], "[E]", "rad/s", "commanded yaw rate"),
+    "dof_pos": IsaacName(lambda s: s["dof_pos"], "[E, 12]", "rad", "joint angles: " + ", ".join(JOINTS)),
+    "dof_vel": IsaacName(lambda s: s["dof_vel"], "[E, 12]", "rad/s", "joint velocities"),
+    "default_dof_pos": IsaacName(lambda s: s["default_dof_pos"], "[E, 12]", "rad", "the default joint angles"),
+    "gravity_vec": IsaacName(lambda s: s["gravity_vec"], "[E, 3]", "-", "(0, 0, -1)"),
+    "actions": IsaacName(lambda s: s["actions"][:, :12], "[E, 12]", "-", "the policy's last action"),
+    "torques": IsaacName(lambda s: s["torques"], "[E, 12]", "N·m", "the joints' torques of the last step"),
+    "contact_forces": IsaacName(_isaac_contact_forces, f"[E, {ISAAC_BODIES}, 3]", "N",
+                                "net contact force on each of Isaac's 13 bodies (world frame): the feet's at "
+                                "feet_indices, zero elsewhere (only the feet collide in envcoder's model)"),
+    "feet_indices": IsaacName(_index(ISAAC_FEET), "[4]", "-", "(3, 6, 9, 12): the feet in contact_forces"),
+    "knee_indices": IsaacName(_index(ISAAC_KNEES), "[4]", "-", "(2, 5, 8, 11): the thighs in contact_forces"),
+    "base_index": IsaacName(lambda s: 0, "int", "-", "0: the base in contact_forces"),
+    "obs_buf": IsaacName(_isaac_observation, "[E, 48]", "-", "Isaac's observation in its order and scales"),
+    "progress_buf": IsaacName(lambda s: s["progress_buf"], "[E]", "steps", "control steps since the reset"),
+    "reset_buf": IsaacName(lambda s: jnp.zeros_like(s["progress_buf"]), "[E]", "-",
+                           "zeros: envcoder ends episodes with the task's compute_terminal"),
+    "dt": IsaacName(lambda s: 0.02, "float", "s", "the control step, 0.02 s"),
+    "max_episode_length": IsaacName(lambda s: 2500, "float", "steps", "2500 (50 s)"),
+    "max_episode_length_s": IsaacName(lambda s: 50.0, "float", "s", "50"),
+    "rew_scales": IsaacName(lambda s: {"lin_vel_xy": 1.0 * 0.02, "ang_vel_z": 0.5 * 0.02, "torque": -0.000025 * 0.02},
+                            "dict", "-", "Isaac's reward scales times dt: lin_vel_xy 0.02, ang_vel_z 0.01, "
+                                         "torque -5e-7"),
+    "action_scale": IsaacName(lambda s: 0.5, "float", "rad", "0.5: an action's scale to a joint target"),
+    "Kp": IsaacName(lambda s: 85.0, "float", "N·m/rad", "85: the joints' PD stiffness"),
+    "Kd": IsaacName(lambda s: 2.0, "float", "N·m·s/rad", "2: the joints' PD damping"),
+    "up_axis_idx": IsaacName(lambda s: 2, "int", "-", "2: z is up"),
+    "num_dof": IsaacName(lambda s: 12, "int", "-", "12"),
+    "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
+    "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
+    **{name: IsaacName(lambda s, v=value: v, "float", "-", f"{value:g}: the observation's scale")
+       for name, value in SCALES.items()},
+}
+"""IsaacGymEnvs Anymal's attributes at reward time (a reward written for Isaac Gym takes them by name)."""
+
+
 TASK = Task(
     name="Anymal",
     description="Make the ANYmal C quadruped follow base-velocity commands (vx, vy, yaw rate) on flat ground.",
@@ -155,6 +231,7 @@ TASK = Task(
     build_state=build_state,
     contact_geoms=FEET,
     physics_from_state=locomotion.physics_from_state,
+    isaac_names=ISAAC_NAMES,
     defaults={
         "compute_reward": compute_reward,
         "compute_observation": compute_observation,

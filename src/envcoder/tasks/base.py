@@ -33,6 +33,21 @@ def action_field(size: int, one_hot: bool = False) -> StateField:
 
 
 @dataclasses.dataclass(frozen=True)
+class IsaacName:
+    """One attribute of the IsaacGymEnvs task class that a reward written for Isaac Gym may take: Eureka calls a
+    reward `compute_reward(self.<name>, ...)`, so each argument's name is one of these (`envcoder.candidates.isaac`)."""
+
+    value: Callable[[State], Any]
+    """`state -> value` in Isaac's conventions: an array `[E, ...]`, or a Python number as Isaac's task has it."""
+    shape: str
+    """Its shape in Isaac's task (`[E, 13]`, `float`, ...)."""
+    units: str
+    """Physical units, or `-`."""
+    meaning: str
+    """What it holds, and how envcoder makes it where Isaac's task has something envcoder's model does not."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Fitness:
     """One ground-truth measure of how well an episode did the task (never a candidate's own reward).
 
@@ -101,6 +116,9 @@ class Task:
     """Geoms whose net contact force (world frame, N) `build_state` receives, in this order: a geom's name, or a
     tuple of names whose forces add up (a foot of two capsules). The simulator computes them over all
     environments at once (MuJoCo Warp keeps one contact list for all of them)."""
+    isaac_names: Mapping[str, IsaacName] = dataclasses.field(default_factory=dict)
+    """The attributes of this task's IsaacGymEnvs class at reward time, by name: what a reward file written for Isaac
+    Gym may take as arguments (`envcoder.candidates.isaac`); empty: the task has no Isaac counterpart."""
     max_qvel: float = 100.0
     """The fastest any generalized velocity (m/s or rad/s, every entry of `qvel`) of a sane physics state
     is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its

@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from envcoder.tasks.base import Fitness, StateField, Task, action_field
+from envcoder.tasks.base import IsaacName, Fitness, StateField, Task, action_field
 
 MAX_PUSH_FORCE = 30.0
 """Newtons applied for a policy action of 1."""
@@ -75,6 +75,34 @@ def upright(state):
     return (jnp.abs(state["dof_pos"][:, 1]) < UPRIGHT_ANGLE).astype(jnp.float32)
 
 
+def _isaac_observation(state):
+    """IsaacGymEnvs Cartpole's `obs_buf`: cart position, cart velocity, pole angle, pole velocity."""
+    return jnp.stack([state["dof_pos"][:, 0], state["dof_vel"][:, 0], state["dof_pos"][:, 1], state["dof_vel"][:, 1]],
+                     axis=-1)
+
+
+ISAAC_NAMES = {
+    "dof_pos": IsaacName(lambda s: s["dof_pos"], "[E, 2]", "m, rad", "cart position; pole angle from upright"),
+    "dof_vel": IsaacName(lambda s: s["dof_vel"], "[E, 2]", "m/s, rad/s", "cart velocity; pole angular velocity"),
+    "obs_buf": IsaacName(_isaac_observation, "[E, 4]", "m, m/s, rad, rad/s", "Isaac's observation: cart position, "
+                         "cart velocity, pole angle, pole velocity (envcoder's default observation orders them "
+                         "positions first)"),
+    "actions": IsaacName(lambda s: s["actions"][:, :1], "[E, 1]", "-", "the policy's last action in [-1, 1]"),
+    "progress_buf": IsaacName(lambda s: s["progress_buf"], "[E]", "steps", "control steps since the reset"),
+    "reset_buf": IsaacName(lambda s: jnp.zeros_like(s["progress_buf"]), "[E]", "-",
+                           "zeros: envcoder ends episodes with the task's compute_terminal"),
+    "reset_dist": IsaacName(lambda s: 3.0, "float", "m", "3.0: the cart's distance from the centre that ends an "
+                                                        "episode"),
+    "max_push_effort": IsaacName(lambda s: MAX_PUSH_FORCE, "float", "N", f"{MAX_PUSH_FORCE:g}: the largest push"),
+    "max_episode_length": IsaacName(lambda s: 500, "float", "steps", "500"),
+    "dt": IsaacName(lambda s: 0.02, "float", "s", "the control step, 0.02 s (Isaac's Cartpole: 1/60 s)"),
+    "num_dof": IsaacName(lambda s: 2, "int", "-", "2"),
+    "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
+    "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
+}
+"""IsaacGymEnvs Cartpole's attributes at reward time (a reward written for Isaac Gym takes them by name)."""
+
+
 TASK = Task(
     name="Cartpole",
     description="Balance a pole on a cart by pushing the cart left and right.",
@@ -93,6 +121,7 @@ TASK = Task(
     },
     build_state=build_state,
     physics_from_state=physics_from_state,
+    isaac_names=ISAAC_NAMES,
     defaults={
         "compute_reward": compute_reward,
         "compute_observation": compute_observation,
