@@ -1,0 +1,180 @@
+"""Rewards written for Isaac Gym: torch on jax.numpy against torch's own numbers, each task's Isaac names against
+Isaac's conventions, the three kinds of file through `envcoder eval` next to a native one, refusals that name what
+they refuse, and `envcoder convert` giving a file that computes the same reward."""
+
+import math
+import shutil
+import subprocess
+import sys
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import BUNDLED, CANDIDATES
+from envcoder.candidates import CandidateError
+from envcoder.candidates.isaac import is_isaac, native_source
+from envcoder.candidates.load import load_candidate
+from envcoder.shaping import helpers
+from envcoder.shaping.isaac_torch import Tensor, quat_mul, quat_rotate, quat_rotate_inverse, torch, unwrap
+from envcoder.tasks import get_task
+
+FILES = CANDIDATES / "isaac"
+
+
+def test_torch_functions_give_torchs_numbers():
+    x = torch.tensor([[3.0, 4.0, 0.0], [1.0, -2.0, 2.0]])
+    assert np.allclose(unwrap(torch.norm(x, p=2, dim=-1)), [5.0, 3.0])
+    assert np.allclose(unwrap(x.norm(dim=1, keepdim=True)), [[5.0], [3.0]])
+    values, indices = torch.max(x, dim=1)  # a (values, indices) pair, as torch returns
+    assert np.allclose(unwrap(values), [4.0, 2.0]) and list(unwrap(indices)) == [1, 2]
+    assert np.allclose(unwrap(torch.max(x, torch.zeros_like(x))), [[3, 4, 0], [1, 0, 2]])  # elementwise
+    assert unwrap(x.max()) == 4.0
+    assert np.allclose(unwrap(torch.clamp(x, min=0.0, max=3.0)), [[3, 3, 0], [1, 0, 2]])
+    assert x.view(-1, 1).shape == (6, 1) and x.unsqueeze(-1).shape == (2, 3, 1) and x.shape[0] == 2
+    assert np.allclose(unwrap(x.std(dim=1)), np.std([[3, 4, 0], [1, -2, 2]], axis=1, ddof=1))  # unbiased
+    assert np.allclose(unwrap(torch.sum(x ** 2, dim=-1)), [25.0, 9.0])
+    assert np.allclose(unwrap(torch.cat([x, x], dim=1)), np.concatenate([unwrap(x)] * 2, axis=1))
+    assert unwrap((x > 2).float().sum()) == 2.0
+
+
+def test_item_assignment_and_in_place_methods_change_the_tensor_as_torch_does():
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    alias = x
+    x[:, 2] = 0.0  # every name bound to the tensor sees it
+    assert np.allclose(unwrap(alias), [[1.0, 2.0, 0.0]])
+    copy = x.clone()
+    x.add_(1.0)
+    x += 1.0
+    assert np.allclose(unwrap(x), [[3.0, 4.0, 2.0]]) and np.allclose(unwrap(copy), [[1.0, 2.0, 0.0]])
+    x[x > 2.5] = -1.0  # a boolean mask is written with where, not a data-dependent shape
+    assert np.allclose(unwrap(x), [[-1.0, -1.0, 2.0]])
+    with pytest.raises(TypeError, match="torch.where"):
+        x[x > 0.0]  # reading through a mask is refused with what to write instead
+
+
+def test_isaac_quaternions_are_x_y_z_w_and_rotate_as_envcoders_helpers():
+    rng = np.random.default_rng(0)
+    wxyz = rng.normal(size=(5, 4))
+    wxyz /= np.linalg.norm(wxyz, axis=-1, keepdims=True)
+    xyzw = np.concatenate([wxyz[:, 1:], wxyz[:, :1]], axis=-1)
+    v = rng.normal(size=(5, 3))
+    assert np.allclose(unwrap(quat_rotate(Tensor(xyzw), Tensor(v))), helpers.quat_rotate(wxyz, v), atol=1e-5)
+    assert np.allclose(unwrap(quat_rotate_inverse(Tensor(xyzw), Tensor(v))), helpers.quat_rotate_inverse(wxyz, v),
+                       atol=1e-5)
+    product = unwrap(quat_mul(Tensor(xyzw), Tensor(xyzw)))
+    expected = helpers.quat_mul(wxyz, wxyz)
+    assert np.allclose(product, np.concatenate([expected[:, 1:], expected[:, :1]], axis=-1), atol=1e-5)
+    # a quarter turn about z takes x to y
+    quarter = np.array([[0.0, 0.0, math.sin(math.pi / 4), math.cos(math.pi / 4)]])
+    assert np.allclose(unwrap(quat_rotate(Tensor(quarter), Tensor([[1.0, 0.0, 0.0]]))), [[0.0, 1.0, 0.0]], atol=1e-6)
+
+
+def _walker_state(task, num_envs=2):
+    """A state of `task` with the torso at (1, 2, 0.9) yawed a quarter turn, moving at (1.5, 0, 0) m/s."""
+    size = int(task.state_fields["dof_pos"].shape.strip("[]").split(",")[1])
+    quarter = [math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)]  # w, x, y, z
+    root = jnp.array([[1.0, 2.0, 0.9, *quarter, 1.5, 0.0, 0.0, 0.0, 0.0, 0.3]] * num_envs)
+    state = {"root_states": root, "dof_pos": jnp.zeros((num_envs, size)), "dof_vel": jnp.ones((num_envs, size)),
+             "dof_limits_lower": -jnp.ones((num_envs, size)), "dof_limits_upper": jnp.ones((num_envs, size)),
+             "motor_efforts": jnp.full((num_envs, size), 15.0), "targets": jnp.array([[1000.0, 0.0, 0.0]] * num_envs),
+             "contact_forces": jnp.ones((num_envs, 2 if task.name == "Humanoid" else 4, 3)),
+             "actions": jnp.zeros((num_envs, size)), "torques": jnp.zeros((num_envs, size)),
+             "progress_buf": jnp.zeros((num_envs,))}
+    return state
+
+
+@pytest.mark.parametrize("name, columns", [("Ant", 60), ("Humanoid", 108)])
+def test_walker_names_follow_isaacs_conventions(name, columns):
+    task = get_task(name)
+    state = _walker_state(task)
+    value = {key: spec.value(state) for key, spec in task.isaac_names.items()}
+    assert np.allclose(value["root_states"][:, 3:7], [0.0, 0.0, math.sin(math.pi / 4), math.cos(math.pi / 4)])
+    distance = math.hypot(1000.0 - 1.0, 2.0)
+    assert np.allclose(value["potentials"], -distance / value["dt"], rtol=1e-6)
+    # the potential's change over a step is the speed towards the target, as Isaac's progress reward reads it
+    towards = 1.5 * (1000.0 - 1.0) / distance
+    assert np.allclose(value["potentials"] - value["prev_potentials"], towards, rtol=1e-3)
+    assert np.allclose(value["heading_vec"], [[0.0, 1.0, 0.0]] * 2, atol=1e-6)  # a quarter turn: facing +y
+    assert np.allclose(value["up_vec"], [[0.0, 0.0, 1.0]] * 2, atol=1e-6)
+    assert value["obs_buf"].shape == (2, columns)  # Isaac's observation size for the task
+    assert np.allclose(value["obs_buf"][:, 0], 0.9)  # its first column: the torso's height
+
+
+def test_anymal_and_cartpole_names_follow_isaacs_layout():
+    anymal = get_task("Anymal")
+    state = {"root_states": jnp.array([[0.0, 0.0, 0.6, 1.0, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0, 0.2]]),
+             "commands": jnp.array([[1.0, 0.0, 0.1]]), "dof_pos": jnp.zeros((1, 12)), "dof_vel": jnp.zeros((1, 12)),
+             "default_dof_pos": jnp.zeros((1, 12)), "gravity_vec": jnp.array([[0.0, 0.0, -1.0]]),
+             "contact_forces": jnp.arange(12.0).reshape(1, 4, 3), "actions": jnp.zeros((1, 12)),
+             "torques": jnp.zeros((1, 12)), "progress_buf": jnp.zeros((1,))}
+    names = anymal.isaac_names
+    forces = names["contact_forces"].value(state)
+    assert forces.shape == (1, 13, 3)
+    assert np.allclose(forces[:, names["feet_indices"].value(state)], state["contact_forces"])
+    assert np.allclose(forces[:, 0], 0.0)  # the base touches nothing in envcoder's model
+    observation = names["obs_buf"].value(state)
+    assert observation.shape == (1, 48) and np.allclose(observation[0, :3], [1.0, 0.0, 0.0])  # 0.5 m/s × 2
+    assert np.allclose(observation[0, 6:9], [0.0, 0.0, -1.0]) and np.allclose(observation[0, 9:12], [2.0, 0.0, 0.025])
+    cartpole = get_task("Cartpole")
+    state = {"dof_pos": jnp.array([[0.5, 0.1]]), "dof_vel": jnp.array([[1.0, 2.0]])}
+    assert np.allclose(cartpole.isaac_names["obs_buf"].value(state), [[0.5, 1.0, 0.1, 2.0]])
+
+
+def test_the_three_kinds_of_file_are_read_and_a_native_file_is_not():
+    assert is_isaac((FILES / "walker_reward.py").read_text(), FILES / "walker_reward.py")
+    assert is_isaac((FILES / "answer.txt").read_text(), FILES / "answer.txt")
+    assert is_isaac((FILES / "task_file.py").read_text(), FILES / "task_file.py")
+    native = BUNDLED / "cartpole" / "good_upright.py"
+    assert not is_isaac(native.read_text(), native)
+    # a task file's own call site passes expressions of its attributes: they are kept
+    text = native_source((FILES / "task_file.py").read_text(), "task_file.py", get_task("Anymal"))
+    assert "isaac['contact_forces'][:, isaac['feet_indices'], :]" in text
+    assert "def tracking(" in text and "class AnymalGPT" not in text and "compute_anymal_observations" not in text
+
+
+@pytest.mark.parametrize("file, message", [
+    ("unknown_argument.py", "compute_reward takes 'velocity', which Ant's IsaacGymEnvs task class does not have"),
+    ("unknown_method.py", "uses .logaddexp, which envcoder's tensors"),
+])
+def test_what_it_cannot_run_is_refused_by_name(file, message):
+    with pytest.raises(CandidateError, match=message) as err:
+        load_candidate(FILES / file, task=get_task("Ant"))
+    assert "\n" not in str(err.value) and file in str(err.value)
+
+
+def test_an_isaac_reward_computes_what_it_says_on_envcoders_state():
+    task = get_task("Ant")
+    candidate = load_candidate(FILES / "walker_reward.py", task=task, lift=False)
+    state = _walker_state(task)
+    reward, parts = candidate.functions["compute_reward"](state)
+    assert reward.shape == (2,) and set(parts) == {"progress", "speed", "upright", "action_cost"}
+    assert np.allclose(parts["speed"], math.tanh(1.5 / 2.0)) and np.allclose(parts["upright"], 1.0)
+    assert np.allclose(reward, parts["progress"] + parts["speed"] + 0.1, rtol=1e-5)
+
+
+def test_eval_ranks_isaac_files_next_to_a_native_one_and_convert_gives_the_same_reward(tmp_path):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for file in ("walker_reward.py", "answer.txt", "unknown_argument.py"):
+        shutil.copyfile(FILES / file, folder / file)
+    shutil.copyfile(BUNDLED / "ant" / sorted(p.name for p in (BUNDLED / "ant").glob("*.py"))[0], folder / "native.py")
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "envcoder.cli"]
+    done = subprocess.run([*command, "eval", "--task", "Ant", "--functions", str(folder), "--iterations", "1",
+                           "--envs-per-candidate", "4", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+    ranked = {row["name"] for row in json.loads((out / "results.json").read_text())["ranking"]}
+    assert ranked == {"walker_reward", "answer", "native"}
+    assert "unknown_argument.py:2 in compute_reward(): compute_reward takes 'velocity'" in done.stdout + done.stderr
+    converted = tmp_path / "converted.py"
+    done = subprocess.run([*command, "convert", str(FILES / "answer.txt"), "--task", "Ant", "-o", str(converted)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "the same reward and components" in done.stderr
+    text = converted.read_text()
+    assert not is_isaac(text, converted) and "local_velocity = quat_rotate_inverse(base_quat" in text
+    done = subprocess.run([*command, "convert", str(FILES / "unknown_argument.py"), "--task", "Ant"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "'velocity'" in done.stderr and done.stderr.count("\n") == 1
