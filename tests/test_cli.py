@@ -81,7 +81,7 @@ def test_tasks_describes_fitness_definitions_helpers_and_ppo_settings(capsys):
 
 def test_empty_candidate_directory(tmp_path, capsys):
     assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "has no .py candidate files" in capsys.readouterr().err
+    assert "has no .py or .txt candidate files" in capsys.readouterr().err
 
 
 def test_all_candidates_invalid(tmp_path, capsys):

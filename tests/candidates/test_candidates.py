@@ -75,10 +75,13 @@ def test_directory_loading_reports_failures_and_keeps_the_rest(tmp_path):
 
 
 def test_empty_or_missing_directory_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="has no .py candidate files"):
+    with pytest.raises(FileNotFoundError, match="has no .py or .txt candidate files"):
         load_candidates(tmp_path, ("compute_reward",))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_candidates(tmp_path / "nope", ("compute_reward",))
+    (tmp_path / "notes.md").write_text("# not a candidate\n")  # a file that exists, of another kind
+    with pytest.raises(FileNotFoundError, match="is neither a folder of candidate files nor a .py or .txt file"):
+        load_candidates(tmp_path / "notes.md", ("compute_reward",))
 
 
 @pytest.fixture(scope="module")
