@@ -207,7 +207,7 @@ def _convert(args) -> int:
     import types
 
     from envcoder.candidates import CandidateError, read_source
-    from envcoder.candidates.isaac import check_conversion, is_isaac, native_source
+    from envcoder.candidates.isaac import check_conversion, starting_text
     from envcoder.candidates.prepare import sandboxed_candidates
     from envcoder.candidates.samples import shipped_states
     from envcoder.candidates.sandbox import JailedError, SandboxValidator
@@ -218,16 +218,16 @@ def _convert(args) -> int:
         source = read_source(args.file)
     except (UnknownTaskError, CandidateError) as err:
         return _fail("convert", str(err))
-    if not is_isaac(source, args.file):
-        return _fail("convert", f"{args.file} is already a native candidate (its compute_reward takes the state): "
-                                "nothing to convert")
     if args.output is not None and args.output.resolve() == args.file.resolve():
         return _fail("convert", f"-o {args.output} is the file to convert: write the native file elsewhere")
     with SandboxValidator(task.name, ("compute_reward",)) as validator, tempfile.TemporaryDirectory() as folder:
         try:
-            text = validator.jailed(native_source, source=source, file=str(args.file), task=task.name)
+            text = validator.jailed(starting_text, source=source, file=str(args.file), task=task.name)
         except JailedError as err:
             return _fail("convert", str(err))
+        if text == source:
+            return _fail("convert", f"{args.file} is already a native candidate (its compute_reward takes the "
+                                    "state): nothing to convert")
         original = Path(folder) / f"isaac{args.file.suffix}"
         shutil.copyfile(args.file, original)
         (Path(folder) / "native.py").write_text(text)

@@ -55,10 +55,16 @@ def is_isaac(source: str, path: str | Path) -> bool:
         return True
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError):
         return False
     rewards = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "compute_reward"]
     return bool(rewards) and [a.arg for a in rewards[-1].args.args][:1] not in (["state"], [])
+
+
+def starting_text(source: str, file: str, task: str) -> str:
+    """`auto --initial`'s text for one file: a reward written for Isaac Gym as its native file (`native_source`), any
+    other file unchanged. Run in the jail (`SandboxValidator.jailed`): it parses the candidate's text."""
+    return native_source(source, file, task) if is_isaac(source, file) else source
 
 
 def reward_code(source: str, path: str | Path) -> str:

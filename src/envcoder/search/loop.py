@@ -117,14 +117,14 @@ class AutoRun(PopulationIteration, FinalEvaluation):
 
     def _starting_text(self, path: Path) -> str:
         """A starting file's text; a reward written for Isaac Gym converted once, in the jail, to the native file the
-        search then reads and changes (`envcoder convert`'s)."""
+        search then reads and changes (`envcoder convert`'s). One it cannot convert stays as it is: its check then
+        leaves it out with the reason."""
         source = read_source(path)
-        if not isaac.is_isaac(source, path):
-            return source
         try:
-            return self.validator.jailed(isaac.native_source, source=source, file=str(path), task=self.task.name)
-        except JailedError as err:
-            raise ValueError(f"--initial {path}: {err}") from None
+            return self.validator.jailed(isaac.starting_text, source=source, file=str(path), task=self.task.name)
+        except JailedError:
+            return source
+
     def _frozen(self, source: str) -> list[tuple[str, str]]:
         """`freeze_sweep(source)`, done in the sandbox (a file whose table it cannot read stays whole: its check says
         what is wrong with it)."""
