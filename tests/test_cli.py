@@ -64,6 +64,40 @@ def test_bad_settings_are_refused_before_anything_runs(tmp_path, extra, message,
     assert not (tmp_path / "o").exists()
 
 
+def test_a_run_too_large_for_memory_is_refused_in_one_line_with_what_fits(tmp_path, capsys):
+    """`--seeds 100000000` would list a hundred million seeds and then the kernel's out-of-memory killer would end it:
+    refused before anything is allocated or written, with the sizes and the most seeds that fit; the seeds it names
+    pass the same check. `auto` is checked the same way, its final evaluation too."""
+    from envcoder.runs.evaluation import EvalSettings, check_sizes
+
+    out = tmp_path / "o"
+    assert main(["eval", "--task", "Cartpole", "--seeds", "100000000", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and not out.exists(), err
+    assert "4 candidate(s) × 100,000,000 seed(s) × 256 environments need at least" in err, err
+    fit = int(err.split("at most ")[1].split(" seed(s) fit")[0].replace(",", ""))
+    assert 1 <= fit < 100_000_000
+    check_sizes(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out), seeds=fit // 2)
+    assert main(["auto", "--task", "Cartpole", "--final-seeds", "100000000", "--final-max-seeds", "100000000",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("envcoder auto: error: the final evaluation's 3 candidate(s) × 100,000,000 seed(s)"), err
+    assert len(err.strip().splitlines()) == 1 and not out.exists(), err
+
+
+def test_an_out_that_cannot_be_written_and_functions_of_another_kind_are_one_line(tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("not a folder\n")
+    for command in ("eval", "auto"):
+        assert main([command, "--task", "Cartpole", "--out", str(tmp_path / "notes.md" / "run1")]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot write the run directory '{tmp_path / 'notes.md' / 'run1'}': Not a directory; choose an " \
+               "--out in a folder you can write to" in err and len(err.strip().splitlines()) == 1, err
+    assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path / "notes.md"),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "is neither a folder of candidate files nor a .py or .txt file" in err and not (tmp_path / "o").exists()
+
+
 def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):
     assert main(["eval", "--task", "Anymal", "--fitness", "speed", "--out", str(tmp_path / "o")]) == 2
     assert "task Anymal has no fitness 'speed'; choose from tracking, robust_tracking, forward_speed" in capsys.readouterr().err

@@ -24,7 +24,8 @@ def _eval(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
+    from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, check_sizes,
+                                          run_evaluation)
     from envcoder.runs.eval_settings import settings_from_run
     from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
@@ -55,13 +56,15 @@ def _eval(args) -> int:
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = EvalSettings(**{
         **_fields(EvalSettings, args), "task": task.name, "functions": functions, "out": out,
-        "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": tuple(range(args.seed, args.seed + args.seeds)),
+        "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": (args.seed,),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     args.run_dir = out
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
         settings = dataclasses.replace(settings, algo=args.algo, overrides=parse_overrides(args.overrides, args.algo))
+        check_sizes(settings, seeds=args.seeds)  # before the seeds are listed: --seeds 100000000 is refused at once
+        settings = dataclasses.replace(settings, seeds=tuple(range(args.seed, args.seed + args.seeds)))
         run_evaluation(settings, restart=_restart("eval", out, args))
     except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
             ValueError) as err:

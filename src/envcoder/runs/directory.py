@@ -50,6 +50,22 @@ def write_json(path: Path, obj) -> None:
     write_atomically(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
+class UnwritableDirectoryError(ValueError):
+    """A run directory this process cannot create or write in; the message says what to change."""
+
+
+def writable_directory(path: Path, option: str = "--out") -> None:
+    """Create `path` (with its parents) and check that this process can write in it: else `UnwritableDirectoryError`
+    naming the path, why (read-only file system, permission denied …) and the `option` to change."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path / ".write-test", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        os.unlink(path / ".write-test")
+    except OSError as err:
+        raise UnwritableDirectoryError(f"cannot write the run directory {str(path)!r}: {err.strerror or err}; choose "
+                                       f"an {option} in a folder you can write to") from None
+
+
 _HELD: dict[Path, int] = {}
 """The run directories this process writes, each with the descriptor of its held lock (`_lock`)."""
 
@@ -91,7 +107,8 @@ class RunDirectory:
             raise FileExistsError(f"run directory {str(self.path)!r} already exists and is not empty; "
                                   f"choose another --out, or continue it with `envcoder eval --resume {self.path}`")
         self._created = not resume and not self.path.exists()
-        (self.path / "candidates").mkdir(parents=True, exist_ok=True)
+        writable_directory(self.path)
+        (self.path / "candidates").mkdir(exist_ok=True)
         _lock(self.path)
 
     def discard(self) -> None:

@@ -24,6 +24,7 @@ from envcoder.rl.typed_settings import Settings
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
 from envcoder.runs.job import Job, resolved_setup
+from envcoder.runs.memory import RunTooLargeError, check_run_fits
 from envcoder.runs.results import RunResults
 from envcoder.runs.eval_settings import EvalSettings
 from envcoder.runs.schedule import rungs
@@ -80,6 +81,18 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     return evaluate_once(settings, console, resume, validator, restart=restart, until=until)
 
 
+def check_sizes(settings: EvalSettings, candidates: int | None = None, seeds: int | None = None,
+                what: str = "") -> None:
+    """Refuse (`RunTooLargeError`, one line with what would fit) a run whose sizes cannot fit in memory, before it
+    allocates any of them (`envcoder.runs.memory.check_run_fits`): `candidates` of `seeds` seeds (None: the files'
+    likely count, `likely_count`, and `settings.seeds`' count; `what`: whose sizes they are, for the message)."""
+    task, _, _, config = resolved_setup(settings)
+    candidates = candidates if candidates is not None else likely_count(settings)
+    if candidates:
+        check_run_fits(task, config, candidates, seeds if seeds is not None else len(settings.seeds),
+                       settings.envs_per_candidate, settings.evaluation_envs, settings.devices, what)
+
+
 def evaluate_once(settings: EvalSettings, console: Console | None = None, resume: bool = False,
                   validator: SandboxValidator | None = None, restart: Sequence[str] | None = None,
                   until: float | None = None) -> RunResults:
@@ -89,6 +102,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     console = console or Console(quiet=not lead, soft_wrap=True)  # a message is a line: never cut in a value
     task, fitness_name, fitness, config = resolved_setup(settings)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
+    check_sizes(settings)
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
     count = likely_count(settings)
     with _simulator_while_validating(task, count and count * len(settings.seeds) * settings.envs_per_candidate) \
@@ -97,6 +111,12 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
         valid, failures = sandboxed_candidates(settings, task, validator, console=console)
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
+    if valid:
+        try:
+            check_sizes(settings, len(valid))
+        except RunTooLargeError:
+            run_dir.discard()
+            raise
     valid, failures, left_out = _leave_out(valid, failures, run_dir.read_hung() if resume else [])
     for failure in failures:
         console.print(f"[yellow]left out[/yellow] {shown(failure.error)}", highlight=False)

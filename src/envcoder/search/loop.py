@@ -48,9 +48,9 @@ from rich.console import Console
 from envcoder.candidates import isaac, read_source
 from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
-from envcoder.runs.directory import read_json, write_json
+from envcoder.runs.directory import read_json, writable_directory, write_json
 from envcoder.runs.eval_settings import EvalSettings, settings_from_run
-from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
+from envcoder.runs.evaluation import NoValidCandidatesError, check_sizes, run_evaluation
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
@@ -97,13 +97,14 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.initial = {f"init_{Path(p).stem}": self._starting_text(Path(p)) for p in settings.initial}
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
+        self._check_sizes()
         if resume:
             if not (self.out / "auto.json").exists():
                 raise FileNotFoundError(f"{self.out} is not an `envcoder auto` run directory (no auto.json)")
         elif self.out.exists() and any(self.out.iterdir()):
             raise AutoRunExistsError(f"run directory {str(self.out)!r} already exists and is not empty; choose another "
                                      f"--out, or continue it with `envcoder auto --resume {self.out}`")
-        self.out.mkdir(parents=True, exist_ok=True)
+        writable_directory(self.out)
         (self.out / "llm").mkdir(exist_ok=True)
         if not resume:
             write_json(self.out / "auto.json", settings.to_json())
@@ -111,6 +112,18 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         (self.out / "system_prompt.md").write_text(self.system)
         self.history: list[dict] = []
         """Every evaluated candidate: name, iteration, source, fitness, shaped_return, episode_length, status."""
+
+    def _check_sizes(self) -> None:
+        """Refuse, before anything is written, a search whose iterations or final evaluation cannot fit in memory
+        (`check_sizes`, on their fewest groups: the proposals of an iteration, each in its copies; the finalists and
+        the task default at the final's most seeds)."""
+        s, here = self.s, Path(".")
+        copies = s.copies if self.population_mode else 1
+        check_sizes(s.evaluation(here, self.out, s.seeds), candidates=s.candidates_per_iteration * copies,
+                    what="each iteration's")
+        final = s.evaluation(here, self.out, 1, envs=s.final_envs_per_candidate)
+        check_sizes(final, candidates=s.final_top + 1, seeds=max(s.final_seeds, s.final_max_seeds),
+                    what="the final evaluation's")
 
     # ---- proposing --------------------------------------------------------------------------------
 
