@@ -264,17 +264,15 @@ def _convert(args) -> int:
 def _finished(run: Path, settings) -> bool:
     """Whether `run` is a finished `eval` run (its results written, its rounds of seeds too); if so, its results
     are printed again for `eval --resume`, with nothing trained or evaluated."""
-    from rich.console import Console
-
     from envcoder.runs.results import RunResults, print_results
-    from envcoder.text import shown
+    from envcoder.text import console as text_console, shown
 
     if not (run / "results.json").exists():
         return False
     results = RunResults.read(run)
     if settings.seeds_until_separable is not None and results.seed_rounds is None:
         return False  # its rounds of added seeds go on
-    console = Console(soft_wrap=True)
+    console = text_console()
     console.print(f"{shown(run)} is finished: nothing to resume. Its results:", highlight=False)
     print_results(console, results)
     return True

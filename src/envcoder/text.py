@@ -42,6 +42,16 @@ def shown(text: object) -> str:
     return escape(one_line(text))
 
 
+def console(**options):
+    """A Rich console for a command's messages: on a terminal they wrap at spaces within its width (a word longer than
+    a line folds); elsewhere (a log file, a pipe, a batch job) each message is one line, never cut in a value."""
+    from rich.console import Console
+
+    made = Console(**options)
+    made.soft_wrap = not made.is_terminal
+    return made
+
+
 _AST = threading.Lock()
 """Python 3.11's `ast` keeps state of the interpreter's while it converts a tree: two threads that parse at once
 (the offline proposer's pool) ended `envcoder auto` with "SystemError: AST constructor recursion depth mismatch"."""

@@ -33,7 +33,7 @@ from envcoder.candidates import LoadFailure, candidate_files
 from envcoder.candidates.prepare import likely_count, sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
-from envcoder.text import shown
+from envcoder.text import console as text_console, shown
 
 
 class OutOfGPUMemoryError(RuntimeError):
@@ -99,7 +99,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
-    console = console or Console(quiet=not lead, soft_wrap=True)  # a message is a line: never cut in a value
+    console = console or text_console(quiet=not lead)  # a message is a line: never cut in a value
     task, fitness_name, fitness, config = resolved_setup(settings)
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
     check_sizes(settings)

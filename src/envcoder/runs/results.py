@@ -175,11 +175,9 @@ def print_results(console: Console, results: RunResults) -> None:
                                                     beats, results.fitness_bounds, drop))
     best = results.ranking[0] if results.ranking else None
     if results.tied_with_best:
-        names = [best.name, *results.tied_with_best]
-        console.print(f"tied: {', '.join(map(shown, names[:-1]))} and {shown(names[-1])} reach the same fitness "
+        console.print(f"tied: {tied_names([best.name, *results.tied_with_best])} reach the same fitness "
                       f"({best.fitness_mean:.3f}, to within {FITNESS_TIE:g}); ranked by learning speed (AUC: the "
-                      "mean training fitness over the "
-                      "iterations)" + _speed_verdict(results), highlight=False)
+                      "mean training fitness over the iterations)" + _speed_verdict(results), highlight=False)
     unseparated = results.not_separable_from_best
     if unseparated:
         console.print(f"not separable at 95%: {shown(best.name)} does not beat "
@@ -198,6 +196,18 @@ def print_results(console: Console, results: RunResults) -> None:
                       f"{improving['earlier_mean']:.3f} to {improving['later_mean']:.3f} over iterations "
                       f"{improving['from_iteration']}–{improving['to_iteration']}; longer training may change "
                       "the ranking (more --iterations)", highlight=False)
+
+
+TIED_SHOWN = 4
+"""Names a tie note shows; the rest are counted (41 candidates tied at 1.000 made a note of 1,000 characters)."""
+
+
+def tied_names(names: Sequence[str]) -> str:
+    """`a, b and c`, or for more than `TIED_SHOWN` names the first ones and how many more."""
+    shown_names = [shown(n) for n in names]
+    if len(names) > TIED_SHOWN:
+        return f"{', '.join(shown_names[:TIED_SHOWN - 1])} and {len(names) - TIED_SHOWN + 1} more"
+    return f"{', '.join(shown_names[:-1])} and {shown_names[-1]}"
 
 
 def _speed_verdict(results: RunResults) -> str:
@@ -305,7 +315,10 @@ def print_table(console: Console, make: Table | Callable[[Sequence[str]], Table]
             dropped.append(column)
             table = make(dropped)
         console.print(table, soft_wrap=False)  # a run's console soft-wraps its messages: a table it laid out wider
-        return                                 # than the terminal, with its last column's values blank
+        if dropped:                            # than the terminal, with its last column's values blank
+            console.print(f"(columns left out at {console.width} columns: {', '.join(dropped)}; a wider terminal or "
+                          "the run's report shows them)", highlight=False)
+        return
     width, console_width = Measurement.get(console, console.options.update(width=10_000), table).maximum, console.width
     console.width = max(width, console_width)
     try:

@@ -25,6 +25,7 @@ from envcoder.runs.directory import RunDirectory
 from envcoder.runs.report import write_report
 from envcoder.runs.results import RunResults, print_results, ranked_results
 from envcoder.tasks import get_task
+from envcoder.text import console as text_console
 
 
 def evaluate_until_separable(settings, evaluate_once, console: Console | None = None, resume: bool = False,
@@ -34,7 +35,7 @@ def evaluate_until_separable(settings, evaluate_once, console: Console | None = 
     results of all rounds, ranked together."""
     budget = settings.seeds_until_separable
     _check(settings)
-    console = console or Console(soft_wrap=True)
+    console = console or text_console()
     out = Path(settings.out)
     if resume and (out / "results.json").exists():
         first = RunResults.read(out)

@@ -2,11 +2,12 @@
 in rounds of seeds until the best is separable, then `best.py`, its readable form and the summary. `AutoRun`
 (`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `out`,
 `task`, `description`, `fitness`, `fitness_name`, `initial`, `history`, `done`, `started`, `offline`, `proposer`,
-`population_mode`, `_frozen`, `_evaluate` and `_ranked`."""
+`population_mode`, `_frozen`, `_evaluate`, `_started` and `_ranked`."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from typing import Callable
 
@@ -17,7 +18,7 @@ from envcoder.runs.directory import read_json, write_json
 from envcoder.runs.results import RunResults
 from envcoder.search.population import population_summary
 from envcoder.search.readable import readable_find
-from envcoder.search.summary import against_default, search_record, summary_text
+from envcoder.search.summary import against, against_default, search_record, summary_text
 from envcoder.text import plural
 
 
@@ -37,6 +38,49 @@ class FinalEvaluation:
         is_start = self._is_start()
         starts = [h for name, h in finalists.items() if is_start(name) or h["status"] == "start"]
         return sorted(starts, key=lambda h: order.get(h["name"], len(order)))
+
+    def _found(self, top, row: dict, starts: list[dict], results: RunResults) -> dict:
+        """What the best file is (`kind`): a starting file unchanged ("start"), a starting file with constants the
+        search tuned ("tuned"; `start_file`: which) or a proposal ("proposal"); and, but for a start unchanged, it
+        against the best starting file of the final (`against_start`, `envcoder.search.summary.against`)."""
+        sources = {variant for source in self.initial.values() for _, variant in self._frozen(source)}
+        sources |= set(self.initial.values())
+        if row["source"] in sources:
+            return {"kind": "start"}
+        found = {"kind": "proposal"}
+        if self._started(top.name):
+            found = {"kind": "tuned", "start_file": re.sub(r"(-\d+)?(r\d+)?$", "", top.name)}
+        if starts:
+            found["against_start"] = against(results, top, starts[0]["name"], f"the best starting file, "
+                                             f"{starts[0]['name']}", self.fitness.higher_is_better)
+        return found
+
+    def _leaders_left(self, records: list[dict], finalists: dict[str, dict]) -> list[dict]:
+        """Each candidate that led an iteration and is not in the final, with why (`iteration`, `name`, `why`)."""
+        sources = {h["source"]: name for name, h in finalists.items()}
+        starts = {h["source"] for h in self.history if h["status"] == "start"} | set(self.initial.values())
+        ranked, seen = [], set(starts)  # the finds as `_finalists` takes them: each code once, no start's own
+        for h in self._ranked(self.history):
+            if h["source"] not in seen:
+                ranked.append(h["name"])
+                seen.add(h["source"])
+        left = []
+        for record in records:
+            name = record.get("best")
+            row = next((h for h in self.history if h["name"] == name and h["status"] == "ok"), None)
+            if name is None or name in finalists or row is None:
+                continue
+            if row["source"] in starts:
+                why = "its code is a starting file's as written, which the final trains under the file's name"
+            elif row["source"] in sources:
+                why = f"its code is the same as {sources[row['source']]}'s, which the final trains"
+            else:
+                place = ranked.index(name) + 1 if name in ranked else None
+                why = (f"among the search's finds it ranks {place} (by fitness, ties by learning speed), and the final "
+                       f"takes the best {self.s.final_top} (--final-top)" if place else
+                       "its fitness is not a finite number")
+            left.append({"iteration": record["iteration"], "name": name, "why": why})
+        return left
 
     def _finalists(self) -> dict[str, dict]:
         """The final's candidates by name: the `final_top` best finds (each code once, and none a starting file's
@@ -106,11 +150,13 @@ class FinalEvaluation:
                                "iteration": finalists[top.name]["iteration"]}
             (self.out / "best.py").write_text(finalists[top.name]["source"])
             summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
-            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"],
-                                                self._starts_ranked(finalists, results))
+            starts = self._starts_ranked(finalists, results)
+            summary["found"] = self._found(top, finalists[top.name], starts, results)
+            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starts)
+        summary["leaders_not_in_final"] = self._leaders_left(records, finalists)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
-        self.console.print(Markdown(summary_text(summary)))  # rendered, not as Markdown source
+        self.console.print(Markdown(summary_text(summary, terminal=True)))  # rendered, not as Markdown source
         if summary["best"] is not None:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
                                markup=False, highlight=False, soft_wrap=True)  # paths stay whole, to copy

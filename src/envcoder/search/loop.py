@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import re
 import shutil
 import time
 from pathlib import Path
@@ -61,7 +62,7 @@ from envcoder.search.population_run import PopulationIteration
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.summary import evaluation_table, finite_number, measured, summary_text
 from envcoder.tasks import get_task
-from envcoder.text import shown
+from envcoder.text import console as text_console, plural, shown
 
 
 class AutoRun(PopulationIteration, FinalEvaluation):
@@ -75,7 +76,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         settings.check()
         settings = settings.resolved()
         self.s = settings
-        self.console = console or Console(soft_wrap=True)
+        self.console = console or text_console()
         self.out = Path(settings.out)
         self.task = get_task(settings.task)
         self.task.check_algorithm(settings.algo)  # before anything is written
@@ -106,6 +107,9 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                      f"--out, or continue it with `envcoder auto --resume {self.out}`")
         writable_directory(self.out)
         (self.out / "llm").mkdir(exist_ok=True)
+        self.log = log_console(self.out)
+        """Everything the search's evaluations print (their tables, tie notes, files left out, training lines), in
+        the run's console.log; the terminal shows a line per iteration and rung (`_stage`) and the summary."""
         if not resume:
             write_json(self.out / "auto.json", settings.to_json())
         self.system = prompts.system_prompt(self.task, settings.shaper_types, self.fitness_name)
@@ -124,6 +128,45 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         final = s.evaluation(here, self.out, 1, envs=s.final_envs_per_candidate)
         check_sizes(final, candidates=s.final_top + 1, seeds=max(s.final_seeds, s.final_max_seeds),
                     what="the final evaluation's")
+
+    # ---- what the terminal shows -------------------------------------------------------------------------
+
+    def _started(self, name: str) -> bool:
+        """Whether an evaluation's candidate `name` is a starting file's: the file's own name, a variant of its
+        sweep, or a copy of either (`-K`) in a population run or a halving rung (`rK`)."""
+        is_start = self._is_start()
+        return is_start(name) or is_start(re.sub(r"(-\d+)?(r\d+)?$", "", name))
+
+    def _say_drafts(self, iteration: int, drafts: list[dict]) -> None:
+        """One line on the terminal for an iteration's checked drafts: how many are valid, and the starting files
+        and proposals that are not (their reasons: drafts.json and console.log)."""
+        last = {d["name"]: d for d in drafts}  # each slot's last attempt
+        bad = [name for name, d in last.items() if not d["ok"]]
+        line = f"  checked: {len(last) - len(bad)} of {len(last)} valid"
+        if bad:
+            line += (f"; not valid: {', '.join(map(shown, bad[:6]))}{' …' if len(bad) > 6 else ''} (why: "
+                     f"{self.out.name}/iter_{iteration:02d}/drafts.json)")
+        self.console.print(line, highlight=False)
+
+    def _stage(self, label: str, results: RunResults | None, sizes: str, seconds: float) -> None:
+        """One line on the terminal for one of the search's evaluations (`label`: which; `sizes`: what it trained):
+        its best candidate, the best starting file's candidate beside it, and how many it left out. The whole
+        ranking is in console.log and the evaluation's report."""
+        head = f"  {label} ({sizes}, {seconds:.0f} s): "
+        if results is None or not results.ranking:
+            self.console.print(head + "nothing trained", highlight=False)
+            return
+        best = results.ranking[0]
+        seeds = f" over {best.seeds} seeds" if best.seeds > 1 else ""
+        parts = [f"best {shown(best.name)} {best.fitness_mean:#.4g}{seeds}"]
+        start = next((r for r in results.ranking if self._started(r.name)), None)
+        if start is best:
+            parts[0] += " (a starting file's)"
+        elif start is not None:
+            parts.append(f"best start {shown(start.name)} {start.fitness_mean:#.4g}")
+        if results.failures:
+            parts.append(f"{len(results.failures)} left out")
+        self.console.print(head + "; ".join(parts), highlight=False)
 
     # ---- proposing --------------------------------------------------------------------------------
 
@@ -221,7 +264,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                                       {"role": "user", "content": prompts.fix_prompt(draft["error"])}]
             failed = [d for d in drafts if d["attempt"] == attempt and not d["ok"]]
             for draft in failed:
-                self.console.print(f"[yellow]invalid[/yellow] {shown(draft['error'])}", highlight=False)
+                self.log.print(f"invalid {shown(draft['error'])}", highlight=False)
         return drafts
 
     def _validate_drafts(self, round_drafts: list[tuple[dict, Sample | None]], to_validate: list[tuple[str, str]]):
@@ -232,7 +275,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                  for name, source in to_validate}
         starting = sum(1 for draft, _ in round_drafts if draft["slot"] is None)
         count = sum(map(len, files.values()))
-        self.console.print(f"validating {len(to_validate)} candidate(s) ({len(to_validate) - starting} proposed, "
+        self.log.print(f"validating {len(to_validate)} candidate(s) ({len(to_validate) - starting} proposed, "
                            f"{starting} starting file(s)"
                            + (f"; {count} files with their sweeps' variants" if count > len(to_validate) else "")
                            + ") in sandboxed processes…", highlight=False)
@@ -266,8 +309,10 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         elif eval_dir.exists():
             shutil.rmtree(eval_dir)
         try:
-            return run_evaluation(settings, self.console, resume=resume, validator=self.validator, restart=self.restart,
-                                  until=until)
+            with self.console.status(f"training {eval_dir.relative_to(self.out)} (its lines: "
+                                     f"{self.out / 'console.log'})"):
+                return run_evaluation(settings, self.log, resume=resume, validator=self.validator,
+                                      restart=self.restart, until=until)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {shown(err)}", highlight=False)
             return None
@@ -291,6 +336,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                 f"{self.proposer.name} proposes {self.s.candidates_per_iteration} candidates"))
             drafts = self._draft(iteration, first_message)
             write_json(drafts_file, drafts)
+            self._say_drafts(iteration, drafts)
         valid = [d for d in drafts if d["ok"]]
         candidates_dir = iter_dir / "candidates"
         candidates_dir.mkdir(exist_ok=True)
@@ -303,8 +349,10 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         else:
             for name, source in variants.items():
                 (candidates_dir / f"{name}.py").write_text(source)
+            tock = time.perf_counter()
             results = self._evaluate(candidates_dir, iter_dir / "eval", self.s.seeds, self.s.schedule,
                                      until=self.until) if variants else None
+            self._stage("evaluation", results, plural(len(variants), "candidate"), time.perf_counter() - tock)
             table, failures = evaluation_table(iteration, variants, results)
         last_attempt = {}
         for draft in drafts:
@@ -322,7 +370,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                                     "exploit_steps": len({row["iteration"] for row in population["lineage"]}),
                                     "takeovers": len(population["lineage"])}
         if compiled:
-            self.console.print(f"compiled {compiled.get('compiles', '?')} program(s) "
+            self.log.print(f"compiled {compiled.get('compiles', '?')} program(s) "
                                f"({compiled.get('seconds', 0):.1f} s compiling or loading; "
                                f"{compiled.get('cache_hits', 0)} from the compilation cache, "
                                f"{compiled.get('loaded', 0)} trace(s) loaded)", highlight=False)
@@ -382,7 +430,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                 best = self._ranked(self.history)
                 if best:
                     how = _how_measured(best[0], self.fitness_name)
-                    self.console.print(f"best so far: {shown(best[0]['name'])} ({how})", highlight=False)
+                    self.console.print(f"  best so far: {shown(best[0]['name'])} ({how})", highlight=False)
             return self._finish()
 
     def _within_budget(self, iteration: int, elapsed: float) -> dict | None:
@@ -400,6 +448,12 @@ class AutoRun(PopulationIteration, FinalEvaluation):
             path.parent.mkdir(exist_ok=True)
             write_json(path, sizes)
         return sizes
+
+
+def log_console(out: Path) -> Console:
+    """A console that appends to `out/console.log`: as wide as a log reads, no colour, a message per line."""
+    return Console(file=(out / "console.log").open("a", buffering=1), width=120, soft_wrap=True, no_color=True,
+                   force_terminal=False, force_interactive=False, highlight=False)
 
 
 def _how_measured(row: dict, fitness: str) -> str:

@@ -1,8 +1,8 @@
 """A population, random or seeds search's iteration (`envcoder auto --proposer population|random|seeds`): its
 candidates trained as copies under population-based training (`envcoder.runs.pbt`; a random or seeds search never
 exploits), then the rungs of successive halving over their constants (`envcoder.search.population`). `AutoRun`
-(`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `out`,
-`fitness`, `initial`, `history`, `until` (when `--budget` ends, or None), `_evaluate` and `_ranked`."""
+(`envcoder.search.loop`) takes it as a base: it reads the run's settings (`s`), `validator`, `console`, `log`, `out`,
+`fitness`, `initial`, `history`, `until` (when `--budget` ends, or None), `_evaluate`, `_stage` and `_ranked`."""
 
 from __future__ import annotations
 
@@ -50,12 +50,15 @@ class PopulationIteration:
         exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
                    and copies > 1 else "no exploit step" + (
                        ", every copy with the file's own constants" if self.s.proposer == "seeds" else ""))
-        self.console.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
+        self.log.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
                            f"({len(starts)} starting){each if tuned else ''}; {exploit}", highlight=False)
         eval_dir = candidates_dir.parent / "eval"
         interval = None if self.s.proposer == "population" else 0  # a random or seeds search never exploits
+        tick = time.time()
         results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, until=self.until, population=(
             PopulationSettings(seed=self.s.seed + iteration, interval=interval))) if sources else None
+        self._stage("population run", results, f"{len(sources)} groups: {plural(len(files), 'candidate')} in copies",
+                    time.time() - tick)
         table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
                   "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
         rows, record = [], None
@@ -113,14 +116,16 @@ class PopulationIteration:
             for name, source in slots.items():
                 (rung_dir / "candidates" / f"{name}.py").write_text(source)
             seeds = collections.Counter(slots.values())
-            self.console.rule(f"halving rung {rung}/{rungs}: {len(seeds)} set(s) of constants × "
-                              f"{'-'.join(map(str, sorted(set(seeds.values()))))} seed(s), from scratch")
+            trained = (f"{len(seeds)} set(s) of constants × {'-'.join(map(str, sorted(set(seeds.values()))))} "
+                       "seed(s), from scratch")
+            self.log.rule(f"halving rung {rung}/{rungs}: {trained}")
             results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
                 seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
             compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
             write_json(rung_dir / "rung.json", {"rung": rung, "sets": len(seeds), "groups": len(slots),
                                                 "compile": compiled})
-            self.console.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
+            self.log.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
+            self._stage(f"halving rung {rung}/{rungs}", results, trained, time.time() - tick)
             halving.record(rung, slots, results.ranking if results else [])
             done, each = rung, time.time() - tick
         for row in rows if done else ():

@@ -90,16 +90,15 @@ def flatten(source: str) -> str:
 def readable_find(validator, out, source: str, starting: list[dict]) -> dict | None:
     """An `envcoder auto` find written flat as `out/best_readable.py`, checked in the sandbox (`validator`) to be
     the same program as `best.py`, and what changed from the best starting file (`starting`, the search's rows of
-    its starting files, best first), in words and as a diff: the summary's record. None where there is nothing to
-    flatten (or the sandbox could not write it: the text is parsed there only, `readable_text`)."""
+    its starting files, best first), in words and as a diff: the summary's record. Where the sandbox could not write
+    it (the text is parsed there only, `readable_text`), a record without a file that says why."""
     from envcoder.candidates.sandbox import JailedError
 
     try:
         found = validator.jailed(readable_text, source=source, start=starting[0]["source"] if starting else None)
-    except JailedError:
-        return None
-    if found is None:
-        return None
+    except JailedError as err:
+        return {"file": None, "why": f"best.py could not be written flat in the sandbox ({err})",
+                "start": starting[0]["name"] if starting else None}
     same = same_programs(validator, found["as_found"], found["flat"])
     (out / "best_readable.py").write_text(found["flat"])
     return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
@@ -109,16 +108,13 @@ def readable_find(validator, out, source: str, starting: list[dict]) -> dict | N
 def readable_text(source: str, start: str | None) -> dict | None:
     """`source` flattened (`flat`; `inlined`: whether anything was), `source` with the names the flat file took
     prefixes off renamed so (`as_found`: what it is compared with), and what changed from `start` (`change`, `diff`;
-    empty without one); None where there is nothing to flatten and the file is no child of the offline search (whose
-    first line says what changed; one already flat, its parent's constants changed or a term dropped in the parent's
-    own lines, is the find as it reads, and what changed from the start is still said). Run in the sandbox
-    (`SandboxValidator.jailed`): it parses candidate text."""
+    empty without one). A file with nothing to flatten is the find as it reads (what changed from the start is still
+    said). Run in the sandbox (`SandboxValidator.jailed`): it parses candidate text."""
 
     flat = flatten(source)
     inlined = flat != source
-    if not inlined and not source.startswith("# offline: "):
-        return None
-    flat = wrapped(quoted_like(flat, start) if start is not None else flat)
+    flat = wrapped(quoted_like(flat, start) if start is not None else flat) if inlined or source.startswith(
+        "# offline: ") else source
     words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
     return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff, "inlined": inlined}
 

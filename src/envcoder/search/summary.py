@@ -18,7 +18,9 @@ def finite_number(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def summary_text(summary: dict) -> str:
+def summary_text(summary: dict, terminal: bool = False) -> str:
+    """summary.md's text; `terminal`: the shorter form `envcoder auto` prints at its end, without the diff, the
+    population's paragraph and the table of iterations (each iteration's lines were printed as it ran)."""
     better = "higher" if summary["higher_is_better"] else "lower"
     lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
              f"Proposer {summary['proposer']}; {_account(summary)}; task fitness `{summary['fitness']}` ({better} is "
@@ -27,12 +29,14 @@ def summary_text(summary: dict) -> str:
     if best is None:
         lines.append("No candidate could be trained: see iter_*/drafts.json for the reasons.")
     else:
+        lines += [found_text(summary), ""]
         ci = f" (95% CI [{best['ci_low']:#.4g}, {best['ci_high']:#.4g}])" if best["seeds"] > 1 else ""
         lines.append(f"Best: **{best['name']}** (iteration {best['iteration'] + 1}), {summary['fitness']} "
                      f"{best['fitness_mean']:#.4g}{ci} over {plural(best['seeds'], 'seed')} in the final evaluation; "
                      f"its code is best.py.")
-        if summary.get("task_default"):
-            lines += ["", summary["task_default"]["text"]]
+        for leader in summary.get("leaders_not_in_final") or []:
+            lines += ["", f"{leader['name']} led iteration {leader['iteration'] + 1} and is not in the final: "
+                          f"{leader['why']}."]
         if summary.get("final_seeds"):
             lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
         lines += ["", "| rank | candidate | fitness | 95% CI | seeds | AUC |", "|---:|---|---:|---|---:|---:|"]
@@ -42,7 +46,12 @@ def summary_text(summary: dict) -> str:
             auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"
             ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
-    lines += _readable_lines(summary.get("readable"))
+    readable = _readable_lines(summary.get("readable"))
+    if terminal and "```diff" in readable:
+        readable = readable[:readable.index("```diff") - 1] + ["", "The diff: summary.md."]
+    lines += readable
+    if terminal:
+        return "\n".join(lines + ["", _calls_line(summary)]) + "\n"
     lines += _population_lines(summary)
     if summary["iterations"]:
         lines += ["", "| iteration | copies | valid / attempts | best | best fitness | programs compiled (s) | s |",
@@ -57,15 +66,34 @@ def summary_text(summary: dict) -> str:
         seconds = (f"{it['seconds']:.0f}" if it.get("seconds") is not None else "-") + _budget_note(it)
         lines.append(f"| {it['iteration'] + 1} | {it.get('copies') or '-'} | {it['valid']} / {it['attempts']} | "
                      f"{it['best'] or '-'} | {fit} | {compiles} | {seconds} |")
+    return "\n".join(lines + ["", _calls_line(summary)]) + "\n"
+
+
+def _calls_line(summary: dict) -> str:
+    """What the proposer's calls cost."""
     if summary.get("offline"):
-        lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed), offline: no "
-                      "model, no tokens, no cost."]
-    else:
-        cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
-            else f"${summary['cost_usd']:.2f}"
-        lines += ["", f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
-                      f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}."]
-    return "\n".join(lines) + "\n"
+        return (f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed), offline: no model, "
+                "no tokens, no cost.")
+    cost = "unknown (no list price for this model; pass --price)" if summary["cost_usd"] is None \
+        else f"${summary['cost_usd']:.2f}"
+    return (f"Proposer calls: {summary['proposer_calls']} ({summary['failed_calls']} failed); tokens in "
+            f"{summary['input_tokens']:,}, out {summary['output_tokens']:,}; estimated cost {cost}.")
+
+
+def found_text(summary: dict) -> str:
+    """The summary's first answer, "was anything found": the best file against the best starting file and against
+    the task default in the final evaluation, each with its interval; where the best is a starting file unchanged,
+    that no proposal beat it."""
+    found, best = summary.get("found") or {}, summary["best"]
+    default = (summary.get("task_default") or {}).get("text", "The task default was not in the final evaluation.")
+    kind = found.get("kind")
+    if kind == "start":
+        return (f"**Nothing found beyond the starting files:** the best is {best['name']}, a starting file unchanged; "
+                f"no proposal beat it in the final evaluation. {default}")
+    what = (f"the starting file {found['start_file']} with constants the search tuned" if kind == "tuned"
+            else f"proposed in iteration {best['iteration'] + 1}")
+    starts = (found.get("against_start") or {}).get("text") or "There was no starting file to compare it with."
+    return f"**Found: {best['name']}**, {what}. {starts} {default}"
 
 
 def _budget_note(it: dict) -> str:
@@ -108,14 +136,20 @@ def _readable_lines(readable: dict | None) -> list[str]:
     """What summary.md says of `best_readable.py` (`envcoder.search.readable.readable_find`)."""
     if not readable:
         return []
+    if readable.get("file") is None:
+        return ["", f"No best_readable.py and no diff: {readable['why']}."]
     checked = ("checked in the sandbox to be the same program" if readable["same_program"] else
                "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
     how = ("written flat (helpers inlined, names kept" if readable.get("inlined", True) else
            "as it reads (flat already: nothing to inline, the start's quotes")
     lines = ["", f"`{readable['file']}` is best.py {how}; {checked})."]
-    if readable.get("start"):
+    if readable.get("start") and not readable["diff"].strip():
+        lines += ["", f"best.py is the best starting file, {readable['start']}, as written: no diff."]
+    elif readable.get("start"):
         lines += ["", f"Against the best starting file, {readable['start']}: {readable['change']}.", "",
                   "```diff", readable["diff"].rstrip("\n"), "```"]
+    else:
+        lines += ["", "No diff: the search had no starting file (give --initial FILE to start from one)."]
     return lines
 
 
@@ -229,8 +263,15 @@ def evaluation_table(iteration: int, variants: dict[str, str], results) -> tuple
 
 def against_default(results, best, higher_is_better: bool) -> dict | None:
     """The best file `best` (a `Ranked`) against the task's default shaping in the final evaluation `results`
-    (`envcoder.runs.ranking.compare`), with the sentence the summary shows."""
-    default = next((r for r in results.ranking if r.name == TASK_DEFAULT), None)
+    (`against`)."""
+    return against(results, best, TASK_DEFAULT, "the task default", higher_is_better)
+
+
+def against(results, best, other: str, label: str, higher_is_better: bool) -> dict | None:
+    """The best file `best` (a `Ranked`) against the candidate `other` of the final evaluation `results` (`label`:
+    what it is, in words: "the task default"), `envcoder.runs.ranking.compare`, with the sentence the summary
+    shows; None where `other` is not in it."""
+    default = next((r for r in results.ranking if r.name == other), None)
     if default is None:
         return None
     verdict = compare(best, default, higher_is_better)
@@ -245,14 +286,14 @@ def against_default(results, best, higher_is_better: bool) -> dict | None:
     interval = f" [95% CI {verdict['ci'][0]:.4g}, {verdict['ci'][1]:.4g}{clipped}]" if verdict["ci"] else ""
     p = f"P(beats) = {verdict['p_beats']:.2f}" if verdict["p_beats"] is not None else "one seed: P(beats) unknown"
     if verdict["beats"]:
-        text = f"{best.name} beats the task default by {amount}{interval} ({p})."
+        text = f"{best.name} beats {label} by {amount}{interval} ({p})."
     elif verdict["difference"] == 0 and (verdict["ci"] or [0, 0]) == [0, 0]:
-        text = (f"{best.name} ties the task default ({default.fitness_mean:.4g} over every seed of both); it learns "
+        text = (f"{best.name} ties {label} ({default.fitness_mean:.4g} over every seed of both); it learns "
                 f"{'faster' if _faster(best, default, higher_is_better) else 'no faster'} (AUC {best.auc:.3g} against "
                 f"{default.auc:.3g}).")
     else:
         direction = "better" if verdict["difference"] > 0 else "worse" if verdict["difference"] < 0 else "no different"
-        text = f"{best.name} is not shown to beat the task default: it is {direction} by {amount}{interval} ({p})."
+        text = f"{best.name} is not shown to beat {label}: it is {direction} by {amount}{interval} ({p})."
     return {**verdict, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low, "ci_high": default.ci_high,
             "seeds": default.seeds, "text": text}
 

@@ -1,0 +1,45 @@
+"""The guide and the README: every relative link leads to something, and the pages generated from the code are
+current (CI's `mkdocs build --strict` checks both for the site too: docs/hooks.py)."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"```.*?```", re.S)
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_relative_link_of_the_readme_and_the_guide_leads_somewhere():
+    """A link to a file or folder of the repository, or, from a benchmark page, to a raw record that
+    docs/benchmarks/raw.tar.xz holds; links to the web are not followed here (CI has no network)."""
+    hooks = _hooks()
+    dead = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for match in LINK.finditer(FENCE.sub("", page.read_text())):
+            target = match.group(1)
+            path = target.split("#")[0]
+            if not path or re.match(r"[a-z]+:", target):
+                continue
+            if (page.parent / path).exists():
+                continue
+            if page.is_relative_to(ROOT / "docs") and hooks.where(page.relative_to(ROOT / "docs"), target):
+                continue
+            dead.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not dead, "\n".join(dead)
+
+
+def test_the_generated_pages_are_what_the_code_makes_now():
+    """docs/guide/cli.md and tasks.md hold the command line's help and the tasks' fields, committed: changing an
+    option or a state field without `python docs/hooks.py` fails here (and the site's build)."""
+    assert _hooks().stale_pages() == []
+    cli = (ROOT / "docs" / "guide" / "cli.md").read_text()
+    assert "## envcoder eval" in cli and "--envs-per-candidate" in cli and "--seeds" in cli
+    assert "| `dof_pos` |" in (ROOT / "docs" / "guide" / "tasks.md").read_text()
