@@ -98,6 +98,24 @@ def test_an_out_that_cannot_be_written_and_functions_of_another_kind_are_one_lin
     assert "is neither a folder of candidate files nor a .py or .txt file" in err and not (tmp_path / "o").exists()
 
 
+def test_messages_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log():
+    """At 60 columns a message broke inside a word ("1024 environmen / ts"): on a terminal it wraps at spaces; into a
+    file it stays one line."""
+    import io
+
+    from envcoder.text import console
+
+    message = "Cartpole: 4 candidates × 1 seed × 256 envs = 1024 environments in one process on cpu, jax physics"
+    terminal, log = io.StringIO(), io.StringIO()
+    console(file=terminal, width=60, force_terminal=True, color_system=None).print(message, highlight=False)
+    console(file=log, width=60).print(message, highlight=False)
+    words = message.split()
+    lines = terminal.getvalue().splitlines()
+    assert len(lines) == 2 and all(line.split() == words[:len(line.split())] or set(line.split()) <= set(words)
+                                   for line in lines), lines
+    assert log.getvalue() == message + "\n"
+
+
 def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):
     assert main(["eval", "--task", "Anymal", "--fitness", "speed", "--out", str(tmp_path / "o")]) == 2
     assert "task Anymal has no fitness 'speed'; choose from tracking, robust_tracking, forward_speed" in capsys.readouterr().err
@@ -256,7 +274,7 @@ def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path,
     (out / "checkpoints").mkdir()
     checkpoint.save_train_state(out / "checkpoints", {"w": np.zeros(2)}, {"iteration": 4})
     assert main(["eval", "--resume", str(out)]) == 130
-    assert f"`envcoder eval --resume {out}` continues it after iteration 4, its last checkpoint" in (
+    assert f"`envcoder eval --resume {out}` continues it after training iteration 4, its last checkpoint" in (
         capsys.readouterr().err)
 
 
@@ -473,6 +491,9 @@ def test_a_log_file_shows_training_while_it_runs(tmp_path):
     assert seen_while_running, log.read_text()
     text = log.read_text()
     assert "training 200/200 |" in text and "\x1b[" not in text
+    # The first line's rate was its compiling's ("0k steps/s"); "best" read as the ranking's first place.
+    assert "training 1/200 | first iteration" in text and " 0k steps/s" not in text
+    assert "leads in training: good_upright" in text
     assert any(line.startswith("Cartpole: ") and line.endswith("jax physics") for line in text.splitlines())
 
 

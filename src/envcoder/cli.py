@@ -51,11 +51,14 @@ def _eval(args) -> int:
         task = get_task(args.task)
     except UnknownTaskError as err:
         return _fail("eval", str(err))
+    if not args.functions and task.source is not None:
+        return _fail("eval", f"{task.source} is a task file: give the candidates to train with --functions DIR "
+                             "(envcoder ships examples for its own tasks only)")
     functions = BUNDLED_FUNCTIONS / task.name.lower() if not args.functions else (
         args.functions[0] if len(args.functions) == 1 else tuple(args.functions))
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
     settings = EvalSettings(**{
-        **_fields(EvalSettings, args), "task": task.name, "functions": functions, "out": out,
+        **_fields(EvalSettings, args), "task": task.key, "functions": functions, "out": out,
         "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": (args.seed,),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     args.run_dir = out
@@ -84,6 +87,9 @@ def _start_validation(args) -> None:
 
     if (os.cpu_count() or 1) < 8:
         return
+    from envcoder.tasks import is_task_file
+
+    task = str(Path(args.task).resolve()) if is_task_file(args.task) else args.task  # as the run names it
     if args.command == "auto":
         from envcoder.search.auto_settings import AutoSettings
         count = AutoSettings.validation_workers  # its validator's, kept up for the whole run
@@ -91,7 +97,7 @@ def _start_validation(args) -> None:
         paths = [Path(p) for p in args.functions] if args.functions else [BUNDLED_FUNCTIONS / args.task.lower()]
         count = default_workers(sum(len(list(p.glob("*.py"))) if p.is_dir() else 1 for p in paths))
     if count > 0:
-        start_workers(args.task, tuple(dict.fromkeys(args.shaper_types)), args.validation_memory_gib, count)
+        start_workers(task, tuple(dict.fromkeys(args.shaper_types)), args.validation_memory_gib, count)
 
 
 def _restart(command: str, run: Path, args) -> list[str]:
@@ -108,6 +114,8 @@ def _initial_files(paths, task, shaper_types) -> tuple[Path, ...]:
     if paths:
         return tuple(candidate_files(paths))
     bundled = []
+    if not (BUNDLED_FUNCTIONS / task.name.lower()).is_dir() or task.source is not None:
+        return ()  # a task file's: none bundled
     for file in candidate_files(BUNDLED_FUNCTIONS / task.name.lower()):
         try:
             check_statically(file.read_text(), str(file), shaper_types)
@@ -148,7 +156,7 @@ def _auto(args) -> int:
         initial = _initial_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
         out = args.out or Path("runs") / f"auto-{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
         settings = AutoSettings(**{
-            **_fields(AutoSettings, args), "task": task.name, "out": out, "initial": initial,
+            **_fields(AutoSettings, args), "task": task.key, "out": out, "initial": initial,
             "shaper_types": tuple(dict.fromkeys(args.shaper_types)),
             "overrides": parse_overrides(args.overrides, args.algo), "price": tuple(args.price) if args.price else None})
         args.run_dir = out
@@ -182,10 +190,12 @@ def _report(args) -> int:
 def _tasks(args) -> int:
     from envcoder.rl.config import task_settings
     from envcoder.candidates.describe import describe_task
-    from envcoder.tasks import TASKS, UnknownTaskError, get_task
+    from envcoder.tasks import UnknownTaskError, all_tasks, get_task
 
+    if args.check is not None:
+        return _check_task(args.check)
     if args.task is None:
-        for task in TASKS.values():  # wrapped to 100 columns, under the description
+        for task in all_tasks().values():  # wrapped to 100 columns, under the description
             lines = textwrap.wrap(f"{task.description} (--algo {'|'.join(task.algorithms)})", 100 - 17)
             print("\n".join(f"{task.name if i == 0 else '':16s} {line}" for i, line in enumerate(lines)))
         return 0
@@ -212,7 +222,7 @@ def _convert(args) -> int:
     from envcoder.candidates import CandidateError, read_source
     from envcoder.candidates.isaac import check_conversion, starting_text
     from envcoder.candidates.prepare import sandboxed_candidates
-    from envcoder.candidates.samples import shipped_states
+    from envcoder.candidates.samples import task_states
     from envcoder.candidates.sandbox import JailedError, SandboxValidator
     from envcoder.tasks import UnknownTaskError, get_task
 
@@ -223,9 +233,9 @@ def _convert(args) -> int:
         return _fail("convert", str(err))
     if args.output is not None and args.output.resolve() == args.file.resolve():
         return _fail("convert", f"-o {args.output} is the file to convert: write the native file elsewhere")
-    with SandboxValidator(task.name, ("compute_reward",)) as validator, tempfile.TemporaryDirectory() as folder:
+    with SandboxValidator(task.key, ("compute_reward",)) as validator, tempfile.TemporaryDirectory() as folder:
         try:
-            text = validator.jailed(starting_text, source=source, file=str(args.file), task=task.name)
+            text = validator.jailed(starting_text, source=source, file=str(args.file), task=task.key)
         except JailedError as err:
             return _fail("convert", str(err))
         if text == source:
@@ -240,10 +250,7 @@ def _convert(args) -> int:
     if failures:
         return _fail("convert", failures[0].error.replace(str(original), str(args.file)).replace(
             str(Path(folder) / "native.py"), "the converted file"))
-    from envcoder.candidates.validate import rollout_states
-    from envcoder.sim import Simulator
-
-    states = shipped_states(task) or rollout_states(task, Simulator(task.model_file, task.substeps))
+    states = task_states(task)
     by_name = {c.name: c for c in candidates}
     why = check_conversion(by_name["isaac"], by_name["native"], task, states)
     if why is not None:
@@ -258,6 +265,29 @@ def _convert(args) -> int:
             return _fail("convert", f"cannot write {args.output}: {err.strerror or err}")
         print(f"wrote {args.output}: {task.name}'s reward from {args.file}, the same reward and components on "
               f"{len(next(iter(states.values())))} sample states", file=sys.stderr)
+    return 0
+
+
+def _check_task(name: str) -> int:
+    """`envcoder tasks --check FILE`: a line per problem of the task (`envcoder.tasks.check`), status 2 where there
+    is one; else what was checked."""
+    from envcoder.tasks import UnknownTaskError, get_task
+    from envcoder.tasks.check import check_task
+
+    try:
+        task = get_task(name)
+    except UnknownTaskError as err:
+        return _fail("tasks", str(err))
+    problems = check_task(task)
+    where = task.source or task.name
+    if problems:
+        print(f"{where}: {len(problems)} problem(s) in task {task.name}:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    print(f"{where}: task {task.name} is ready: its model loads, its {len(task.state_fields)} state fields are as "
+          f"declared, compute_torque fits the model's actuators, a reset is free of collisions, its fitness "
+          f"({', '.join(task.fitness)}) reads the state, and its default shaping passes the candidates' checks")
     return 0
 
 

@@ -240,7 +240,10 @@ def build_parser() -> argparse.ArgumentParser:
     report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
     report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
     tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
-    tasks.add_argument("--task", default=None, help="task to describe")
+    tasks.add_argument("--task", default=None, help="task to describe: a name, or the path of a task file")
+    tasks.add_argument("--check", default=None, metavar="FILE",
+                       help="check a task file one is writing (or a task's name): its model, state fields, "
+                            "compute_torque's size, its reset, its fitness and its default shaping, a line per problem")
     tasks.add_argument("--isaac", action="store_true",
                        help="the names a reward written for Isaac Gym may take on the task (its IsaacGymEnvs class's "
                             "attributes at reward time), in Isaac's conventions, and what of torch runs")
@@ -248,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          "Eureka format), checked to give the same reward")
     convert.add_argument("file", type=Path, help="a reward file (.py), an IsaacGymEnvs task file, or an LLM answer "
                                                  "(.txt) with the reward in a fenced code block")
-    convert.add_argument("--task", required=True, help="the task it was written for (Cartpole, Ant, Humanoid, Anymal)")
+    convert.add_argument("--task", required=True, help="the task it was written for (Cartpole, Ant, Humanoid, Anymal, "
+                                                       "or a task file whose Task has isaac_names)")
     convert.add_argument("-o", "--output", type=Path, default=None, help="write it to this file (default: print it)")
     return parser

@@ -81,10 +81,20 @@ def verdict_cache_dir() -> Path | None:
     return _CACHE_DIR / "envcoder-verdicts" if _CACHE_DIR is not None else None
 
 
-@functools.cache
 def code_fingerprint() -> str:
-    """A hash of envcoder's own files (code, task models and configs) and of what else shapes a trace: an edited
-    checkout, another JAX or MuJoCo, or another JAX numerics setting traces anew."""
+    """A hash of envcoder's own files (code, task models and configs), of the task files this process read
+    (`envcoder.tasks.fingerprint`) and of what else shapes a trace: an edited checkout or task file, another JAX or
+    MuJoCo, or another JAX numerics setting traces anew."""
+    from envcoder.tasks import fingerprint, task_files
+
+    files = sorted(f"{task.source}:{fingerprint(task)}" for task in task_files())
+    return _own_fingerprint() if not files else hashlib.sha256(
+        repr([_own_fingerprint(), *files]).encode()).hexdigest()
+
+
+@functools.cache
+def _own_fingerprint() -> str:
+    """`code_fingerprint` of envcoder and its versions alone."""
     import jaxlib
     import mujoco
 

@@ -21,7 +21,7 @@ class RunSettings:
     limits."""
 
     task: str
-    """Task name (see `envcoder tasks`)."""
+    """Task name (see `envcoder tasks`), or the path of a task file (a Python file that defines a Task)."""
     out: Path
     """Run directory to create."""
     shaper_types: tuple[str, ...] = ("compute_reward",)

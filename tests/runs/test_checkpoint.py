@@ -174,9 +174,12 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     assert frames == sum(lengths)  # one frame per control step of every episode
     first = reader.get_data(0)
     assert first.shape == (120, 160, 3) and first.std() > 0  # a picture, not a blank frame
-    gif = tmp_path / "good.gif"
-    assert main(["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--seed", "1", "--episodes", "1",
+    run = tmp_path / "run"  # a GIF in the run's videos/ (the README's way): its report shows it
+    shutil.copytree(runs / "whole", run)
+    gif = run / "videos" / "good.gif"
+    assert main(["play", "--run", str(run), "--candidate", "good_upright", "--seed", "1", "--episodes", "1",
                  "--video", str(gif), "--width", "80", "--height", "60"]) == 0
+    assert '<img src="videos/good.gif"' in (run / "report.html").read_text()
     from PIL import Image
 
     with Image.open(gif) as image:  # Pillow merges identical consecutive frames, adding up their delays
@@ -336,7 +339,7 @@ def test_ctrl_c_during_training_checkpoints_the_next_iteration_and_resumes_from_
         signal.signal(signal.SIGINT, previous)
     done = json.loads((tmp_path / "r" / "checkpoints" / "progress.json").read_text())["iteration"]
     printed = " ".join(capsys.readouterr().out.split())
-    assert 3 <= done < ITERATIONS and f"Ctrl-C: stopped after iteration {done - 1}, checkpointed" in printed
+    assert 3 <= done < ITERATIONS and f"Ctrl-C: stopped after training iteration {done} of {ITERATIONS}, checkpointed" in printed
     assert main(["eval", "--resume", str(tmp_path / "r")]) == 0
     a = json.loads((runs / "whole" / "results.json").read_text())
     b = json.loads((tmp_path / "r" / "results.json").read_text())

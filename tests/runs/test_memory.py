@@ -75,3 +75,17 @@ def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its
     chosen = GroupedPPO(task, [candidate], config, 8, (0, 1), sim, evaluation_envs=3)
     out = jax.device_get(chosen.evaluate(chosen.init()))
     assert out["task_fitness"].shape == (2, 3) and np.isfinite(out["task_fitness"]).all()
+
+
+def test_a_runs_memory_need_is_counted_from_the_model_and_the_network():
+    """The lower bounds `check_run_fits` adds up: one MJX world's data (its arrays' bytes, as MJX makes them) and the
+    policy's hidden and output layers (256·128 + 128 + 128·64 + 64 + 64·2 floats for Cartpole's one action)."""
+    import mujoco
+    from mujoco import mjx
+
+    from envcoder.runs.memory import policy_bytes, world_bytes
+
+    task = get_task("Cartpole")
+    data = mjx.make_data(mujoco.MjModel.from_xml_path(str(task.model_file)))
+    assert world_bytes(str(task.model_file)) == _bytes(data)
+    assert policy_bytes(PPOConfig(), 1) == 4 * (256 * 128 + 128 + 128 * 64 + 64 + 64 * 2)

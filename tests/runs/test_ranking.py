@@ -228,3 +228,24 @@ def test_a_torque_mapping_that_controls_by_itself_is_flagged():
     assert own == pytest.approx(1.0)
     assert policy_share(controller, task, 1) < 0.05 < OWN_CONTROL_SHARE * own
     assert policy_share(damped, task, 1) > OWN_CONTROL_SHARE * own
+
+
+def test_a_narrow_terminal_says_which_columns_it_left_out_and_ties_are_named_briefly():
+    """At 60 columns the ranking drops columns and says which (they were dropped silently); a tie of many candidates
+    names four and counts the rest (41 tied names made a note of 1,000 characters)."""
+    names = [f"it00_c{k:02d}-{k % 8}" for k in range(12)]
+    results = ranked_results("Cartpole", "upright", UPRIGHT, "flat",
+                             [GroupResult(n, 0, 1.0, 500.0, 1.0, 0.5, None, None, {}, training_auc=0.3 - 0.01 * i)
+                              for i, n in enumerate(names)], [], {}, lambda name: {})
+    text = io.StringIO()
+    print_results(Console(file=text, width=60, force_terminal=True, color_system=None, soft_wrap=True), results)
+    printed = " ".join(text.getvalue().split())
+    assert "(columns left out at 60 columns: length, return" in printed, printed
+    assert "tied: it00_c00-0, it00_c01-1, it00_c02-2 and 9 more reach the same fitness" in printed, printed
+
+
+def test_the_progress_line_shows_small_and_large_rates_in_their_own_units():
+    from envcoder.runs.background import steps_rate
+
+    assert [steps_rate(v) for v in (850.0, 9_999.0, 83_000.0, 2_430_000.0)] == [
+        "850 steps/s", "9,999 steps/s", "83k steps/s", "2.4M steps/s"]  # the first line read "0k steps/s"

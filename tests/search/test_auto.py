@@ -1592,3 +1592,41 @@ def test_auto_parses_no_candidate_text_in_its_own_process(tmp_path, monkeypatch)
         assert any(row["name"].startswith("init_good") for row in first["table"])
         assert json.loads((out / "summary.json").read_text())["best"] is not None
     assert not seen, seen
+
+
+def test_auto_on_poor_starts_prints_a_page_that_says_first_whether_anything_was_found(tmp_path, monkeypatch, capsys):
+    """`envcoder auto` with its CPU defaults from the search benchmark's poor Cartpole starts (training faked): at most
+    80 lines on the console, a line per iteration and rung; the summary's first words say whether a find beat the
+    starts and the default, each with its interval; best_readable.py and a diff exist; a candidate that led an
+    iteration and is not in the final is explained; what the evaluations print goes to console.log."""
+    import zlib
+
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    def fitness(name, seed):  # the starts poor, the default 0.5, proposals spread
+        if name == "task_default":
+            return 0.5
+        return 0.1 if name.startswith("init_") else zlib.crc32(f"{name}{seed}".encode()) % 100 / 100
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(fitness))
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(BENCHMARKS / "search_starts" / "cartpole"),
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.rstrip("\n").splitlines()
+    assert len(lines) <= 80, printed
+    assert sum(line.startswith("  halving rung") for line in lines) == 6
+    assert sum(line.startswith("  population run") for line in lines) == 2
+    summary = json.loads((out / "summary.json").read_text())
+    found = next(line for line in lines if "Found:" in line or "Nothing found" in line)
+    assert lines.index(found) < lines.index(next(line for line in lines if line.startswith("Best:"))), printed
+    flat = " ".join(printed.split())
+    assert f"Found: {summary['best']['name']}" in flat and "the best starting file, init_" in flat, flat
+    assert "the task default: it is" in flat or "beats the task default" in flat
+    assert (out / "best_readable.py").exists() and "```diff" in (out / "summary.md").read_text()
+    finalists = {p.stem for p in (out / "final" / "candidates").glob("*.py")}
+    for it in summary["iterations"]:
+        if it["best"] not in finalists:
+            assert f"{it['best']} led iteration {it['iteration'] + 1} and is not in the final:" in flat, flat
+    log = (out / "console.log").read_text()
+    assert log.count("groups train together") == 2 and "groups train together" not in printed

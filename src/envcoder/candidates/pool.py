@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Sequence
 
 from envcoder.candidates.jail import JAILED_ID, maps_jailed_id, start_jailed, unshare_command
-from envcoder.compile_cache import code_fingerprint, verdict_cache_dir
 
 
 COST_ENVS = (64, 256)
@@ -103,9 +101,10 @@ class Worker:
 
     def _header(self, task: str, shaper_types: Sequence[str], memory_bytes: int) -> dict:
         """The protocol's first line (`envcoder.candidates.worker`): the task, the limits and where the caches are."""
-        cache = verdict_cache_dir()
-        states = (cache / f"states-{hashlib.sha256(repr((code_fingerprint(), task.lower())).encode()).hexdigest()[:32]}"
-                  ".npz" if cache is not None else Path(self.folder) / "states.npz")
+        from envcoder.candidates.samples import states_file
+        from envcoder.tasks import get_task
+
+        states = states_file(get_task(task)) or Path(self.folder) / "states.npz"
         import jax
 
         return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),

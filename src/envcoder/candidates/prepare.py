@@ -195,9 +195,9 @@ def policy_share(torque, task, action_dim: int, params=None) -> float | None:
     import numpy as np
 
     from envcoder.candidates.load import api_callable
-    from envcoder.candidates.samples import shipped_states
+    from envcoder.candidates.samples import task_states
 
-    states = shipped_states(task)
+    states = task_states(task, make=False)  # the validation's workers made them
     if states is None or task.discrete:
         return None
     envs = len(next(iter(states.values())))
@@ -219,9 +219,9 @@ def policy_share(torque, task, action_dim: int, params=None) -> float | None:
 
 def _sample_action_dim(task) -> int:
     """The width of the task's own action: its sample states' `actions` (rolled out under its own shaping)."""
-    from envcoder.candidates.samples import shipped_states
+    from envcoder.candidates.samples import task_states
 
-    states = shipped_states(task) or {}
+    states = task_states(task, make=False) or {}
     return int(states["actions"].shape[-1]) if "actions" in states else 1
 
 
@@ -308,7 +308,7 @@ def _verdicts(drafts, settings, task, validator: SandboxValidator | None, consol
         if weaker:
             console.print(f"[yellow]the candidates' jail is weaker on this machine:[/yellow] {weaker}", highlight=False)
     own = validator is None
-    validator = validator or SandboxValidator(task.name, settings.shaper_types, settings.validation_timeout_s,
+    validator = validator or SandboxValidator(task.key, settings.shaper_types, settings.validation_timeout_s,
                                               settings.validation_memory_gib, workers=default_workers(len(drafts)),
                                               run_envs=settings.envs_per_candidate)
     try:

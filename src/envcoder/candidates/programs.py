@@ -345,11 +345,11 @@ def _actuators_of(model_file: str) -> int:
 
 
 def _state_shapes(task) -> dict[str, tuple] | None:
-    """Each state field's shape after the environment axis, from the task's shipped sample states (None where
-    those are stale: a reset is then checked for its dtype and leading sizes only)."""
-    from envcoder.candidates.samples import shipped_states
+    """Each state field's shape after the environment axis, from the task's sample states (None where there are
+    none yet: a reset is then checked for its dtype and leading sizes only)."""
+    from envcoder.candidates.samples import task_states
 
-    states = shipped_states(task)
+    states = task_states(task, make=False)
     return None if states is None else {name: tuple(int(d) for d in x.shape[1:]) for name, x in states.items()
                                         if hasattr(x, "shape")}
 

@@ -1,12 +1,11 @@
-"""The sample states that validation checks candidates on (`envcoder.candidates.validate.rollout_states`), shipped
-with envcoder for each task, so that a validation worker on a new machine starts without rolling the task out: the
-rollout, and the MJX import and model it needs, were 1.4-1.6 s of a worker's 3.5 s start on the GPU machine
-(docs/benchmarks/throughput.md § 11), and validation is a cold run's critical path.
-
-A shipped file holds the states and the key of what they were made from (`states_key`: MuJoCo's version, the
-task's model file and the source of the code that rolls the task out and builds its states). Where the key does not
-match, `shipped_states` gives None and the worker rolls the task out as before. `tests/candidates/test_samples.py`
-fails when a shipped file's key is stale; write them again with
+"""The sample states that validation checks candidates on: a short rollout of the task's own shaping from its reset
+distribution (`envcoder.candidates.validate.rollout_states`), made from the task itself and kept by the key of what
+they were made from (`states_key`: MuJoCo's version, the task's model file, the code that rolls the task out and
+builds its states, and for a task file the file and its model folder). `task_states` gives them: shipped with
+envcoder where the shipped file's key is this code's (a first run on a new machine then starts without a rollout:
+the rollout, and the MJX import and model it needs, were 1.4-1.6 s of a worker's 3.5 s start on the GPU machine,
+docs/benchmarks/throughput.md § 11), else from the cache (`states_file`), else rolled out now and cached. A stale
+file is never used: a changed task, model or framework makes them again. The shipped files are written with
 
     python -m envcoder.candidates.samples
 """
@@ -32,9 +31,12 @@ distributions), the simulator (MuJoCo C's state as the task sees it), the shapin
 
 
 def states_key(task) -> str:
-    """What `task`'s sample states are made from, as a hash: MuJoCo's version, the model file and the sources."""
+    """What `task`'s sample states are made from, as a hash: MuJoCo's version, the model file, the sources and, for a
+    task read from a file, that file and its model folder (`envcoder.tasks.fingerprint`)."""
+    from envcoder.tasks import fingerprint
+
     root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256(f"{mujoco.__version__}\n{task.name}\n".encode())
+    digest = hashlib.sha256(f"{mujoco.__version__}\n{task.name}\n{fingerprint(task)}\n".encode())
     digest.update(Path(task.model_file).read_bytes())
     for source in _SOURCES:
         path = root / source
@@ -61,6 +63,41 @@ def shipped_states(task, folder: Path | None = None) -> dict[str, np.ndarray] | 
     return states if key is not None and str(key) == states_key(task) else None
 
 
+def states_file(task) -> Path | None:
+    """Where `task`'s sample states are cached, by their key (`states_key`); None while the caches are off."""
+    from envcoder.compile_cache import verdict_cache_dir
+
+    cache = verdict_cache_dir()
+    return cache / f"states-{task.name.lower()}-{states_key(task)}.npz" if cache is not None else None
+
+
+def task_states(task, make: bool = True) -> dict[str, np.ndarray] | None:
+    """`task`'s sample states: shipped where the shipped file is this code's, else cached (`states_file`), else, with
+    `make`, rolled out now (and cached); None where there are none yet and `make` is off."""
+    states = shipped_states(task) if task.source is None else None
+    if states is not None:
+        return states
+    path = states_file(task)
+    if path is not None:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return {name: data[name] for name in data.files}
+        except (OSError, ValueError):
+            pass
+    if not make:
+        return None
+    import jax
+
+    from envcoder.candidates.validate import rollout_states
+    from envcoder.compile_cache import store_entry
+    from envcoder.sim import Simulator
+
+    states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
+    if path is not None:
+        store_entry(path, state_bytes(states))
+    return states
+
+
 def state_bytes(states: dict[str, np.ndarray], key: str | None = None) -> bytes:
     """`states` as a .npz file's bytes (with `key` where given)."""
     buffer = io.BytesIO()
@@ -85,8 +122,8 @@ def write_shipped_states(task) -> Path:
 if __name__ == "__main__":
     import jax
 
-    from envcoder.tasks import TASKS
+    from envcoder.tasks import all_tasks
 
     jax.config.update("jax_platforms", "cpu")  # as the validation workers run it
-    for task in TASKS.values():
+    for task in all_tasks().values():
         print(write_shipped_states(task))

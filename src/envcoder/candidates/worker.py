@@ -197,7 +197,7 @@ def _warm_up(header: dict, task, mj_model) -> None:
     import numpy as np
 
     from envcoder.candidates import task_default_candidate
-    from envcoder.candidates.samples import shipped_states, state_bytes
+    from envcoder.candidates.samples import state_bytes, task_states
     from envcoder.candidates.validate import validate_candidate
     from envcoder.compile_cache import store_entry
 
@@ -206,13 +206,8 @@ def _warm_up(header: dict, task, mj_model) -> None:
     try:
         states = dict(np.load(path, allow_pickle=False))
     except (OSError, ValueError):
-        states = shipped_states(task)
-        if states is None:  # not shipped, or made by other code: rolled out here (MJX imported, the model built)
-            from envcoder.candidates.validate import rollout_states
-            from envcoder.sim import Simulator
-
-            states = jax.tree.map(np.asarray, rollout_states(task, Simulator(task.model_file, task.substeps)))
-        if not store_entry(path, state_bytes(states)):
+        states = task_states(task)  # shipped, or rolled out here where stale (MJX imported, the model built)
+        if not path.exists() and not store_entry(path, state_bytes(states)):
             raise RuntimeError(f"cannot write the sample states to {path}")
     if header["cache_dir"]:
         simulator = types.SimpleNamespace(mj_model=mj_model)

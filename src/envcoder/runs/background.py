@@ -98,12 +98,20 @@ def training_progress(console: Console, iterations: int, completed: int):
         sys.setswitchinterval(switch_interval)
 
 
+def steps_rate(per_s: float) -> str:
+    """Environment steps a second as the progress line shows them: `850 steps/s`, `83k steps/s`, `2.4M steps/s`."""
+    if per_s >= 1e6:
+        return f"{per_s / 1e6:.1f}M steps/s"
+    return f"{per_s / 1e3:,.0f}k steps/s" if per_s >= 1e4 else f"{per_s:,.0f} steps/s"
+
+
 def progress_text(state, labels: list[str], higher_is_better: bool) -> str:
-    """The progress bar's text: the best group so far, the solved, diverged and reset counts (of the driver's
-    `DriverState`, for its groups `labels`)."""
+    """The progress bar's text: the group whose training episodes have the best fitness so far (`leads in training`:
+    the ranking at the end is the final evaluation's, which may order them otherwise), the solved, diverged and reset
+    counts (of the driver's `DriverState`, for its groups `labels`)."""
     best_of = np.nanargmax if higher_is_better else np.nanargmin
     best = "" if np.all(np.isnan(state.last_fitness)) else (
-        f"best {shown(labels[int(best_of(state.last_fitness))].split('#')[0])} "
+        f"leads in training: {shown(labels[int(best_of(state.last_fitness))].split('#')[0])} "
         f"{state.last_fitness[best_of(state.last_fitness)]:.3f}")
     if state.reported_solved:
         best += f" | {len(state.reported_solved)}/{len(labels)} solved"
@@ -114,7 +122,8 @@ def progress_text(state, labels: list[str], higher_is_better: bool) -> str:
 
 class LoggedProgress:
     """The training's progress where the console is no terminal (Rich's bar then shows only once, at the end): a
-    line at most every `every_s` seconds and at the end, as `training 12/40 | 83k steps/s | 0:00:15 | best X 0.52`.
+    line at most every `every_s` seconds and at the end, as `training 12/40 | 83k steps/s | 0:00:15 | leads in
+    training: X 0.520`.
     Takes the calls the driver makes of a `rich.progress.Progress`."""
 
     every_s = 10.0

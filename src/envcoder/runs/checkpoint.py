@@ -151,7 +151,7 @@ def resume_hint(command: str, run: Path) -> str:
     where = "from iteration 0: it has no checkpoint yet"
     if has_train_state(run / "checkpoints"):
         try:
-            where = f"after iteration {read_progress(run / 'checkpoints')['iteration']}, its last checkpoint"
+            where = f"after training iteration {read_progress(run / 'checkpoints')['iteration']}, its last checkpoint"
         except (ValueError, OSError):
             where = "from its last checkpoint"
     return f"; `envcoder eval --resume {run}` continues it {where}"

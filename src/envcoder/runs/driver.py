@@ -24,7 +24,8 @@ from rich.console import Console
 
 from envcoder.candidates.prepare import own_control
 from envcoder.compile_cache import CompileMeter
-from envcoder.runs.background import BackgroundWriter, DeferredInterrupt, progress_text, training_progress
+from envcoder.runs.background import (BackgroundWriter, DeferredInterrupt, progress_text, steps_rate,
+                                      training_progress)
 from envcoder.runs.checkpoint import checkpoint_due, has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
@@ -178,7 +179,9 @@ class TrainingDriver:
         for log in (self.tensorboard, self.wandb):
             if log is not None:
                 self.writer.submit(functools.partial(log.write, iteration, metrics, extra, rows))
-        self.progress.update(self.bar, advance=1, rate=f"{extra['env_steps_per_s'] / 1e3:,.0f}k steps/s",
+        rate = (f"first iteration {elapsed:.1f} s (compiling)" if iteration == self.rung_first
+                else steps_rate(extra["env_steps_per_s"]))
+        self.progress.update(self.bar, advance=1, rate=rate,
                              best=progress_text(state, labels, self.job.fitness.higher_is_better))
         return _all_done(metrics["diverged"] > 0, metrics["solved"] > 0)
 
@@ -278,8 +281,8 @@ class TrainingDriver:
                 self.checkpoint(train_state)
                 self.checkpointed = state.done
                 if self.interrupt.requested:
-                    self.progress.console.print(f"Ctrl-C: stopped after iteration {state.done - 1}, checkpointed",
-                                                highlight=False)
+                    self.progress.console.print(f"Ctrl-C: stopped after training iteration {state.done} of "
+                                                f"{self.job.iterations}, checkpointed", highlight=False)
                     raise KeyboardInterrupt
             if stopped or out_of_time:
                 return train_state, self._stopped_early(out_of_time and not stopped)

@@ -104,6 +104,10 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
         write_video(Path(video), frames, fps=1.0 / sim.control_dt)
         console.print(f"video: {video} ({len(frames)} frames at {1.0 / sim.control_dt:g} fps)", highlight=False,
                       soft_wrap=True)  # the path stays whole, to copy
+        if Path(video).resolve().parent == (run / "videos").resolve():  # the run's videos: its report shows them
+            from envcoder.runs.report import write_report
+
+            console.print(f"report: {write_report(run)} shows it", highlight=False, soft_wrap=True)
     return result
 
 

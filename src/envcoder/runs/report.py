@@ -156,13 +156,18 @@ def _left_out_html(results: dict) -> str:
 
 
 def _videos_html(run: Path) -> str:
-    """Links to the run's videos (`envcoder play --video RUN/videos/...`)."""
+    """The run's videos (`envcoder play --video RUN/videos/NAME.gif`, which writes this report again), shown: a GIF
+    as a picture, an .mp4 as a video with controls, each under its name."""
     e = html.escape
     videos = sorted(v for v in (run / "videos").glob("*") if v.suffix.lower() in (".mp4", ".gif")) if (
         run / "videos").is_dir() else []
-    video_list = "".join(f'<li><a href="videos/{e(v.name)}">{e(v.name)}</a></li>' for v in videos)
-    return (f"<ul>{video_list}</ul>" if video_list else "<p>None yet: <code>envcoder play --run RUN --candidate NAME "
-                                                        "--video RUN/videos/NAME.mp4</code> makes one.</p>")
+    shown = "".join(
+        f'<figure><img src="videos/{e(v.name)}" alt="{e(v.stem)}"><figcaption>{e(v.name)}</figcaption></figure>'
+        if v.suffix.lower() == ".gif" else
+        f'<figure><video controls src="videos/{e(v.name)}"></video><figcaption>{e(v.name)}</figcaption></figure>'
+        for v in videos)
+    return shown or ("<p>None yet: <code>envcoder play --run RUN --candidate NAME --video RUN/videos/NAME.gif</code> "
+                     "makes one and shows it here.</p>")
 
 
 def write_report(run: str | Path) -> Path:

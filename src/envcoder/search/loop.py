@@ -82,7 +82,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         self.task.check_algorithm(settings.algo)  # before anything is written
         self.fitness_name, self.fitness = self.task.get_fitness(settings.fitness)
         self.description = settings.task_description or self.task.description
-        self.validator = SandboxValidator(self.task.name, settings.shaper_types, settings.validation_timeout_s,
+        self.validator = SandboxValidator(self.task.key, settings.shaper_types, settings.validation_timeout_s,
                                           settings.validation_memory_gib, settings.validation_workers,
                                           same_code_once=settings.proposer in POPULATION_PROPOSERS,
                                           run_envs=settings.envs_per_candidate)
@@ -177,7 +177,7 @@ class AutoRun(PopulationIteration, FinalEvaluation):
         leaves it out with the reason."""
         source = read_source(path)
         try:
-            return self.validator.jailed(isaac.starting_text, source=source, file=str(path), task=self.task.name)
+            return self.validator.jailed(isaac.starting_text, source=source, file=str(path), task=self.task.key)
         except JailedError:
             return source
 

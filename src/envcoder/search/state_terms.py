@@ -78,13 +78,7 @@ def term_sizes(terms: Sequence[Sequence], states: Mapping) -> dict[str, float]:
 
 
 def sample_states(task) -> dict:
-    """The task's sample states: those shipped with envcoder, else a rollout's (`envcoder.candidates.samples`)."""
-    from envcoder.candidates.samples import shipped_states
+    """The task's sample states (`envcoder.candidates.samples.task_states`)."""
+    from envcoder.candidates.samples import task_states
 
-    states = shipped_states(task)
-    if states is None:
-        from envcoder.candidates.validate import rollout_states
-        from envcoder.sim import Simulator
-
-        states = rollout_states(task, Simulator(task.model_file, task.substeps))
-    return states
+    return task_states(task)

@@ -119,6 +119,11 @@ class Task:
     isaac_names: Mapping[str, IsaacName] = dataclasses.field(default_factory=dict)
     """The attributes of this task's IsaacGymEnvs class at reward time, by name: what a reward file written for Isaac
     Gym may take as arguments (`envcoder.candidates.isaac`); empty: the task has no Isaac counterpart."""
+    training: Mapping[str, Mapping] | None = None
+    """The training settings, a mapping per algorithm (`{"ppo": {"max_epochs": 100, "horizon_length": 32, ...}}`,
+    rl_games names as the built-in tasks' YAML files have them); None: `config_file`'s."""
+    source: Path | None = None
+    """The task file this task was read from (`envcoder.tasks.load_task_file`); None for a task of a package."""
     max_qvel: float = 100.0
     """The fastest any generalized velocity (m/s or rad/s, every entry of `qvel`) of a sane physics state
     is. A state beyond it is a blow-up, like a non-finite one: the env ends as a physics failure from its
@@ -136,8 +141,17 @@ class Task:
         return self.num_actions is not None
 
     @property
+    def key(self) -> str:
+        """What names this task to `--task`, a run's config.json and another process: the task file's path for a task
+        read from one, else its name."""
+        return str(self.source) if self.source is not None else self.name
+
+    @property
     def config_file(self) -> Path:
-        """The task's training settings (rl_games names), a section per algorithm, `tasks/configs/<name>.yaml`."""
+        """Where the task's training settings come from: its file where it sets `training`, else
+        `tasks/configs/<name>.yaml` (rl_games names, a section per algorithm)."""
+        if self.training is not None and self.source is not None:
+            return self.source
         return Path(__file__).parent / "configs" / f"{self.name.lower()}.yaml"
 
     @property
@@ -155,6 +169,10 @@ class Task:
     def training_settings(self) -> dict:
         """`config_file` as it is: a section of settings per algorithm (`envcoder.rl.config.task_settings` reads
         one algorithm's)."""
+        if self.training is not None:
+            return {algo: dict(section) for algo, section in self.training.items()}
+        if not self.config_file.exists():
+            return {}
         with open(self.config_file) as f:
             return yaml.safe_load(f) or {}
 
