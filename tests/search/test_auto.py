@@ -1621,7 +1621,7 @@ def test_auto_on_poor_starts_prints_a_page_that_says_first_whether_anything_was_
     found = next(line for line in lines if "Found:" in line or "Nothing found" in line)
     assert lines.index(found) < lines.index(next(line for line in lines if line.startswith("Best:"))), printed
     flat = " ".join(printed.split())
-    assert f"Found: {summary['best']['name']}" in flat and "the best starting file, init_" in flat, flat
+    assert f"Found: {summary['best']['name']}" in flat and "the best starting file (init_" in flat, flat
     assert "the task default: it is" in flat or "beats the task default" in flat
     assert (out / "best_readable.py").exists() and "```diff" in (out / "summary.md").read_text()
     finalists = {p.stem for p in (out / "final" / "candidates").glob("*.py")}

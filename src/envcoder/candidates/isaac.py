@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import re
 from pathlib import Path
 
@@ -127,6 +128,12 @@ class _Cleaner(ast.NodeTransformer):
         return node
 
 
+def _close(name: str, known) -> str:
+    """` (did you mean X?)` where `known` has a name close to `name`, else ""."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def _check_names(functions: list[ast.FunctionDef], constants: set[str], file: str, task) -> None:
     """Refuse, naming it, what envcoder's torch cannot run: an unknown free name, `torch.X`, or a tensor method."""
     defined = {fn.name for fn in functions} | constants | set(HELPERS) | set(MODULES) | TYPING
@@ -142,31 +149,22 @@ def _check_names(functions: list[ast.FunctionDef], constants: set[str], file: st
                     and node.id not in local | defined | allowed_builtins):
                 what = ("a builtin envcoder's sandbox does not give candidates" if hasattr(builtins, node.id) else
                         "neither an argument, a local, torch, math nor a helper of isaacgym.torch_utils")
-                raise CandidateError(file, f"uses the name {node.id!r}, {what}; the helpers it may call: "
-                                           f"{', '.join(sorted(set(HELPERS)))}", function=fn.name, line=line)
-            if isinstance(node, ast.Name) and node.id in allowed_builtins | local | defined:
-                continue
-            if not isinstance(node, ast.Attribute):
-                continue
-            chain, base = [], node
-            while isinstance(base, ast.Attribute):
-                chain.append(base.attr)
-                base = base.value
-            chain.reverse()
-            if isinstance(base, ast.Name) and base.id == "torch" and base.id not in local:
-                if chain[0] not in TORCH_FUNCTIONS:
-                    raise CandidateError(file, f"uses torch.{chain[0]}, which envcoder's torch (on jax.numpy) does "
-                                               "not have: write it with the torch functions it has "
-                                               "(envcoder tasks --isaac lists the conventions)",
+                raise CandidateError(file, f"uses the name {node.id!r}{_close(node.id, set(HELPERS) | local)}, "
+                                           f"{what}; the helpers it may call: {', '.join(sorted(set(HELPERS)))}",
+                                     function=fn.name, line=line)
+            if isinstance(node, ast.Attribute) and "torch" not in local:
+                base = node.value
+                if isinstance(base, ast.Name) and base.id == "torch" and node.attr not in TORCH_FUNCTIONS:
+                    raise CandidateError(file, f"uses torch.{node.attr}{_close(node.attr, TORCH_FUNCTIONS)}, which "
+                                               "envcoder's torch (on jax.numpy) does not have: write it with the "
+                                               "torch functions it has (envcoder tasks --isaac lists the conventions)",
                                          function=fn.name, line=line)
-                continue
-            if isinstance(base, ast.Name) and base.id in ("math", "jnp", "np", "numpy") and base.id not in local:
-                continue
         for node in ast.walk(fn):
             if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and not _module_chain(node, fn):
                 if node.attr not in TENSOR_METHODS | OTHER_METHODS:
-                    raise CandidateError(file, f"uses .{node.attr}, which envcoder's tensors (torch on jax.numpy) "
-                                               "do not have", function=fn.name, line=node.lineno)
+                    raise CandidateError(file, f"uses .{node.attr}{_close(node.attr, TENSOR_METHODS)}, which "
+                                               "envcoder's tensors (torch on jax.numpy) do not have",
+                                         function=fn.name, line=node.lineno)
 
 
 def _module_chain(node: ast.Attribute, fn: ast.FunctionDef) -> bool:

@@ -51,8 +51,8 @@ class FinalEvaluation:
         if self._started(top.name):
             found = {"kind": "tuned", "start_file": re.sub(r"(-\d+)?(r\d+)?$", "", top.name)}
         if starts:
-            found["against_start"] = against(results, top, starts[0]["name"], f"the best starting file, "
-                                             f"{starts[0]['name']}", self.fitness.higher_is_better)
+            found["against_start"] = against(results, top, starts[0]["name"], f"the best starting file "
+                                             f"({starts[0]['name']})", self.fitness.higher_is_better)
         return found
 
     def _leaders_left(self, records: list[dict], finalists: dict[str, dict]) -> list[dict]:
