@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import types
-from typing import Any, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -936,13 +936,23 @@ globals().update(HELPERS)
 
 # ---- between envcoder's state and an Isaac reward ---------------------------------------------------------
 
+ISAAC_NAMES: dict[str, Mapping] = {}
+"""Each task's Isaac names (`Task.isaac_names`) by its name, registered by the task when it is made
+(`register_isaac_names`): a converted reward finds them by the task's name, with nothing here importing the tasks."""
+
+
+def register_isaac_names(task_name: str, names: Mapping) -> None:
+    """Record the Isaac names of the task called `task_name` (`envcoder.tasks.base.Task` does, when it is made)."""
+    ISAAC_NAMES[task_name] = names
+
+
 class IsaacState:
-    """A task's Isaac names (`Task.isaac_names`) of one state, each made when it is read, as tensors."""
+    """A task's Isaac names of one state, each made when it is read, as tensors."""
 
     __slots__ = ("_state", "_names", "_task")
 
-    def __init__(self, state, task):
-        self._state, self._names, self._task = state, task.isaac_names, task.name
+    def __init__(self, state, task_name: str, names: Mapping):
+        self._state, self._names, self._task = state, names, task_name
 
     def __getitem__(self, name):
         if name not in self._names:
@@ -952,10 +962,10 @@ class IsaacState:
 
 
 def isaac_state(state, task_name: str) -> IsaacState:
-    """The Isaac names of `state` of the task called `task_name`."""
-    from envcoder.tasks import get_task
-
-    return IsaacState(state, get_task(task_name))
+    """The Isaac names of `state` of the task called `task_name` (registered, `register_isaac_names`)."""
+    if task_name not in ISAAC_NAMES:
+        raise KeyError(f"task {task_name!r} has no Isaac names here (Cartpole, Ant, Humanoid and Anymal have)")
+    return IsaacState(state, task_name, ISAAC_NAMES[task_name])
 
 
 def to_envcoder(result, state):

@@ -133,8 +133,11 @@ class Task:
     def __post_init__(self):
         # Every task steps its own physics and has no curriculum unless a candidate says otherwise.
         from envcoder.shaping.curriculum import no_curriculum, no_randomization
+        from envcoder.shaping.isaac_torch import register_isaac_names
         object.__setattr__(self, "defaults", {"sample_physics": no_randomization, "curriculum": no_curriculum,
                                               **self.defaults})
+        if self.isaac_names:  # a reward written for Isaac Gym, converted, finds them by the task's name
+            register_isaac_names(self.name, self.isaac_names)
 
     @property
     def discrete(self) -> bool:

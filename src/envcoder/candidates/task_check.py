@@ -1,5 +1,5 @@
 """`envcoder tasks --check my_task.py`: what is wrong with a task one is writing, a line each, naming the field or
-the function: a model that does not load, state fields whose shapes do not match their declaration (or that one
+the function (here, beside the candidates' checks it puts the task's own shaping through): a model that does not load, state fields whose shapes do not match their declaration (or that one
 side lacks), a `compute_torque` whose size is not the model's actuators', a reset that puts the robot in collision,
 a fitness that reads a field the state lacks, a default shaping that fails the candidates' own checks."""
 
