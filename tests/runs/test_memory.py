@@ -53,7 +53,7 @@ def test_a_large_run_evaluates_a_bounded_number_of_environments_and_compiles_its
     of 1,024 groups × 256 envs however many groups train), `--evaluation-envs` chooses another number, and a run
     past that size compiles its evaluation after training instead of beside it (the compile's allocations split
     the pool of a full GPU)."""
-    from envcoder.rl import programs
+    from envcoder.rl import learner as programs
 
     assert programs.evaluation_envs_per_group(None, 8192, 256, "jax") == 32  # 8,192 Ant candidates on one GPU
     assert programs.evaluation_envs_per_group(None, 1024, 256, "jax") == 256

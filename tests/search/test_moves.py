@@ -350,7 +350,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
 
     from envcoder.candidates.constants import with_constants
     from envcoder.candidates.load import call_with_params
-    from envcoder.candidates.samples import shipped_states
+    from envcoder.candidates.samples import task_states
     from envcoder.search.readable import flatten, readable_text
 
     folder = BENCHMARKS / "search_starts" / "sparse"
@@ -358,7 +358,7 @@ def test_every_sparse_starts_children_read_flat_with_every_term_they_add():
     for name in ("Ant", "Anymal", "Cartpole", "Humanoid"):
         task = get_task(name)
         start = (folder / f"{name.lower()}.py").read_text()
-        states = {k: jnp.asarray(v) for k, v in shipped_states(task).items()}  # as a run holds them
+        states = {k: jnp.asarray(v) for k, v in task_states(task).items()}  # as a run holds them
         library = state_terms(task.state_fields)
         children = []
         for seed in range(4):

@@ -15,7 +15,7 @@ PROPOSERS = ("population", "offline", "jitter", "random", "seeds")
 
 POPULATION_PROPOSERS = ("population", "random", "seeds")
 """The proposers whose candidates train as `copies` groups each, then in halving rungs
-(`envcoder.search.population_run`)."""
+(`AutoRun._population_iteration`, `envcoder.search.loop`)."""
 
 BUDGET_ITERATIONS = 20
 """The most iterations a search with a budget (`--budget`) and no `--iterations` runs."""

@@ -30,43 +30,55 @@ The run directory (`out/`):
     best.py, summary.json, summary.md
 
 Resuming reads what exists: recorded proposer calls are never repeated, finished validations and
-evaluations are kept, and an evaluation that was cut off goes on from its last checkpoint. A population search's
-iteration is `envcoder.search.population_run`'s, the final evaluation and the summary `envcoder.search.final`'s.
+evaluations are kept, and an evaluation that was cut off goes on from its last checkpoint. What a population search
+is (its copies, exploit steps and halving rungs) is `envcoder.search.population`'s; the summary's words are
+`envcoder.search.summary`'s.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import dataclasses
 import math
 import re
 import shutil
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from rich.console import Console
+from rich.markdown import Markdown
 
-from envcoder.candidates import isaac, read_source
+from envcoder.candidates import TASK_DEFAULT, isaac, read_source
+from envcoder.candidates.constants import sources_with_constants
 from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import read_json, writable_directory, write_json
 from envcoder.runs.eval_settings import EvalSettings, settings_from_run
 from envcoder.runs.evaluation import NoValidCandidatesError, check_sizes, run_evaluation
+from envcoder.runs.pbt import PopulationSettings
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
 from envcoder.search import prompts
 from envcoder.search.auto_settings import POPULATION_PROPOSERS, AutoRunExistsError, AutoSettings, load_settings
-from envcoder.search.final import FinalEvaluation
-from envcoder.search.state_terms import sample_states
-from envcoder.search.population_run import PopulationIteration
+from envcoder.search.population import (CARRIED, Halving, as_proposed, population_rows, population_summary,
+                                        seed_population)
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
-from envcoder.search.summary import evaluation_table, finite_number, measured, summary_text
+from envcoder.search.readable import readable_find
+from envcoder.search.state_terms import sample_states
+from envcoder.search.summary import (against, against_default, evaluation_table, finite_number, measured,
+                                     search_record, summary_text)
 from envcoder.tasks import get_task
 from envcoder.text import console as text_console, plural, shown
 
 
-class AutoRun(PopulationIteration, FinalEvaluation):
-    """One `envcoder auto` run; `run()` does (or resumes) the whole loop."""
+class AutoRun:
+    """One `envcoder auto` run; `run()` does (or resumes) the whole loop: its iterations (an offline search's
+    evaluation, or a population search's run and halving rungs), then the final evaluation and the summary."""
+
+    until: float | None = None
+    """When `--budget` ends (`time.time()`; `AutoRun.run` sets it), or None: no training runs past it."""
 
     def __init__(self, settings: AutoSettings, console: Console | None = None, resume: bool = False,
                  restart: Sequence[str] | None = None):
@@ -412,6 +424,255 @@ class AutoRun(PopulationIteration, FinalEvaluation):
                               "training_auc": h.get("auc") if finite_number(h.get("auc")) else math.nan}]
                       for name, h in usable.items()}, self.fitness.higher_is_better, self.s.rank_by)
         return [usable[r.name] for r in order]
+
+    # ---- a population, random or seeds search's iteration ------------------------------------------------
+
+    def _population_iteration(self, iteration: int, variants: dict[str, str], candidates_dir: Path, copies: int,
+                              rungs: int):
+        """`--proposer population`, `random` or `seeds`: the iteration's candidates (`variants`) and, after the
+        first iteration of a population or seeds search, the best finds so far, each trained as `copies` groups under
+        population-based training (`envcoder.search.population`; a random or seeds search never exploits, and a
+        seeds search's copies all start from the file's own constants). Returns the table (a row
+        per copy, with the constants its group trained with last; the starting files as rows of their own in the
+        first iteration; then those of its `rungs` halving rungs), the copies the evaluation left out, and the
+        results."""
+        files = dict(variants)
+        if self.s.proposer in ("population", "seeds"):  # the best finds so far go on (constants tuned further)
+            files.update({f"it{iteration:02d}_p{k}": row["source"]
+                          for k, row in enumerate(self._ranked(self.history)[:CARRIED])})
+        try:
+            sources = self.validator.jailed(seed_population, files=files, copies=copies,
+                                            seed=self.s.seed + iteration, spread=self.s.proposer != "seeds")
+        except JailedError:  # one copy of each: their checks say what is wrong
+            sources = {f"{name}-0": source for name, source in files.items()}
+        for name, source in sources.items():
+            (candidates_dir / f"{name}.py").write_text(source)
+        starts = {name: source for name, source in files.items() if name in self.initial}
+        tuned = len({name.rsplit("-", 1)[0] for name in sources if not name.endswith("-0")})
+        each = f", {copies} copies of each of the {tuned} with constants to tune and one of each other"
+        exploit = ("the worst take over the best and perturb their constants" if self.s.proposer == "population"
+                   and copies > 1 else "no exploit step" + (
+                       ", every copy with the file's own constants" if self.s.proposer == "seeds" else ""))
+        self.log.print(f"{len(sources)} groups train together: {plural(len(files), 'candidate')} "
+                           f"({len(starts)} starting){each if tuned else ''}; {exploit}", highlight=False)
+        eval_dir = candidates_dir.parent / "eval"
+        interval = None if self.s.proposer == "population" else 0  # a random or seeds search never exploits
+        tick = time.time()
+        results = self._evaluate(candidates_dir, eval_dir, self.s.seeds, until=self.until, population=(
+            PopulationSettings(seed=self.s.seed + iteration, interval=interval))) if sources else None
+        self._stage("population run", results, f"{len(sources)} groups: {plural(len(files), 'candidate')} in copies",
+                    time.time() - tick)
+        table = [{"name": name, "fitness": None, "auc": None, "shaped_return": None, "episode_length": None,
+                  "status": "start", "source": source, "iteration": iteration} for name, source in starts.items()]
+        rows, record = [], None
+        if results is not None:
+            record = read_json(eval_dir / "population.json") if (eval_dir / "population.json").exists() else None
+            rows = population_rows(results, record, sources, self.fitness.higher_is_better, self._with_constants,
+                                   iteration)
+        eval_failures = {f.name: f.error for f in results.failures} if results else {}
+        ranked = {row["name"] for row in rows}
+        failures = [{"name": name, "error": eval_failures.get(name, "not evaluated")}
+                    for name in sources if name not in ranked]
+        if rows and rungs:  # a random search's copies are never taken over: nothing to add
+            proposed = as_proposed({name: source for name, source in files.items() if name not in starts},
+                                   rows, (record or {}).get("lineage", [])) if self.s.proposer == "population" else {}
+            timings = results.timings  # a rung runs its programs again, compiled: about this long (unless cut)
+            each = None if timings.get("out_of_time") else max(
+                timings.get("total_s", 0.0) - timings.get("xla", {}).get("seconds", 0.0), 0.0)
+            rows += self._halving(iteration, rows, proposed, rungs, each)  # a start's own constants: the final's
+        return table + rows, failures, results
+
+    def _with_constants(self, pairs: list[tuple[str, dict]]) -> list[str]:
+        """Each `(source, values)` as the source with those constants written in (`sources_with_constants`), in the
+        sandbox; a source as it is where that fails."""
+        try:
+            return self.validator.jailed(sources_with_constants, pairs=pairs)
+        except JailedError:
+            if len(pairs) == 1:
+                return [pairs[0][0]]
+            return [source for pair in pairs for source in self._with_constants([pair])]
+
+    def _halving(self, iteration: int, rows: list[dict], proposed: dict[str, str], rungs: int,
+                 each: float | None) -> list[dict]:
+        """The `rungs` rungs of successive halving after a population run (`envcoder.search.population.Halving`;
+        `proposed`: each file with the constants it came with), as many as end before `--budget` does (`each`: the
+        seconds a rung is expected to take, then those the last one took; None where the budget cut the population
+        run: none): the table rows of every set of constants trained in them; the population run's own rows become
+        `copy` (not ranked) where a rung ran."""
+        halving, done = Halving(rows, self._ranked, self.fitness.higher_is_better, self.s.rank_by, proposed), 0
+        skipped = self.out / f"iter_{iteration:02d}" / "rungs_skipped.json"  # `envcoder.search.summary.measured`
+        skipped.unlink(missing_ok=True)  # a resumed iteration decides again
+        for rung in range(1, rungs + 1):
+            if self.until is not None and (each is None or time.time() + each > self.until):
+                budget = f"--budget {self.s.budget_minutes:g}"
+                why = f"the time of {budget} is up, no halving rung starts" if each is None else \
+                    f"halving rung {rung}/{rungs} (about {each / 60:.1f} min) would end past {budget}"
+                ranked = f"the sets of rung {done} are ranked" if done else \
+                    "the population run's copies are ranked as they trained"
+                self.console.print(f"budget: {why}: {ranked}", highlight=False)
+                write_json(skipped, {"rungs": rungs - done, "expected_s": each})
+                break
+            tick = time.time()
+            rung_dir = self.out / f"iter_{iteration:02d}" / f"rung_{rung}"
+            (rung_dir / "candidates").mkdir(parents=True, exist_ok=True)
+            slots = halving.slots(rung)
+            for name, source in slots.items():
+                (rung_dir / "candidates" / f"{name}.py").write_text(source)
+            seeds = collections.Counter(slots.values())
+            trained = (f"{len(seeds)} set(s) of constants × {'-'.join(map(str, sorted(set(seeds.values()))))} "
+                       "seed(s), from scratch")
+            self.log.rule(f"halving rung {rung}/{rungs}: {trained}")
+            results = self._evaluate(rung_dir / "candidates", rung_dir / "eval", 1, population=PopulationSettings(
+                seed=self.s.seed + iteration, interval=0))  # the population run's program: its data, no exploit
+            compiled = {**results.timings.get("xla", {}), **results.timings.get("traces", {})} if results else {}
+            write_json(rung_dir / "rung.json", {"rung": rung, "sets": len(seeds), "groups": len(slots),
+                                                "compile": compiled})
+            self.log.print(f"rung {rung} compiled {compiled.get('compiles', '?')} program(s)", highlight=False)
+            self._stage(f"halving rung {rung}/{rungs}", results, trained, time.time() - tick)
+            halving.record(rung, slots, results.ranking if results else [])
+            done, each = rung, time.time() - tick
+        for row in rows if done else ():
+            row["status"] = "copy" if row["status"] == "ok" else row["status"]
+        return halving.rows(done, iteration) if done else []
+
+    # ---- the final evaluation and the summary ---------------------------------------------------------------
+
+    def _is_start(self) -> Callable[[str], bool]:
+        """Whether a name is one a starting file trains under: the file's, or a variant's of its sweep (frozen,
+        `_frozen`, or expanded by the sandbox where it could not be frozen: `name[K=...]`)."""
+        names = {name + suffix for name, source in self.initial.items() for suffix, _ in self._frozen(source)}
+        return lambda name: name in names or name.split("[")[0] in names
+
+    def _starts_ranked(self, finalists: dict[str, dict], results: RunResults) -> list[dict]:
+        """The starting files among the final's candidates (a file of `--initial` or a variant of its sweep), best
+        first by the final's ranking: what the find is compared with in the summary."""
+        order = {row.name: k for k, row in enumerate(results.ranking)}
+        is_start = self._is_start()
+        starts = [h for name, h in finalists.items() if is_start(name) or h["status"] == "start"]
+        return sorted(starts, key=lambda h: order.get(h["name"], len(order)))
+
+    def _found(self, top, row: dict, starts: list[dict], results: RunResults) -> dict:
+        """What the best file is (`kind`): a starting file unchanged ("start"), a starting file with constants the
+        search tuned ("tuned"; `start_file`: which) or a proposal ("proposal"); and, but for a start unchanged, it
+        against the best starting file of the final (`against_start`, `envcoder.search.summary.against`)."""
+        sources = {variant for source in self.initial.values() for _, variant in self._frozen(source)}
+        sources |= set(self.initial.values())
+        if row["source"] in sources:
+            return {"kind": "start"}
+        found = {"kind": "proposal"}
+        if self._started(top.name):
+            found = {"kind": "tuned", "start_file": re.sub(r"(-\d+)?(r\d+)?$", "", top.name)}
+        if starts:
+            found["against_start"] = against(results, top, starts[0]["name"], f"the best starting file "
+                                             f"({starts[0]['name']})", self.fitness.higher_is_better)
+        return found
+
+    def _leaders_left(self, records: list[dict], finalists: dict[str, dict]) -> list[dict]:
+        """Each candidate that led an iteration and is not in the final, with why (`iteration`, `name`, `why`)."""
+        sources = {h["source"]: name for name, h in finalists.items()}
+        starts = {h["source"] for h in self.history if h["status"] == "start"} | set(self.initial.values())
+        ranked, seen = [], set(starts)  # the finds as `_finalists` takes them: each code once, no start's own
+        for h in self._ranked(self.history):
+            if h["source"] not in seen:
+                ranked.append(h["name"])
+                seen.add(h["source"])
+        left = []
+        for record in records:
+            name = record.get("best")
+            row = next((h for h in self.history if h["name"] == name and h["status"] == "ok"), None)
+            if name is None or name in finalists or row is None:
+                continue
+            if row["source"] in starts:
+                why = "its code is a starting file's as written, which the final trains under the file's name"
+            elif row["source"] in sources:
+                why = f"its code is the same as {sources[row['source']]}'s, which the final trains"
+            else:
+                place = ranked.index(name) + 1 if name in ranked else None
+                why = (f"among the search's finds it ranks {place} (by fitness, ties by learning speed), and the final "
+                       f"takes the best {self.s.final_top} (--final-top)" if place else
+                       "its fitness is not a finite number")
+            left.append({"iteration": record["iteration"], "name": name, "why": why})
+        return left
+
+    def _finalists(self) -> dict[str, dict]:
+        """The final's candidates by name: the `final_top` best finds (each code once, and none a starting file's
+        own: a copy of a file with no constant to tune is that file), the best starting file and, after a population
+        run, every starting file (its copies' fitness is not the file's): the baselines the search had to beat (the
+        task's own shaping joins them in the evaluation)."""
+        finalists, seen = {}, {h["source"] for h in self.history if h["status"] == "start"}
+        for h in self._ranked(self.history):  # a start's copy with nothing tuned is the start, which joins anyway
+            if len(finalists) < self.s.final_top and h["source"] not in seen:
+                finalists[h["name"]] = h
+                seen.add(h["source"])
+        is_start = self._is_start()
+        starting = self._ranked([h for h in self.history if is_start(h["name"])])
+        finalists.update({h["name"]: h for h in starting[:1]})
+        finalists.update({h["name"]: h for h in self.history if h["status"] == "start"})
+        return finalists
+
+    def _final_evaluation(self, finalists: dict[str, dict]) -> RunResults | None:
+        """The finalists and `task_default` trained together, in rounds of seeds until the best is separable."""
+        if not finalists:
+            return None
+        final_dir = self.out / "final"
+        (final_dir / "candidates").mkdir(parents=True, exist_ok=True)
+        for name, h in finalists.items():
+            (final_dir / "candidates" / f"{name}.py").write_text(h["source"])
+        max_seeds = max(self.s.final_max_seeds, self.s.final_seeds)
+        self.console.rule("final evaluation")
+        more = f", up to {max_seeds} until the best is separable" if max_seeds > self.s.final_seeds else ""
+        self.console.print(f"{plural(len(finalists), 'candidate')} and {TASK_DEFAULT} × {self.s.final_seeds} "
+                           f"seeds{more} × {self.s.final_envs_per_candidate} envs", highlight=False)
+        return self._evaluate(final_dir / "candidates", final_dir / "eval", self.s.final_seeds,
+                              envs=self.s.final_envs_per_candidate, task_default=True, seeds_until_separable=max_seeds)
+
+    def _fit_budget(self) -> None:
+        """The final's sizes made smaller where `--budget` leaves less time than it takes as set
+        (`AutoSettings.final_within_budget`), decided once: a resumed run reads them back (final/sizes.json), so that
+        its final goes on with the settings it started with."""
+        path = self.out / "final" / "sizes.json"
+        if path.exists():
+            sizes = read_json(path)
+        else:
+            records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
+            sizes, message = self.s.final_within_budget(records, len(self.initial), time.perf_counter() - self.started)
+            if message is None:
+                return
+            self.console.print(message, highlight=False)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(path, sizes)
+        self.s = dataclasses.replace(self.s, **sizes)
+
+    def _finish(self) -> dict:
+        self._fit_budget()
+        finalists = self._finalists()
+        results = self._final_evaluation(finalists)
+        records = [read_json(self.out / f"iter_{i:02d}" / "iteration.json") for i in range(self.done)]
+        proposer = self.s.proposer if self.offline else self.proposer.name + (
+            f" ({self.s.proposer})" if self.population_mode else "")
+        summary = search_record(self.out, records, self.history, results, {
+            "task": self.task.name, "task_description": self.description, "proposer": proposer,
+            "fitness": self.fitness_name, "higher_is_better": self.fitness.higher_is_better,
+            "population": {**population_summary(self.out, self.done), "search": self.s.proposer}
+            if self.population_mode else None,
+            "offline": self.offline})
+        top = next((r for r in results.ranking if r.name in finalists), None) if results else None
+        if top is not None:  # the best file (the task's default, which may rank above it, is no file)
+            summary["best"] = {**dataclasses.asdict(top), "file": "best.py",
+                               "iteration": finalists[top.name]["iteration"]}
+            (self.out / "best.py").write_text(finalists[top.name]["source"])
+            summary["task_default"] = against_default(results, top, self.fitness.higher_is_better)
+            starts = self._starts_ranked(finalists, results)
+            summary["found"] = self._found(top, finalists[top.name], starts, results)
+            summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starts)
+        summary["leaders_not_in_final"] = self._leaders_left(records, finalists)
+        write_json(self.out / "summary.json", summary)
+        (self.out / "summary.md").write_text(summary_text(summary))
+        self.console.print(Markdown(summary_text(summary, terminal=True)))  # rendered, not as Markdown source
+        if summary["best"] is not None:
+            self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
+                               markup=False, highlight=False, soft_wrap=True)  # paths stay whole, to copy
+        return summary
 
     # ---- the whole run ----------------------------------------------------------------------------
 
