@@ -39,9 +39,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envcoder.rl.config import PPOConfig
+from envcoder.rl.ppo.config import PPOConfig
 from envcoder.env import EnvState, ResetPool
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.candidates import Candidate
 from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.sim import Simulator

@@ -41,8 +41,8 @@ def summarize_trace(folder: Path, top: int = 80) -> dict:
 def build(args):
     from throughput import _functions
 
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates.prepare import build_candidates
     from envcoder.runs.evaluation import EvalSettings
     from envcoder.candidates import SHAPER_TYPES, Candidate

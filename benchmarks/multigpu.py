@@ -27,8 +27,8 @@ def point(args) -> dict:
     import jax
 
     from core import stamp
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates import SHAPER_TYPES, load_candidates
     from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from core import ROOT, stamp, time_training  # noqa: E402
 
-from envcoder.rl.config import PPOConfig  # noqa: E402
-from envcoder.rl.grouped_ppo import GroupedPPO  # noqa: E402
+from envcoder.rl.ppo.config import PPOConfig  # noqa: E402
+from envcoder.rl.ppo.learner import GroupedPPO  # noqa: E402
 from envcoder.candidates import SHAPER_TYPES, load_candidate  # noqa: E402
 from envcoder.candidates.validate import sample_state, validate_candidate  # noqa: E402
 from envcoder.sim import Simulator  # noqa: E402

@@ -37,8 +37,8 @@ def worker(args):
     import numpy as np
 
     from core import stamp, time_training
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates import SHAPER_TYPES, expand_sweeps, load_candidate
     from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator
@@ -128,8 +128,8 @@ def memory(args) -> dict:
     from core import stamp
     from envcoder.candidates import SHAPER_TYPES, task_default_candidate
     from envcoder.candidates.validate import sample_state
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.sim import Simulator
     from envcoder.tasks import get_task
 

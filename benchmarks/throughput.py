@@ -56,8 +56,8 @@ def wall(args) -> dict:
 
     from core import stamp
     from envcoder.compile_cache import enable_compilation_cache
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates.prepare import build_candidates
     from envcoder.runs.evaluation import EvalSettings, run_evaluation
     from envcoder.candidates import SHAPER_TYPES
@@ -123,8 +123,8 @@ def worker(args) -> dict:
 
     from core import peak_memory_gb, stamp
     from envcoder.compile_cache import XLA_OPTIONS, enable_compilation_cache, xla_options
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates.prepare import build_candidates
     from envcoder.runs.evaluation import EvalSettings
     from envcoder.candidates import SHAPER_TYPES
@@ -263,8 +263,8 @@ def engines(args) -> dict:
 
 def _default_trainer(task, sim, groups: int, envs_per_group: int, horizon: int):
     """A trainer of `groups` copies of the task's default shaping on `sim`'s engine."""
-    from envcoder.rl.config import PPOConfig
-    from envcoder.rl.grouped_ppo import GroupedPPO
+    from envcoder.rl.ppo.config import PPOConfig
+    from envcoder.rl.ppo.learner import GroupedPPO
     from envcoder.candidates import Candidate
     from envcoder.candidates.validate import sample_state, validate_candidate
     from envcoder.sim import Simulator

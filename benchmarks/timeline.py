@@ -117,7 +117,8 @@ def main() -> None:
     jax.monitoring.register_event_duration_secs_listener(listener)
 
     from envcoder.candidates import pool
-    from envcoder.rl import grouped_ppo, learner
+    from envcoder.rl import learner
+    from envcoder.rl.ppo import learner as grouped_ppo
     from envcoder.runs import directory, evaluation
     from envcoder.sim import simulator
 

@@ -23,8 +23,8 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from envcoder.rl.config import PPOConfig  # noqa: E402
-from envcoder.rl.grouped_ppo import GroupedPPO  # noqa: E402
+from envcoder.rl.ppo.config import PPOConfig  # noqa: E402
+from envcoder.rl.ppo.learner import GroupedPPO  # noqa: E402
 from envcoder.runs.checkpoint import load_train_state, save_train_state  # noqa: E402
 from envcoder.runs.pbt import Population, PopulationSettings  # noqa: E402
 from envcoder.candidates import expand_sweeps, load_candidate  # noqa: E402

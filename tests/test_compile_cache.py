@@ -12,8 +12,8 @@ import pytest
 
 from conftest import BUNDLED
 from envcoder import compile_cache
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.config import PPOConfig
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.rl.staging import StagedIteration
 from envcoder.candidates import Candidate, load_candidate
 from envcoder.candidates.validate import sample_state, validate_candidate

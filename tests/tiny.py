@@ -12,7 +12,10 @@ from typing import Any, Sequence
 
 import jax
 
-from envcoder.rl.config import ALGORITHMS, DQNConfig, PPOConfig, SACConfig
+from envcoder.rl.config import ALGORITHMS
+from envcoder.rl.dqn.config import DQNConfig
+from envcoder.rl.ppo.config import PPOConfig
+from envcoder.rl.sac.config import SACConfig
 
 ENVS = 8
 """Environments per group of a tiny run."""

@@ -15,8 +15,8 @@ from envcoder.candidates import load_candidate
 from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.candidates.validate import sample_state, validate_candidate
 from envcoder.cli import main
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.config import PPOConfig
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.runs.eval_settings import EvalSettings
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task

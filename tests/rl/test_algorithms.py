@@ -12,15 +12,18 @@ import pytest
 import tiny
 from conftest import BUNDLED
 from envcoder.cli import main
-from envcoder.rl import central_value
-from envcoder.rl.config import (CentralValueConfig, ConfigError, DQNConfig, PPOConfig, SACConfig, load_config_file,
-                                parse_overrides)
-from envcoder.rl.dqn import GroupedDQN, dqn_loss, epsilon_at, q_targets
+from envcoder.rl.ppo import central_value
+from envcoder.rl.config import ConfigError, load_config_file, parse_overrides
+from envcoder.rl.dqn.config import DQNConfig
+from envcoder.rl.ppo.config import CentralValueConfig, PPOConfig
+from envcoder.rl.sac.config import SACConfig
+from envcoder.rl.dqn.learner import GroupedDQN, dqn_loss, epsilon_at, q_targets
 from envcoder.rl.replay import Replay
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import (Minibatch, categorical_entropy, categorical_kl, categorical_log_prob, ppo_loss)
-from envcoder.rl.sac import GroupedSAC, sac_loss, squashed_sample
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.distributions import categorical_entropy, categorical_kl, categorical_log_prob
+from envcoder.rl.ppo.losses import Minibatch, ppo_loss
+from envcoder.rl.sac.learner import GroupedSAC, sac_loss, squashed_sample
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.candidates import load_candidate, SHAPER_TYPES
 from envcoder.candidates.validate import rollout_states, validate_candidate
 from envcoder.sim import Simulator

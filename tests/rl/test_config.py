@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from envcoder.rl.config import ConfigError, PPOConfig, load_config_file, parse_overrides, task_settings
+from envcoder.rl.config import ConfigError, load_config_file, parse_overrides, task_settings
+from envcoder.rl.ppo.config import PPOConfig
 from envcoder.tasks import TASKS, get_task
 
 

@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envcoder.rl.config import PPOConfig
+from envcoder.rl.ppo.config import PPOConfig
 from envcoder.rl.networks import init_actor_critic, init_per_group
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, gaussian_entropy, gaussian_log_prob,
-                             linear_learning_rate, ppo_loss)
+from envcoder.rl.distributions import gaussian_entropy, gaussian_log_prob
+from envcoder.rl.ppo.losses import Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, ppo_loss
 
 
 def gae_loop(rewards, values, dones, last_value, gamma, lam):

@@ -10,8 +10,8 @@ import pytest
 
 from envcoder.candidates import SHAPER_TYPES, task_default_candidate
 from envcoder.candidates.validate import sample_state
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.config import PPOConfig
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.sim import Simulator
 from envcoder.tasks import get_task
 

@@ -15,7 +15,8 @@ from conftest import BUNDLED
 from goldens import assert_a_recording_equals, run_as_a_user, same_fitness
 from test_loggers import read_scalars
 from envcoder.cli import main
-from envcoder.rl.config import PPOConfig, load_config_file
+from envcoder.rl.config import load_config_file
+from envcoder.rl.ppo.config import PPOConfig
 
 README_RUN = os.environ.get("ENVCODER_README_RUN")
 """The README's run trained elsewhere (CI: by the installed wheel, with `--config` and the override below)."""

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from envcoder.env import ResetPool
-from envcoder.rl.config import PPOConfig
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.config import PPOConfig
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.runs.ranking import not_separable_from_best, rank
 from envcoder.candidates import (SHAPER_TYPES, Candidate, cross_candidates, expand_sweeps, load_candidate,
                                         call_with_params)

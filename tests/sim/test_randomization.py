@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from envcoder.env import ResetPool
-from envcoder.rl.grouped_ppo import GroupedPPO
+from envcoder.rl.ppo.learner import GroupedPPO
 from envcoder.search.proposers import OfflineProposer, Parent, Request
 from envcoder.candidates import SHAPER_TYPES, Candidate, CandidateError, load_candidate
 from envcoder.candidates.validate import validate_candidate

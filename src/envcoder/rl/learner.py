@@ -6,7 +6,7 @@ own observation and action sizes, isolation (a group that goes non-finite stops 
 unaffected), each group's best policy, the iteration's metrics, the deterministic evaluation and the host↔device
 transfers, and how its functions become programs: jitted with envcoder's XLA options, their traces kept in the trace
 cache under a key of what they depend on, the final evaluation compiled in the background while the run trains.
-`envcoder.rl.grouped_ppo.GroupedPPO`, `envcoder.rl.dqn.GroupedDQN` and `envcoder.rl.sac.GroupedSAC` are its
+`envcoder.rl.ppo.learner.GroupedPPO`, `envcoder.rl.dqn.learner.GroupedDQN` and `envcoder.rl.sac.learner.GroupedSAC` are its
 siblings; each keeps its own state in `TrainState.own`.
 
 Layout: every per-environment array is `[G, E, ...]` (G groups × E envs per candidate). Networks, normalizers and

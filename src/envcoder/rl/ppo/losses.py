@@ -1,24 +1,21 @@
-"""Pure PPO math for one candidate: GAE, the policy distributions with masked action dims, the loss.
-
-A continuous policy is a diagonal Gaussian (`mu`, a state-independent `log_std`); a discrete one is categorical,
-its `mu` the logits and an action its one-hot vector. Padded action dims (or padded logits) are masked out.
+"""Pure PPO math for one candidate: GAE, minibatches, learning-rate schedules and the loss (the policy's
+distributions are `envcoder.rl.distributions`').
 
 The grouped trainer vmaps these over the candidate axis; nothing here knows about groups.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from envcoder.rl.config import PPOConfig
+from envcoder.rl.distributions import categorical_entropy, categorical_kl, gaussian_entropy, gaussian_kl, log_prob
 from envcoder.rl.networks import apply_actor, apply_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
+from envcoder.rl.ppo.config import PPOConfig
 
-LOG_2PI = math.log(2.0 * math.pi)
 BOUNDS_SOFT = 1.1
 """Action means beyond ± this are penalized by the bounds loss."""
 
@@ -46,57 +43,6 @@ def compute_gae(rewards, values, dones, last_value, gamma: float, tau: float):
     _, advantages = jax.lax.scan(backward, jnp.zeros_like(last_value), (rewards, values, next_values, dones),
                                  reverse=True)
     return advantages, advantages + values
-
-
-def gaussian_log_prob(actions, mu, log_std, action_mask):
-    """Log-density of `actions [..., A]` under N(mu, exp(log_std)²), summed over unmasked dims only."""
-    z = (actions - mu) * jnp.exp(-log_std)
-    per_dim = -0.5 * z * z - log_std - 0.5 * LOG_2PI
-    return jnp.sum(per_dim * action_mask, axis=-1)
-
-
-def gaussian_entropy(log_std, action_mask):
-    """Entropy of the diagonal Gaussian over the unmasked dims."""
-    return jnp.sum((0.5 + 0.5 * LOG_2PI + log_std) * action_mask, axis=-1)
-
-
-def gaussian_kl(mu_old, log_std_old, mu, log_std, action_mask):
-    """KL(old || new) per sample, summed over unmasked dims."""
-    var_old, var = jnp.exp(2 * log_std_old), jnp.exp(2 * log_std)
-    per_dim = log_std - log_std_old + (var_old + (mu_old - mu) ** 2) / (2.0 * var) - 0.5
-    return jnp.sum(per_dim * action_mask, axis=-1)
-
-
-MASKED_LOGIT = -1e9
-"""A padded action's logit: it is never sampled, and its probability is exactly 0 in float32."""
-
-
-def masked_logits(logits, action_mask):
-    return jnp.where(action_mask > 0, logits, MASKED_LOGIT)
-
-
-def categorical_log_prob(actions, logits, action_mask):
-    """Log-probability of one-hot `actions [..., A]` under softmax(`logits`) over the unmasked actions."""
-    return jnp.sum(actions * jax.nn.log_softmax(masked_logits(logits, action_mask)), axis=-1)
-
-
-def categorical_entropy(logits, action_mask):
-    log_p = jax.nn.log_softmax(masked_logits(logits, action_mask))
-    return -jnp.sum(jnp.exp(log_p) * log_p * action_mask, axis=-1)
-
-
-def categorical_kl(logits_old, logits, action_mask):
-    """KL(old || new) per sample, over the unmasked actions."""
-    log_p_old = jax.nn.log_softmax(masked_logits(logits_old, action_mask))
-    log_p = jax.nn.log_softmax(masked_logits(logits, action_mask))
-    return jnp.sum(jnp.exp(log_p_old) * (log_p_old - log_p) * action_mask, axis=-1)
-
-
-def log_prob(actions, mu, log_std, action_mask, discrete: bool):
-    """The policy's log-probability of `actions`: categorical (one-hot actions, `mu` the logits) or Gaussian."""
-    if discrete:
-        return categorical_log_prob(actions, mu, action_mask)
-    return gaussian_log_prob(actions, mu, log_std, action_mask)
 
 
 class Minibatch(NamedTuple):
@@ -127,7 +73,7 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
     """rl_games' PPO loss: clipped actor + 0.5·critic_coef·clipped critic − entropy_coef·entropy + bounds (the
     bounds term only for a Gaussian policy). With `batch.critic_obs`, the critic sees those (normalized by
     `critic_rms`) instead of the actor's observations: an asymmetric actor-critic. With a `central_value_config`
-    the critic trains on its own (`envcoder.rl.central_value`): the loss has no critic term and `params` need
+    the critic trains on its own (`envcoder.rl.ppo.central_value`): the loss has no critic term and `params` need
     only the actor's.
 
     Returns `(total_loss, LossInfo)`; `kl` is KL(acting policy || current policy), for the lr schedule.

@@ -2,8 +2,8 @@
 
 The policy is Gaussian on a continuous task and categorical on a discrete one (`Task.num_actions`); a candidate
 with `compute_critic_observation` gets an asymmetric actor-critic, and a `central_value_config` trains the critic
-apart from the actor (`envcoder.rl.central_value`). Normalizers, GAE, the loss and the optimizer steps are the
-single-policy functions of `envcoder.rl.ppo`, vmapped over the group axis; the environments, isolation, best
+apart from the actor (`envcoder.rl.ppo.central_value`). Normalizers, GAE, the loss and the optimizer steps are the
+single-policy functions of `envcoder.rl.ppo.losses`, vmapped over the group axis; the environments, isolation, best
 policies, metrics and evaluation are `envcoder.rl.learner.GroupedLearner`'s.
 """
 
@@ -16,13 +16,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from envcoder.rl import central_value
+from envcoder.rl.distributions import log_prob, masked_logits
 from envcoder.rl.config import minibatch_size
 from envcoder.rl.learner import GroupedLearner, Transition, TrainState
 from envcoder.rl.networks import apply_actor, apply_actor_critic, init_actor_critic, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, log_prob,
-                             masked_logits, ppo_loss, shuffled_minibatches)
+from envcoder.rl.ppo import central_value
+from envcoder.rl.ppo.losses import (Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, ppo_loss,
+                                    shuffled_minibatches)
 
 
 class PPOState(NamedTuple):
@@ -39,7 +40,7 @@ class GroupedPPO(GroupedLearner):
                  fitness: str | None = None, physics: str | None = None, devices: int | None = None,
                  sharded: bool | None = None, evaluation_envs: int | None = None):
         """See `GroupedLearner`; `config`: a `PPOConfig`."""
-        # rl_games' central value: the critic trains on its own (`envcoder.rl.central_value`).
+        # rl_games' central value: the critic trains on its own (`envcoder.rl.ppo.central_value`).
         self.central_value = cv = getattr(config, "central_value_config", None)
         self.critic_activation = (cv and cv.activation) or config.activation
         self.critic_normalized = cv.normalize_input if cv else config.normalize_input
@@ -238,7 +239,7 @@ class GroupedPPO(GroupedLearner):
     def _update_group_central_value(self, params, opt_state, learning_rate, obs_rms, critic_rms, batch: Minibatch,
                                     key, action_mask, iteration):
         """`_update_group` with a central value: the actor's PPO epochs (no critic term), then the critic's own
-        epochs on the value loss (`envcoder.rl.central_value.train`)."""
+        epochs on the value loss (`envcoder.rl.ppo.central_value.train`)."""
         cv = self.central_value
         actor_key, critic_key = jax.random.split(key)
         actor = {k: v for k, v in params.items() if k != "critic"}

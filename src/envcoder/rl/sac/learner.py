@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from envcoder.rl.config import SACConfig
+from envcoder.rl.distributions import LOG_2PI
 from envcoder.rl.networks import ACTIVATIONS, apply_mlp, init_mlp
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.offpolicy import OffPolicyLearner
-from envcoder.rl.ppo import LOG_2PI
+from envcoder.rl.sac.config import SACConfig
 from envcoder.rl.replay import Replay
 from envcoder.rl.learner import TrainState
 

@@ -14,10 +14,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from envcoder.rl.config import DQNConfig
+from envcoder.rl.dqn.config import DQNConfig
+from envcoder.rl.distributions import masked_logits
 from envcoder.rl.networks import apply_q_network, init_q_network, pad_q_network
 from envcoder.rl.normalizer import RunningMeanStd
-from envcoder.rl.ppo import masked_logits
 from envcoder.rl.replay import Replay
 from envcoder.rl.offpolicy import OffPolicyLearner
 from envcoder.rl.learner import TrainState

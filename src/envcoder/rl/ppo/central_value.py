@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from envcoder.rl.config import CentralValueConfig
+from envcoder.rl.ppo.config import CentralValueConfig
 from envcoder.rl.networks import apply_critic
-from envcoder.rl.ppo import linear_learning_rate, shuffled_minibatches
+from envcoder.rl.ppo.losses import linear_learning_rate, shuffled_minibatches
 
 
 def value_loss(critic, obs, old_values, returns, cv: CentralValueConfig, activation: str):

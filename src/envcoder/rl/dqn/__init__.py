@@ -1,0 +1,3 @@
+"""Double DQN for discrete actions: its settings (`config`) and the grouped learner (`learner`).
+
+Nothing is imported here: the command line reads the settings without importing JAX."""
