@@ -174,7 +174,7 @@ def analyze(args) -> dict:
     if ref_results is not None:
         higher = ref_results["higher_is_better"]
         reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
-        long_seconds, reached, kind = ref_results["timings"]["total_s"], ref_config["iterations"], "evaluation"
+        long_seconds, reached, kind = ref_results["timings"]["total_s"], ref_config.get("train_iterations", ref_config.get("iterations")), "evaluation"
     else:  # cut off before its end: its training episodes over the last quarter of the iterations it ran
         from envcoder.tasks import get_task
 
@@ -200,7 +200,7 @@ def analyze(args) -> dict:
 
     for cheap in args.cheap:
         config, results, rows = _read(Path(cheap))
-        envs, seeds_run, total = config["envs_per_candidate"], len(config["seeds"]), config["iterations"]
+        envs, seeds_run, total = config["envs_per_candidate"], len(config["seeds"]), config.get("train_iterations", config.get("iterations"))
         horizon = config[config.get("algo", "ppo")]["horizon_length"]
         candidates = len(config["candidates"])
         if not rows:  # a run kept without metrics.csv: its final deterministic evaluation only
@@ -228,7 +228,7 @@ def analyze(args) -> dict:
         horizon = config[config.get("algo", "ppo")]["horizon_length"]
         rung_envs = {r["first_iteration"]: r["envs_per_candidate"] for r in results["timings"]["rungs"]}
         steps = 0.0
-        for it in range(config["iterations"]):
+        for it in range(config.get("train_iterations", config.get("iterations"))):
             groups = sum(1 for r in rows if int(r["iteration"]) == it)
             steps += groups * rung_envs[max(s for s in rung_envs if s <= it)] * horizon
         add(f"halving: {config['envs_per_candidate']} envs × {len(config['seeds'])} seed(s) × {config['iterations']} "
@@ -241,7 +241,7 @@ def analyze(args) -> dict:
                 s["note"] or f"run of {Path(earlier).name}")
     summary = {"task": ref_config["task"], "fitness": ref_config["fitness"], "higher_is_better": higher,
                "reference": {"envs": ref_config["envs_per_candidate"], "seeds": len(ref_config["seeds"]),
-                             "iterations": reached, "of_iterations": ref_config["iterations"], "ranked_by": kind,
+                             "iterations": reached, "of_iterations": ref_config.get("train_iterations", ref_config.get("iterations")), "ranked_by": kind,
                              "seconds": long_seconds, "order": reference, "scores": reference_scores},
                "settings": table, "device": ref_config["versions"]["device"]}
     if args.out:

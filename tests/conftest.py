@@ -61,7 +61,7 @@ class FakeEvaluations:
         self.untils.append(until)
         timings = {"total_s": self.seconds}
         if until is not None and time.time() >= until:
-            timings.update(out_of_time=True, stopped_after_iteration=max(1, (settings.iterations or 2) // 2))
+            timings.update(out_of_time=True, stopped_after_iteration=max(1, (settings.train_iterations or 2) // 2))
         run = RunDirectory(settings.out)
         run.write_config({**settings.to_config(), "candidates": names})
         for name in names:

@@ -246,13 +246,19 @@ def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_fi
 
     settings = EvalSettings(task="Cartpole", functions=tmp_path / "f", out=tmp_path / "o", seeds=(3, 4),
                             shaper_types=("compute_reward", "sample_goal"), overrides={"gamma": 0.9}, rungs=2,
-                            config_file=tmp_path / "c.yaml", schedule="halving", iterations=7, physics="jax")
+                            config_file=tmp_path / "c.yaml", schedule="halving", train_iterations=7, physics="jax")
     recorded = json.loads(json.dumps(settings.to_config()))  # as config.json holds it
     assert "out" not in recorded and "devices" not in recorded
     assert EvalSettings.from_config(recorded, settings.out) == settings
     assert EvalSettings.from_config({"task": "Cartpole", "functions": "f"}, tmp_path).algo == "ppo"  # an older run
+    # One name for training iterations in `eval` and `auto` (--train-iterations); eval's --iterations still works,
+    # and a run recorded under the older name reads back.
+    assert EvalSettings.from_config({"task": "Cartpole", "functions": "f", "iterations": 9}, tmp_path).train_iterations == 9
+    for flag in ("--train-iterations", "--iterations"):
+        assert build_parser().parse_args(["eval", "--task", "Cartpole", flag, "5"]).train_iterations == 5
     for command, settings_class, fields in (
-            ("eval", EvalSettings, ("envs_per_candidate", "iterations", "compile_timeout_s", "physics", "cross", "algo")),
+            ("eval", EvalSettings, ("envs_per_candidate", "train_iterations", "compile_timeout_s", "physics", "cross",
+                                     "algo")),
             ("auto", AutoSettings, ("final_top", "llm", "concurrency", "task_description"))):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])

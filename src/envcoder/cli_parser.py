@@ -152,7 +152,8 @@ def _eval_parser(add_parser) -> None:
     option("task_default", "--task-default", action="store_true")
     option("rank_by", "--rank-by", choices=RANK_BY)
     option("seeds_until_separable", "--seeds-until-separable", type=_positive_int, metavar="N")
-    option("iterations", "--iterations", type=_positive_int)
+    option("train_iterations", "--train-iterations", "--iterations", type=_positive_int,
+           note="(--iterations is its older name, kept)")
     option("evaluation_envs", "--evaluation-envs", type=_positive_int, metavar="N")
     option("schedule", "--schedule", choices=SCHEDULES)
     option("rungs", "--rungs", type=_positive_int)

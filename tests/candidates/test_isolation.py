@@ -162,7 +162,7 @@ def runs(tmp_path_factory):
     try:
         for name, functions in (("corpus", corpus), ("good", only_good)):
             settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
-                                    iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
+                                    train_iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
                                     shaper_types=("compute_reward", "compute_observation"),
                                     overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
             results[name] = run_evaluation(settings)

@@ -525,7 +525,7 @@ def test_a_run_whose_time_is_up_stops_after_the_iteration_under_way_and_ranks_wh
     whole = settings_from_run(runs / "whole")
     out = io.StringIO()
     cut = run_evaluation(dataclasses.replace(whole, out=tmp_path / "cut"), Console(file=out), until=time.time() - 1)
-    one = run_evaluation(dataclasses.replace(whole, out=tmp_path / "one", iterations=1), Console(file=io.StringIO()))
+    one = run_evaluation(dataclasses.replace(whole, out=tmp_path / "one", train_iterations=1), Console(file=io.StringIO()))
     assert cut.timings["out_of_time"] and cut.timings["stopped_after_iteration"] == 1
     printed = " ".join(out.getvalue().split())
     assert "the time given to this run is up: stopping after 1 of 6 training iterations" in printed

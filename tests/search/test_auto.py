@@ -270,7 +270,7 @@ def test_an_evaluation_of_the_run_takes_every_setting_the_two_records_share(tmp_
     s = settings(tmp_path, "http://127.0.0.1:9", seed=3, overrides={"gamma": 0.9}, physics="jax", devices=1)
     evaluation = s.evaluation(tmp_path / "f", tmp_path / "e", 2, "halving", fitness="upright")
     assert (evaluation.functions, evaluation.out, evaluation.seeds) == (tmp_path / "f", tmp_path / "e", (3, 4))
-    assert (evaluation.schedule, evaluation.rungs, evaluation.iterations) == ("halving", 2, s.train_iterations)
+    assert (evaluation.schedule, evaluation.rungs, evaluation.train_iterations) == ("halving", 2, s.train_iterations)
     for name in ("task", "shaper_types", "envs_per_candidate", "algo", "overrides", "config_file", "physics",
                  "validation_timeout_s", "validation_memory_gib", "compile_timeout_s", "iteration_timeout_s", "devices"):
         assert getattr(evaluation, name) == getattr(s, name), name

@@ -23,8 +23,9 @@ class EvalSettings(RunSettings):
     evaluation_envs: int | None = None
     """Environments of each group in the final evaluation, one deterministic episode each (None: the group's
     training environments, but no more than 262,144 on a device: 8,192 groups on one GPU evaluate 32 each)."""
-    iterations: int | None = None
-    """Training iterations; None takes the resolved settings' `max_epochs` (e.g. 60 for Cartpole)."""
+    train_iterations: int | None = None
+    """Training iterations (`auto`'s --train-iterations too); None takes the resolved settings' `max_epochs`, rl_games'
+    name for them in a YAML file (e.g. 60 for Cartpole)."""
     seeds: tuple[int, ...] = (0,)
     """Every candidate is trained once per seed, independently."""
     task_default: bool = False
@@ -59,6 +60,9 @@ class EvalSettings(RunSettings):
     @classmethod
     def from_config(cls, config: dict, out: Path) -> "EvalSettings":
         """The settings that `to_config` recorded (a run of an older envcoder lacks later fields: their defaults)."""
+        config = dict(config)
+        if "iterations" in config:  # runs before the name was `auto`'s too
+            config.setdefault("train_iterations", config.pop("iterations"))
         return from_record(cls, {**config, "out": str(out)})
 
 

@@ -264,7 +264,7 @@ def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> 
     """config.json (the settings as resolved: the fitness's and the physics engine's names, the iterations, the
     algorithm's settings), the candidates' sources and the algorithm's settings file."""
     resolved = dataclasses.replace(settings, task=task.key, fitness=fitness_name, physics=_physics(settings),
-                                   iterations=config.max_epochs)
+                                   train_iterations=config.max_epochs)
     run_dir.write_config({**resolved.to_config(), settings.algo: dataclasses.asdict(config),
                           "candidates": [c.name for c in valid], "command": sys.argv, "versions": _versions()})
     run_dir.write_candidates(valid)

@@ -31,8 +31,8 @@ def resolved_setup(settings, recorded: Path | None = None) -> tuple:
     if settings.config_file is not None:
         layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
     layers.append(("command-line override", settings.overrides))
-    if settings.iterations is not None:
-        layers.append(("--iterations", {"max_epochs": settings.iterations}))
+    if settings.train_iterations is not None:
+        layers.append(("--train-iterations", {"max_epochs": settings.train_iterations}))
     return task, fitness_name, fitness, algorithm(settings.algo).config.resolve(layers)
 
 

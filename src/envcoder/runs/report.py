@@ -200,7 +200,7 @@ code {{ white-space: pre-wrap; }} .meta {{ color: #666; }}
 </style></head><body>
 <h1>{e(results['task'])}: {len(names)} candidates ranked by task fitness</h1>
 <p class=meta>Fitness <b>{e(results['fitness'])}</b>: {e(results['fitness_doc'])}.<br>
-{config['envs_per_candidate']} envs per candidate and seed, {config['iterations']} PPO iterations, seeds
+{config['envs_per_candidate']} envs per candidate and seed, {config.get('train_iterations', config.get('iterations'))} training iterations, seeds
 {e(str(config['seeds']))}; {e(config['versions']['device'])}, JAX {e(config['versions']['jax'])}, MuJoCo
 {e(config['versions']['mujoco'])}; total {_fmt(timings.get('total_s'), 0)} s.</p>
 <h2>Ranking</h2>

@@ -168,7 +168,7 @@ class AutoSettings(RunSettings):
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)}
         return EvalSettings(**{
             **shared, "functions": functions, "out": out, "envs_per_candidate": envs or self.envs_per_candidate,
-            "iterations": self.train_iterations, "seeds": tuple(range(self.seed, self.seed + seeds)),
+            "train_iterations": self.train_iterations, "seeds": tuple(range(self.seed, self.seed + seeds)),
             "schedule": schedule, "rungs": 2 if schedule == "halving" else None,  # more decide too early (fidelity.md)
             "overrides": dict(self.overrides), **changes})
 

@@ -207,8 +207,9 @@ def environments_trained(folder: Path) -> float:
     for results in sorted(folder.glob("**/eval/results.json")):
         config, record = json.loads((results.parent / "config.json").read_text()), json.loads(results.read_text())
         timings, share = record.get("timings", {}), 1.0
-        if timings.get("out_of_time") and config.get("iterations"):
-            share = timings["stopped_after_iteration"] / config["iterations"]
+        iterations = config.get("train_iterations", config.get("iterations"))  # (the older name)
+        if timings.get("out_of_time") and iterations:
+            share = timings["stopped_after_iteration"] / iterations
         total += len(record.get("groups", [])) * config.get("envs_per_candidate", 0) * share
     return total
 
