@@ -217,11 +217,11 @@ def _convert(args) -> int:
     and checked there, with the original, to give the same reward and components on the task's sample states."""
     import shutil
     import tempfile
-    import types
 
     from envcoder.candidates import CandidateError, read_source
     from envcoder.candidates.isaac import check_conversion, starting_text
     from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.runs.eval_settings import EvalSettings
     from envcoder.candidates.samples import task_states
     from envcoder.candidates.sandbox import JailedError, SandboxValidator
     from envcoder.tasks import UnknownTaskError, get_task
@@ -244,8 +244,8 @@ def _convert(args) -> int:
         original = Path(folder) / f"isaac{args.file.suffix}"
         shutil.copyfile(args.file, original)
         (Path(folder) / "native.py").write_text(text)
-        settings = types.SimpleNamespace(functions=folder, shaper_types=("compute_reward",), task_default=False,
-                                         seeds=(0,), envs_per_candidate=1, cross=False)
+        settings = EvalSettings(task=task.key, functions=Path(folder), out=Path(folder) / "unused",
+                                shaper_types=("compute_reward",), envs_per_candidate=1)
         candidates, failures = sandboxed_candidates(settings, task, validator)
     if failures:
         return _fail("convert", failures[0].error.replace(str(original), str(args.file)).replace(

@@ -2,14 +2,16 @@
 the sandbox's jailed workers, handed over as programs (no file's code runs here), and expanded into its variants
 (sweeps, crossing).
 
-`settings` is a run's settings (`envcoder.runs.evaluation.EvalSettings`): its `functions`, `shaper_types`, `cross`,
-`validation_timeout_s` and `validation_memory_gib` are read."""
+`settings` is what of a run's settings these read (`CandidateSettings`: `envcoder.runs.eval_settings.EvalSettings` is
+one)."""
 
 from __future__ import annotations
 
 import math
 import os
 import re
+from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 
@@ -23,7 +25,21 @@ from envcoder.shaping.api import CandidateError
 from envcoder.text import one_line
 
 
-def build_candidates(settings):
+class CandidateSettings(Protocol):
+    """What the candidates' preparation reads of a run's settings (`envcoder.runs.eval_settings.EvalSettings` has it
+    all; `envcoder convert` makes one of its own)."""
+
+    functions: Path | tuple[Path, ...]
+    shaper_types: tuple[str, ...]
+    task_default: bool
+    cross: bool
+    seeds: tuple[int, ...]
+    envs_per_candidate: int
+    validation_timeout_s: float
+    validation_memory_gib: float
+
+
+def build_candidates(settings: CandidateSettings):
     """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked,
     loaded in this process without the sandbox (for trusted files, e.g. the benchmarks' bundled ones)."""
     candidates, failures = load_candidates(settings.functions, settings.shaper_types)
@@ -33,7 +49,7 @@ def build_candidates(settings):
     return candidates, failures
 
 
-def sandboxed_candidates(settings, task, validator: SandboxValidator | None = None,
+def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxValidator | None = None,
                          only: set[str] | None = None, console: Console | None = None):
     """`(candidates, failures)` of `settings.functions`: each file vetted here and then read, checked and traced only
     in the sandbox's jailed workers, which hand it over validated, its functions as programs (this process never runs
@@ -49,13 +65,13 @@ def sandboxed_candidates(settings, task, validator: SandboxValidator | None = No
             continue
         try:
             check_name(path.stem, str(path))
-            if path.stem == TASK_DEFAULT and getattr(settings, "task_default", False):
+            if path.stem == TASK_DEFAULT and settings.task_default:
                 raise CandidateError(str(path), f"the name {TASK_DEFAULT} is the task's own shaping's in this run "
                                                 "(--task-default): rename the file")
             drafts.append((path.stem, read_source(path), str(path)))
         except CandidateError as err:
             failures.append(LoadFailure(file=str(path), name=path.stem, error=str(err)))
-    if getattr(settings, "task_default", False):
+    if settings.task_default:
         default = task_default_candidate(task, settings.shaper_types)
         drafts.append((default.name, default.source, None))
     verdicts = _verdicts(drafts, settings, task, validator, console) if drafts else []
@@ -257,7 +273,7 @@ def _affordable(candidates, failures: list, groups: int, envs: int) -> list:
     return kept
 
 
-def likely_count(settings) -> int | None:
+def likely_count(settings: CandidateSettings) -> int | None:
     """How many candidates `sandboxed_candidates(settings)` gives if every file is valid, read without running a
     file: one per file, a sweep's variants for a `PARAMS` table written as literals (one for any other), the task's
     default; None for a crossed run or a folder that cannot be listed. A guess for work that is worth starting
@@ -268,7 +284,7 @@ def likely_count(settings) -> int | None:
         paths = candidate_files(settings.functions)
     except (OSError, ValueError):
         return None
-    count = 1 if getattr(settings, "task_default", False) else 0
+    count = 1 if settings.task_default else 0
     for path in paths:
         try:
             count += _sweep_size(read_source(path))
@@ -300,7 +316,7 @@ def _sweep_size(source: str) -> int:
     return size if 0 < size <= MAX_VARIANTS else 1  # a larger one is refused by the sandbox
 
 
-def _verdicts(drafts, settings, task, validator: SandboxValidator | None, console: Console | None):
+def _verdicts(drafts, settings: CandidateSettings, task, validator: SandboxValidator | None, console: Console | None):
     """The sandbox's verdicts on `drafts` (`validator`: one to reuse; default a new one for this call)."""
     if console is not None:
         console.print(f"validating {len(drafts)} candidate file(s) in sandboxed processes…", highlight=False)

@@ -11,12 +11,13 @@ from typing import Callable
 import numpy as np
 
 from envcoder.candidates import Candidate, LoadFailure
-from envcoder.rl.config import algorithm, load_config_file, task_settings
+from envcoder.rl.config import AlgorithmSettings, algorithm, load_config_file, task_settings
+from envcoder.runs.eval_settings import EvalSettings
 from envcoder.runs.schedule import Rung
-from envcoder.tasks import get_task
+from envcoder.tasks import Fitness, Task, get_task
 
 
-def resolved_setup(settings, recorded: Path | None = None) -> tuple:
+def resolved_setup(settings: EvalSettings, recorded: Path | None = None) -> tuple:
     """`(task, fitness name, fitness, the algorithm's settings)` of a run's `settings` (`EvalSettings`): the
     algorithm's settings in their layers, the task's, the --config file's, the command line's, `--iterations`, in
     that order; or, with `recorded` (a run's `<algo>.yaml`, what `envcoder play` reads), those the run trained
@@ -40,11 +41,11 @@ def resolved_setup(settings, recorded: Path | None = None) -> tuple:
 class Job:
     """What a run trains: resolved by `envcoder.runs.evaluation.run_evaluation` before any training."""
 
-    settings: object  # EvalSettings
-    task: object  # Task
+    settings: EvalSettings
+    task: Task
     fitness_name: str
-    fitness: object  # Fitness
-    config: object  # the algorithm's resolved settings
+    fitness: Fitness
+    config: AlgorithmSettings  # the algorithm's resolved settings
     candidates: list[Candidate]  # the valid ones, in the run's order
     failures: list[LoadFailure]
     schedule: list[Rung]
@@ -53,8 +54,8 @@ class Job:
 
     @property
     def iterations(self) -> int:
-        """The run's training iterations: the algorithm's settings own them (`max_epochs`, `--iterations` among
-        their layers)."""
+        """The run's training iterations: the algorithm's settings own them (`max_epochs`, `--train-iterations`
+        among their layers)."""
         return self.config.max_epochs
 
 
