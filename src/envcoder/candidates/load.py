@@ -68,8 +68,8 @@ class Candidate:
     reward_components: tuple[str, ...] = ()
     """The names of its reward's components, as validation found them."""
     critic_obs_dim: int | None = None
-    """The size of the critic's own observation (`compute_critic_observation`), as validation found it; None: the
-    critic reads the actor's."""
+    """The size of the critic's own observation (the shaping type `envcoder.shaping.api.CRITIC_OBSERVATION`), as
+    validation found it; None: the critic reads the actor's."""
 
     @property
     def validated(self) -> bool:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import export
 
-from envcoder.shaping.api import CandidateError
+from envcoder.shaping.api import SHAPING_TYPES, CandidateError
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
 ALLOWED_CUSTOM_CALLS = ("shape_assertion",)
@@ -239,9 +239,10 @@ def check_against(candidate, task=None) -> None:
     `task` every output of every program has the dtype, rank and trailing shape its shaping type declares
     (`check_signature`): a hand-over that disagrees with itself or with the trainer is refused here rather than
     failing inside the training program."""
-    for api, size in (("compute_observation", candidate.obs_dim),
-                      ("compute_critic_observation", candidate.critic_obs_dim)):
-        program = candidate.functions.get(api)
+    for api, kind in SHAPING_TYPES.items():
+        if kind.size is None:
+            continue
+        size, program = getattr(candidate, kind.size), candidate.functions.get(api)
         widths = {e.out_avals[0].shape[-1] for e in program.exported} if program is not None else set()
         if widths - {size}:
             raise CandidateError(str(candidate.path), f"its program returns {sorted(widths)} features, validation "
@@ -277,8 +278,10 @@ def check_signature(exported: export.Exported, api: str, sizes, task, file: str)
                    f"{list(sizes.reward_components)}")
         for name, value in components.items():
             expect(value, f"for the reward component {name!r}", (f32,), ())
-    elif api in ("compute_observation", "compute_critic_observation"):
-        width = sizes.obs_dim if api == "compute_observation" else (sizes.critic_obs_dim or sizes.obs_dim)
+    elif SHAPING_TYPES[api].size is not None:  # an observation: its width validated (a critic's, else the actor's)
+        kind = SHAPING_TYPES[api]
+        width = getattr(sizes, kind.size) or getattr(sizes, SHAPING_TYPES[kind.fallback].size if kind.fallback else
+                                                     kind.size)
         expect(out, "as the observation", (f32,), (width,))
     elif api == "compute_torque":
         expect(out, "as the motor command", (f32,), (_actuators(task),))

@@ -11,6 +11,7 @@ import math
 from typing import Sequence
 
 from envcoder.candidates.load import MAX_VARIANTS, Candidate
+from envcoder.shaping.api import CRITIC_OBSERVATION, OBSERVATION
 from envcoder.text import parse as parse_source
 
 
@@ -82,8 +83,8 @@ def _crossed_sizes(providers: dict[str, Candidate], functions) -> dict:
     A size whose function no file provides is the first file's (the task's own function's)."""
     def of(api):
         return providers.get(api, next(iter(providers.values())))
-    critic = "compute_critic_observation"
-    return {"obs_dim": of("compute_observation").obs_dim, "action_dim": of("compute_torque").action_dim,
+    critic = CRITIC_OBSERVATION
+    return {"obs_dim": of(OBSERVATION).obs_dim, "action_dim": of("compute_torque").action_dim,
             "reward_components": of("compute_reward").reward_components,
             "critic_obs_dim": of(critic).critic_obs_dim if critic in functions else None}
 

@@ -299,6 +299,7 @@ def _export(task, states, base, first, platform: str, cost_envs: list[int], repl
     from envcoder.candidates import CandidateError, api_callable, resolve_functions
     from envcoder.candidates.handover import check_handover, program_costs
     from envcoder.candidates.programs import Program, abstract_arguments, export_function
+    from envcoder.shaping.api import SHAPING_TYPES
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
 
     file = str(base.path)
@@ -316,7 +317,8 @@ def _export(task, states, base, first, platform: str, cost_envs: list[int], repl
         reply({"phase": [first.name, api, "measuring its program's cost"]})
         task_own = api_callable(api, task.defaults[api]) if api in task.defaults else None
         costs[api] = program_costs(task_own, own, programs[api], arguments, cost_envs)
-        size = {"compute_observation": first.obs_dim, "compute_critic_observation": first.critic_obs_dim}.get(api)
+        kind = SHAPING_TYPES.get(api)
+        size = getattr(first, kind.size) if kind is not None and kind.size else None
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
             (out,) = Program(programs[api], file, api).exported[0].out_avals
             if out.shape[-1] != size:

@@ -29,7 +29,7 @@ from envcoder.env.state import EnvState, ResetPool, StepInfo
 from envcoder.candidates import Candidate
 from envcoder.shaping.curriculum import CURRICULUM_METRICS
 from envcoder.env.grouping import GroupPlan
-from envcoder.shaping.api import split_reward
+from envcoder.shaping.api import CRITIC_OBSERVATION, split_reward
 from envcoder.sim import Simulator
 from envcoder.sim.randomization import FIELDS, MAX_ACTION_LATENCY, MODEL_FIELDS, complete, delayed, pushed
 from envcoder.tasks.base import Task
@@ -173,7 +173,7 @@ class GroupedEnv:
         def pad(outputs, classes):
             padded = [jnp.pad(o, ((0, 0), (0, 0), (0, self.critic_obs_dim_max - o.shape[-1]))) for o in outputs]
             return self.plan.concat(padded, classes)
-        return self.plan.dispatch("compute_critic_observation", (state,), pad)
+        return self.plan.dispatch(CRITIC_OBSERVATION, (state,), pad)
 
     def observe(self, env: EnvState, key, critic: bool = False):
         """The policy's observation `[G, E, D_max]`, with the env's randomized observation noise (`key [G, 2]`);

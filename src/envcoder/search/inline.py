@@ -7,8 +7,9 @@ from __future__ import annotations
 import ast
 import copy
 
-API = ("compute_reward", "compute_observation", "compute_torque", "compute_action", "compute_terminal",
-       "sample_initial_state", "sample_goal", "sample_physics", "curriculum", "compute_critic_observation")
+from envcoder.shaping.api import ALIASES, SHAPER_TYPES
+
+API = (*SHAPER_TYPES, *ALIASES)
 """The shaping functions: never inlined, and what every other definition is kept for."""
 
 

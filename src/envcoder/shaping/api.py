@@ -71,6 +71,10 @@ class ShapingType:
     """It runs at every control step: groups are ordered so that those sharing its code are contiguous."""
     only_if_defined: bool = False
     """Validated only where the candidate or the task defines it (else its fallback was)."""
+    size: str | None = None
+    """The validated candidate's size its output sets (its last axis): `obs_dim`, `critic_obs_dim`; None: none."""
+    algorithms: tuple[str, ...] | None = None
+    """The algorithms (`--algo`) that use it; None: every one."""
 
 
 def check_output(file, function, value, shape, kind):
@@ -96,10 +100,14 @@ def split_reward(output, file: str):
     return output, {}
 
 
-def _features(letter: str, field: str):
-    """The check of an observation `[E, D]` (a float per environment and feature), recording D as `field`."""
+OBSERVATION, CRITIC_OBSERVATION = "compute_observation", "compute_critic_observation"
+"""The two shaping types that make observations: the policy's, and the critic's own (an asymmetric actor-critic)."""
+
+
+def _features(letter: str, field: str, function: str):
+    """The check of `function`'s observation `[E, D]` (a float per environment and feature), recording D as
+    `field`."""
     def check(probe: Probe, fn) -> None:
-        function = "compute_observation" if field == "obs_dim" else "compute_critic_observation"
         obs = jnp.asarray(probe.run(probe.file, function, fn, probe.state))
         if obs.ndim != 2 or obs.shape[0] != probe.num_envs:
             raise CandidateError(probe.file, f"returned shape {tuple(obs.shape)}, expected [E, {letter}]",
@@ -245,10 +253,11 @@ SHAPING_TYPES: dict[str, ShapingType] = {t.name: t for t in (
     ShapingType("compute_reward", ("state",), check=_check_reward, per_step=True, returns=(
         "reward `[E]` float, or `(reward, {\"name\": [E] term, ...})` so that every term is logged and reported back "
         "to you (preferred)")),
-    ShapingType("compute_observation", ("state",), check=_features("D", "obs_dim"), per_step=True, returns=(
+    ShapingType(OBSERVATION, ("state",), check=_features("D", "obs_dim", OBSERVATION), per_step=True,
+                size="obs_dim", returns=(
         "observation `[E, D]` float; choose D freely (the policy's input size follows it)")),
-    ShapingType("compute_critic_observation", ("state",), check=_features("C", "critic_obs_dim"),
-                fallback="compute_observation", only_if_defined=True, returns=(
+    ShapingType(CRITIC_OBSERVATION, ("state",), check=_features("C", "critic_obs_dim", CRITIC_OBSERVATION),
+                fallback=OBSERVATION, only_if_defined=True, size="critic_obs_dim", algorithms=("ppo",), returns=(
         "the critic's own observation `[E, C]` float (PPO's value function may see privileged simulator state the "
         "policy cannot, e.g. base velocity or contact forces); without it the critic reads compute_observation")),
     ShapingType("compute_torque", ("action", "state"), check=_check_torque, per_step=True, returns=(
@@ -275,8 +284,8 @@ SHAPING_TYPES: dict[str, ShapingType] = {t.name: t for t in (
 )}
 """Every shaping type, in the order they are documented."""
 
-CHECK_ORDER = ("curriculum", "sample_physics", "compute_observation", "compute_critic_observation", "compute_torque",
-               "compute_reward", "compute_terminal", "sample_initial_state", "sample_goal")
+CHECK_ORDER = ("curriculum", "sample_physics", OBSERVATION, CRITIC_OBSERVATION, "compute_torque", "compute_reward",
+               "compute_terminal", "sample_initial_state", "sample_goal")
 """The order validation checks them in: the curriculum's values are part of the state the others see, and the
 physics before the rest."""
 assert sorted(CHECK_ORDER) == sorted(SHAPING_TYPES)

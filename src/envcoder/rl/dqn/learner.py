@@ -21,6 +21,7 @@ from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.replay import Replay
 from envcoder.rl.offpolicy import OffPolicyLearner
 from envcoder.rl.learner import TrainState
+from envcoder.shaping.api import CRITIC_OBSERVATION
 
 
 class DQNLossInfo(NamedTuple):
@@ -69,7 +70,7 @@ class GroupedDQN(OffPolicyLearner):
                              "use --algo ppo" + (", or the task CartpoleDiscrete" if self.task.name == "Cartpole"
                                                  else ""))
         if self.asymmetric:
-            raise ValueError("compute_critic_observation is for an actor-critic (--algo ppo); DQN has no critic: "
+            raise ValueError(f"{CRITIC_OBSERVATION} is for an actor-critic (--algo ppo); DQN has no critic: "
                              "leave it out of the candidates or --shaper-types")
         self._check_replay()
         return self.adam()

@@ -2,8 +2,8 @@
 
 The critic then trains apart from the actor, as in rl_games: its own Adam state and step size (constant, or linear
 to 0), its own epochs over the iteration's samples in minibatches of its own size, on the value loss alone; the
-actor's PPO loss has no critic term. It reads the candidate's `compute_critic_observation` where there is one (the
-usual asymmetric actor-critic), else the actor's observation.
+actor's PPO loss has no critic term. It reads the candidate's own critic observation (`CRITIC_OBSERVATION`) where
+there is one (the usual asymmetric actor-critic), else the actor's observation.
 
 These are one group's functions; the grouped trainer vmaps them over the group axis as the rest of PPO.
 """

@@ -88,7 +88,7 @@ class PPOConfig(AlgorithmSettings):
 @dataclasses.dataclass(frozen=True)
 class CentralValueConfig(Settings):
     """Settings of the critic when it trains on its own (a PPO config's `central_value_config`, as rl_games'). The
-    critic reads the candidate's `compute_critic_observation` where it has one, else the actor's observation.
+    critic reads the candidate's own critic observation (`CRITIC_OBSERVATION`) where it has one, else the actor's.
 
     rl_games' layout is accepted as written in IsaacGymEnvs configs: `network: {mlp: {units, activation}}` sets
     `units` and `activation`; `kl_threshold` and `schedule_type` are accepted and, as in rl_games, change nothing

@@ -1,8 +1,8 @@
 """Grouped PPO (rl_games' continuous and discrete PPO): one actor-critic per group, trained on its own rollouts.
 
 The policy is Gaussian on a continuous task and categorical on a discrete one (`Task.num_actions`); a candidate
-with `compute_critic_observation` gets an asymmetric actor-critic, and a `central_value_config` trains the critic
-apart from the actor (`envcoder.rl.ppo.central_value`). Normalizers, GAE, the loss and the optimizer steps are the
+with a critic observation of its own (`CRITIC_OBSERVATION`) gets an asymmetric actor-critic, and a
+`central_value_config` trains the critic apart from the actor (`envcoder.rl.ppo.central_value`). Normalizers, GAE, the loss and the optimizer steps are the
 single-policy functions of `envcoder.rl.ppo.losses`, vmapped over the group axis; the environments, isolation, best
 policies, metrics and evaluation are `envcoder.rl.learner.GroupedLearner`'s.
 """

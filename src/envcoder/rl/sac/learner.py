@@ -24,6 +24,7 @@ from envcoder.rl.offpolicy import OffPolicyLearner
 from envcoder.rl.sac.config import SACConfig
 from envcoder.rl.replay import Replay
 from envcoder.rl.learner import TrainState
+from envcoder.shaping.api import CRITIC_OBSERVATION
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 """The policy's log standard deviation is squashed into this range."""
@@ -135,7 +136,7 @@ class GroupedSAC(OffPolicyLearner):
             raise ValueError(f"--algo sac needs continuous actions, and task {self.task.name} has discrete ones: use "
                              "--algo ppo or --algo dqn")
         if self.asymmetric:
-            raise ValueError("compute_critic_observation is for PPO's actor-critic (--algo ppo); leave it out of the "
+            raise ValueError(f"{CRITIC_OBSERVATION} is for PPO's actor-critic (--algo ppo); leave it out of the "
                              "candidates or --shaper-types")
         self._check_replay()
         cfg = self.config
