@@ -37,6 +37,10 @@ def test_a_task_file_is_found_by_its_path_and_named_by_it_for_other_processes(ho
     (hopper / "two.py").write_text("from envcoder.tasks import Task\nA = B = None\n")
     assert main(["tasks", "--task", str(hopper / "two.py")]) == 2
     assert "defines no Task: name the one to use TASK" in capsys.readouterr().err
+    (hopper / "named_cartpole.py").write_text((hopper / "hopper.py").read_text().replace('name="Hopper"',
+                                                                                         'name="Cartpole"'))
+    assert main(["tasks", "--task", str(hopper / "named_cartpole.py")]) == 2
+    assert "names its task 'Cartpole', a registered task's name" in capsys.readouterr().err
     (hopper / "broken.py").write_text("import no_such_module\n")
     assert main(["tasks", "--task", str(hopper / "broken.py")]) == 2
     assert "could not be imported: ModuleNotFoundError: No module named 'no_such_module'" in capsys.readouterr().err

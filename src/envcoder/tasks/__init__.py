@@ -90,6 +90,9 @@ def load_task_file(path: str | Path) -> Task:
         what = f"defines {len(tasks)} Tasks ({', '.join(tasks)})" if tasks else "defines no Task"
         raise UnknownTaskError(f"task file {path} {what}: name the one to use TASK "
                                "(TASK = Task(name=..., model_file=..., ...), from envcoder.tasks)")
+    if task.name.lower() in {name.lower() for name in registered()}:
+        raise UnknownTaskError(f"task file {path} names its task {task.name!r}, a registered task's name (envcoder "
+                               "tasks lists them): give it a name of its own")
     model = Path(task.model_file)
     task = dataclasses.replace(task, model_file=model if model.is_absolute() else path.parent / model, source=path)
     _LOADED[str(path)] = _LOADED[task.name.lower()] = task
