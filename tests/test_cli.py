@@ -78,6 +78,12 @@ def test_a_run_too_large_for_memory_is_refused_in_one_line_with_what_fits(tmp_pa
     fit = int(err.split("at most ")[1].split(" seed(s) fit")[0].replace(",", ""))
     assert 1 <= fit < 100_000_000
     check_sizes(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out), seeds=fit // 2)
+    assert main(["eval", "--task", "Cartpole", "--seeds", "1000", "--envs-per-candidate", "1000000",
+                 "--out", str(out)]) == 2  # too many environments: the most that fit at these seeds
+    err = capsys.readouterr().err
+    envs = int(err.split("; or at most ")[1].split(" environments per candidate")[0].replace(",", ""))
+    check_sizes(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out, envs_per_candidate=envs // 2),
+                seeds=1000)
     assert main(["auto", "--task", "Cartpole", "--final-seeds", "100000000", "--final-max-seeds", "100000000",
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err

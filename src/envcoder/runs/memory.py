@@ -48,7 +48,7 @@ def world_bytes(model_file: str) -> int:
 def policy_bytes(config, actions: int) -> int:
     """A lower bound on the bytes of one group's policy: its hidden layers' weights and the output layer (the input
     layer, whose width is the observation's, left out)."""
-    units = tuple(getattr(config, "units", ()) or ())
+    units = tuple(config.units)
     weights = sum(a * b + b for a, b in zip(units, units[1:])) + (units[-1] * (actions + 1) if units else 0)
     return 4 * weights
 
@@ -70,7 +70,7 @@ def available_host_bytes() -> int | None:
 
 def available_device_bytes(devices: int | None = None) -> tuple[int | None, str]:
     """`(bytes, what)`: the memory JAX may use on the devices a run trains on (`devices`: how many; None: all local
-    ones), and what it is ("GPU memory", "CPU memory": the host's available memory)."""
+    ones), and what it is ("GPU memory"; "host memory" on the CPU: the host's available memory)."""
     import jax
 
     local = jax.local_devices()
@@ -99,7 +99,7 @@ def check_run_fits(task, config, candidates: int, seeds: int, envs: int, evaluat
     if groups <= 0:
         return
     world = world_bytes(str(task.model_file))
-    horizon = int(getattr(config, "horizon_length", 1) or 1)
+    horizon = int(config.horizon_length)
     actions = task.num_actions or 1
     per_env = world + 4 * horizon * (ROLLOUT_FLOATS_PER_ACTION * actions + ROLLOUT_FLOATS)
     policy = policy_bytes(config, actions)
@@ -110,22 +110,22 @@ def check_run_fits(task, config, candidates: int, seeds: int, envs: int, evaluat
     device, device_name = available_device_bytes(devices)
     host = available_host_bytes()
     on_cpu = device_name == "host memory"
-    needs = [(device_per_group + (host_per_group if on_cpu else 0), device, device_name)]
+    needs = [(device_per_group + (host_per_group if on_cpu else 0), device, device_name, True)]
     if not on_cpu:
-        needs.append((host_per_group, host, "host memory"))
-    for per, have, name in needs:
+        needs.append((host_per_group, host, "host memory", False))
+    for per, have, name, holds_states in needs:
         need = per * groups
         if have is None or need <= have:
             continue
         fit_seeds = have // (per * candidates)
-        other = host_per_group if on_cpu or name == "host memory" else 0
-        env_share = (have / groups - per_group - other) / per_env if name != "host memory" else None
+        other = host_per_group if on_cpu else 0
+        env_share = (have / groups - per_group - other) / per_env if holds_states else None
         sizes = (f"{candidates:,} candidate(s) × {seeds:,} seed(s) × {envs:,} environments"
                  + (f" ({eval_envs:,} in the final evaluation)" if eval_envs != envs else ""))
         ways = []
         if fit_seeds >= 1:
             ways.append(f"at most {fit_seeds:,} seed(s) fit at {envs:,} environments per candidate")
-        if env_share is not None and env_share >= 1 and name != "host memory":
+        if env_share is not None and env_share >= 1:
             ways.append(f"at most {int(env_share):,} environments per candidate at {seeds:,} seed(s)")
         if not ways:
             ways.append(f"not even one seed fits: run fewer than {candidates:,} candidates at once")
