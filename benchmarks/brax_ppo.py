@@ -112,7 +112,7 @@ def make_brax_env(trainer: GroupedPPO):
 
 
 def run_envcoder(trainer, iterations):
-    steps_per_iteration = trainer.num_envs * trainer.config.horizon_length
+    steps_per_iteration = trainer.envs_per_candidate * trainer.config.horizon_length
     start = time.perf_counter()
     state = trainer.init()
     state, metrics = trainer.iteration(state)
@@ -139,7 +139,7 @@ def brax_settings(trainer, preset: str, iterations: int) -> tuple[dict, dict]:
     """`(ppo.train arguments, network sizes)` of a preset, for the same env count and env-step budget."""
     import flax.linen as nn
 
-    cfg, envs = trainer.config, trainer.num_envs
+    cfg, envs = trainer.config, trainer.envs_per_candidate
     common = dict(num_timesteps=iterations * envs * cfg.horizon_length, num_envs=envs,
                   episode_length=trainer.task.max_episode_length, normalize_observations=True, seed=0)
     if preset == "published":

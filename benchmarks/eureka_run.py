@@ -1,4 +1,5 @@
-"""A whole public LLM run through `envcoder eval`: Eureka's responses as they are, one Eureka iteration per evaluation.
+"""A whole public LLM run through `envcoder eval`: Eureka's responses as they are, one Eureka iteration per evaluation
+or (`--together`) every iteration asked in one.
 
 Reads a checkout of a Eureka run folder (for example nicholaschenai/eureka_artifacts' `eureka/2025-01-25_04-08-48`,
 a Humanoid run of gpt-4o-2024-08-06: 16 responses × 5 iterations as `env_iter{i}_response{j}_rewardonly.py`, and
@@ -15,6 +16,8 @@ response's human-normalized score HNS = (best − sparse) / (default − sparse)
 retrain is `envcoder eval --functions BEST --seeds N` again).
 
     python benchmarks/eureka_run.py PATH/eureka/2025-01-25_04-08-48 --task Humanoid --eureka-iterations 0 --seeds 3
+    python benchmarks/eureka_run.py PATH/eureka/2025-01-25_04-08-48 --task Humanoid --together --seeds 2 \
+        -- --train-iterations 500      # the whole run, 80 responses, in one evaluation
 """
 
 from __future__ import annotations
@@ -59,39 +62,49 @@ def log_facts(log: Path, iteration: int) -> dict:
     return facts
 
 
-def run_iteration(run: Path, task: str, iteration: int, seeds: int, out: Path, extra: list[str]) -> dict:
-    folder = out / f"iter{iteration}_inputs"
+def evaluate(run: Path, task: str, iterations: list[int], seeds: int, out: Path, extra: list[str]) -> dict:
+    """One `envcoder eval` of the responses of `iterations` (with the task's sparse start and its default), as a user
+    runs it, timed from launch."""
+    label = "iter" + "_".join(map(str, iterations))
+    folder = out / f"{label}_inputs"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    responses = sorted(run.glob(f"env_iter{iteration}_response*_rewardonly.py"))
+    responses = sorted(f for i in iterations for f in run.glob(f"env_iter{i}_response*_rewardonly.py"))
     for file in responses:
         shutil.copyfile(file, folder / file.name)
     shutil.copyfile(SPARSE / f"{task.lower()}.py", folder / "sparse.py")
-    run_dir = out / f"iter{iteration}"
+    run_dir = out / label
     shutil.rmtree(run_dir, ignore_errors=True)
     argv = ["envcoder", "eval", "--task", task, "--functions", str(folder), "--task-default", "--seeds", str(seeds),
             "--out", str(run_dir), "--no-tensorboard", *extra]
     began = time.perf_counter()
-    with open(out / f"iter{iteration}.log", "w") as log:
+    with open(out / f"{label}.log", "w") as log:
         code = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.perf_counter() - began
     results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
-    rows = {row["name"]: row for row in results.get("ranking", [])} if results else {}
-    trained = sorted(int(re.search(r"response(\d+)_", n).group(1)) for n in rows if n.startswith("env_iter"))
-    record = {"iteration": iteration, "responses": len(responses), "exit": code, "wall_s": round(wall, 1),
-              "validated": trained, "command": " ".join(argv[:5] + ["DIR"] + argv[6:]),
+    return {"responses": [f.stem for f in responses], "exit": code, "wall_s": round(wall, 1),
+            "command": " ".join(argv[:5] + ["DIR"] + argv[6:]),
+            "rows": {row["name"]: row for row in results.get("ranking", [])}}
+
+
+def iteration_record(run: Path, iteration: int, evaluation: dict) -> dict:
+    """What one Eureka iteration's responses did in `evaluation`, beside what Eureka's log says of them."""
+    rows = evaluation["rows"]
+    prefix = f"env_iter{iteration}_"
+    mine = [n for n in rows if n.startswith(prefix)]  # in envcoder's ranking order
+    record = {"iteration": iteration, "responses": sum(n.startswith(prefix) for n in evaluation["responses"]),
+              "exit": evaluation["exit"], "wall_s": evaluation["wall_s"], "command": evaluation["command"],
+              "validated": sorted(int(re.search(r"response(\d+)_", n).group(1)) for n in mine),
               **log_facts(run / "eureka.log", iteration)}
-    record["fitness"] = {name: [row.get("fitness_mean"), row.get("ci_low"), row.get("ci_high")]
-                         for name, row in rows.items()}
-    order = [name for name in rows]
+    record["fitness"] = {n: [rows[n].get("fitness_mean"), rows[n].get("ci_low"), rows[n].get("ci_high")]
+                         for n in mine + [n for n in ("sparse", "task_default") if n in rows]}
     best = record.get("eureka_best")
-    name = f"env_iter{iteration}_response{best}_rewardonly" if best is not None else None
-    record["eureka_best_rank"] = order.index(name) + 1 if name in order else None
-    responses_ranked = [n for n in order if n.startswith("env_iter")]
-    if responses_ranked and "sparse" in rows and "task_default" in rows:
-        top, sparse, default = (rows[responses_ranked[0]]["fitness_mean"], rows["sparse"]["fitness_mean"],
+    name = f"{prefix}response{best}_rewardonly" if best is not None else None
+    record["eureka_best_rank"] = mine.index(name) + 1 if name in mine else None  # among this iteration's responses
+    if mine and "sparse" in rows and "task_default" in rows:
+        top, sparse, default = (rows[mine[0]]["fitness_mean"], rows["sparse"]["fitness_mean"],
                                 rows["task_default"]["fitness_mean"])
-        record["best_response"] = responses_ranked[0]
+        record["best_response"] = mine[0]
         record["hns"] = (top - sparse) / (default - sparse) if default != sparse else None
     return record
 
@@ -102,24 +115,37 @@ def main() -> None:
     parser.add_argument("--task", required=True)
     parser.add_argument("--eureka-iterations", dest="iterations", type=int, nargs="+", default=[0, 1, 2, 3, 4],
                         help="Eureka's iterations to evaluate, one `envcoder eval` each (default all five)")
+    parser.add_argument("--together", action="store_true",
+                        help="all the iterations asked in one `envcoder eval` (one budget, one ranking) instead of one "
+                             "each")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("runs/eureka_run"))
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)  # after `--`: more `envcoder eval` options
     args, extra = parser.parse_args(argv[:cut]), argv[cut + 1:]
     args.out.mkdir(parents=True, exist_ok=True)
+    groups = [args.iterations] if args.together else [[i] for i in args.iterations]
     records = []
-    for iteration in args.iterations:
-        record = run_iteration(args.run, args.task, iteration, args.seeds, args.out, extra)
-        records.append(record)
-        print(json.dumps(record), flush=True)
-    print("\n| iteration | validate (envcoder / Eureka's execute rate) | Eureka's best: envcoder's rank | best response | "
+    for group in groups:
+        evaluation = evaluate(args.run, args.task, group, args.seeds, args.out, extra)
+        for iteration in group:
+            records.append(iteration_record(args.run, iteration, evaluation))
+            print(json.dumps(records[-1]), flush=True)
+        order = list(evaluation["rows"])
+        print(json.dumps({"iterations": group, "ranking": order, "wall_s": evaluation["wall_s"]}), flush=True)
+    print("\n| iteration | validate (envcoder / Eureka's execute rate) | Eureka's best: envcoder's rank in its iteration | "
+          "best response | "
           "HNS | wall clock: envcoder from launch / Eureka's log |")
     print("|---|---|---|---|---|---|")
     for r in records:
         rate = r.get("eureka_execute_rate")
         print(f"| {r['iteration']} | {len(r['validated'])}/{r['responses']} / {rate} | {r.get('eureka_best_rank')} | "
               f"{r.get('best_response')} | {r.get('hns')} | {r['wall_s']:.0f} s / {r.get('eureka_wall_s')} s |")
+    if args.together:
+        log_wall = sum(r.get("eureka_wall_s") or 0 for r in records)
+        print(f"\nOne evaluation of iterations {', '.join(map(str, args.iterations))}: {records[0]['wall_s']:.0f} s from "
+              f"launch; Eureka's log: {log_wall:.0f} s for the same responses (the table's wall clocks are the whole "
+              "evaluation's)")
     sys.exit(0)
 
 

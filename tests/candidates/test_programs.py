@@ -86,7 +86,7 @@ def _rollout(env, steps: int = 3):
         state, pool = env.reset(keys, {}), env.reset_pool(keys, {})
 
         def step(state, t):
-            actions = jax.random.uniform(jax.random.PRNGKey(t), (len(env.groups), env.num_envs, env.action_dim_max),
+            actions = jax.random.uniform(jax.random.PRNGKey(t), (len(env.groups), env.envs_per_candidate, env.action_dim_max),
                                          minval=-1, maxval=1)
             state, info = env.step(state, actions, pool, keys)
             return state, (env.observe(state, keys), info.reward, info.components, info.terminal, state.data.qpos)

@@ -58,7 +58,7 @@ def test_grouped_run_equals_single_run(runs):
 def test_updates_in_blocks_of_groups_train_as_all_groups_at_once(runs):
     """`update_block_envs` bounds the memory of the update: the groups update a block at a time, each as before."""
     (trainer, ts, history), (_, blocks_ts, blocks_history) = runs["grouped"], runs["blocks"]
-    assert trainer.rows == 6 and trainer.config.update_block_envs // trainer.num_envs >= 6
+    assert trainer.rows == 6 and trainer.config.update_block_envs // trainer.envs_per_candidate >= 6
     for a, b in zip(jax.tree.leaves((ts, history)), jax.tree.leaves((blocks_ts, blocks_history))):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     # training moved the parameters: the comparison is not of two initial states

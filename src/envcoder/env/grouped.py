@@ -61,7 +61,7 @@ class GroupedEnv:
             raise ValueError(f"GroupedEnv: {', '.join(unvalidated)} not validated (no sizes): take candidates from "
                              "envcoder.candidates.prepare.sandboxed_candidates, or pass each through "
                              "envcoder.candidates.validate.validate_candidate")
-        self.task, self.num_envs = task, envs_per_candidate
+        self.task, self.envs_per_candidate = task, envs_per_candidate
         self.fitness_name, self.fitness = task.get_fitness(fitness)
         self.plan = GroupPlan(task, candidates, seeds)
         self.groups = self.plan.groups
@@ -116,7 +116,7 @@ class GroupedEnv:
         """The same groups with `envs_per_candidate` environments each (the final evaluation's, JAX physics)."""
         view = object.__new__(GroupedEnv)
         view.__dict__.update(self.__dict__)
-        view.num_envs = envs_per_candidate
+        view.envs_per_candidate = envs_per_candidate
         return view
 
     def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -138,7 +138,7 @@ class GroupedEnv:
         fields = set()
         for c in self.plan.classes["sample_physics"]:
             n = len(c.indices)
-            keys = jax.ShapeDtypeStruct((n, self.num_envs, 2), jnp.uint32)
+            keys = jax.ShapeDtypeStruct((n, self.envs_per_candidate, 2), jnp.uint32)
             params = {name: jax.ShapeDtypeStruct((n,) + shape, jnp.float32)
                       for name, shape in self.curriculum_shapes.items()}
             out = jax.eval_shape(c.apply, keys, params)
@@ -158,7 +158,7 @@ class GroupedEnv:
                       env.progress)
         if env.curriculum:  # each group's values, repeated for its environments
             state["curriculum"] = jax.tree.map(
-                lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.num_envs) + x.shape[1:]), env.curriculum)
+                lambda x: jnp.broadcast_to(x[:, None], (x.shape[0], self.envs_per_candidate) + x.shape[1:]), env.curriculum)
         return state
 
     def observation(self, state: dict) -> jnp.ndarray:
@@ -217,7 +217,7 @@ class GroupedEnv:
 
         A reset places the robot (`Simulator.place`) without a physics pass, as Isaac Gym's resets do: the
         environment's first state has no contact forces (zeros) until its first physics step."""
-        G, E, nu = self.rows, self.num_envs, self.sim.mj_model.nu
+        G, E, nu = self.rows, self.envs_per_candidate, self.sim.mj_model.nu
         forces = jnp.zeros((G, E, len(self.task.contact_geoms), 3))
         base_env = EnvState(self.sim.compact(self.sim.place(
                                 jnp.broadcast_to(self.sim.qpos0, (G, E, self.sim.mj_model.nq)),
@@ -246,8 +246,8 @@ class GroupedEnv:
         if not fields:
             return {}
         # A key of its own, so that the other reset draws are those of a run without randomization.
-        env_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0x5EED), self.num_envs))(keys)
-        lead = (self.rows, self.num_envs)
+        env_keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, 0x5EED), self.envs_per_candidate))(keys)
+        lead = (self.rows, self.envs_per_candidate)
         if held_out is not None:
             sampled = jax.vmap(jax.vmap(lambda k: held_out(k, {})))(env_keys)
             return complete(sampled, fields, self.sim.mj_model, lead)
@@ -260,7 +260,7 @@ class GroupedEnv:
     def reset(self, keys, curriculum: dict, held_out=None) -> EnvState:
         """Every environment at the start of an episode (`keys [G, 2]`; see `reset_pool`)."""
         pool = self.reset_pool(keys, curriculum, held_out)
-        G, E = self.rows, self.num_envs
+        G, E = self.rows, self.envs_per_candidate
         zeros = jnp.zeros((G, E))
         past = (jnp.zeros((G, E, MAX_ACTION_LATENCY, self.action_dim_max)) if "action_latency" in pool.physics
                 else None)
@@ -378,7 +378,7 @@ class GroupedEnv:
         E, nq]`, the pose before each step (for rendering)."""
         env = self.reset(keys, curriculum, held_out=held_out)
         pool = ResetPool.of(env)
-        alive = jnp.ones((self.rows, self.num_envs), bool)
+        alive = jnp.ones((self.rows, self.envs_per_candidate), bool)
         totals = (jnp.zeros(alive.shape), jnp.zeros(alive.shape), jnp.zeros(alive.shape))
 
         def step(carry, index):

@@ -86,7 +86,7 @@ class GroupedLearner:
         many of the visible devices to shard the groups over (None: all). `sharded`: build the sharded program (None:
         where there are several devices; True on one device measures its cost against the plain one).
         `evaluation_envs`: environments per group of `evaluate` (`evaluation_envs_per_group`)."""
-        self.task, self.config, self.num_envs = task, config, envs_per_candidate
+        self.task, self.config, self.envs_per_candidate = task, config, envs_per_candidate
         self.devices = choose_devices(devices, simulator.physics if simulator is not None else physics)
         self.env = env = GroupedEnv(task, candidates, envs_per_candidate, seeds, simulator, fitness, physics)
         self.evaluation_envs = evaluation_envs_per_group(evaluation_envs, -(-len(env.groups) // len(self.devices)),
@@ -352,7 +352,7 @@ class GroupedLearner:
         functions = sorted({(c.key, fingerprint(c.function) if c.key.endswith(":default") else "")
                             for classes in self.plan.classes.values() for c in classes})
         return repr((fingerprint(type(self)), fingerprint(self.task), self.fitness_name, fingerprint(type(self.sim)),
-                     fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.num_envs,
+                     fingerprint(self.sim.model_file), self.physics, self.sim.substeps, self.envs_per_candidate,
                      self.plan.signature(), functions, [_sizes(g.candidate) for g in self.groups], repr(self.config)))
 
     @property
@@ -362,7 +362,7 @@ class GroupedLearner:
         iteration's buffers fill most of a device, those allocations split its pool: 8,192 Ant groups × 256 envs on
         an 80 GB H100 then found no block of 34.6 GiB for the second iteration with 48 GiB free (it compiles after
         training there, and the run fits: docs/benchmarks/multigpu.md)."""
-        return self.rows * self.num_envs <= EVALUATION_ENVS
+        return self.rows * self.envs_per_candidate <= EVALUATION_ENVS
 
     def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
         """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
@@ -455,7 +455,7 @@ class GroupedLearner:
         """Task fitness of every group's deterministic policy over one full episode per env (`GroupedEnv.episodes`,
         under the fitness's own physics where it has one); NaN for the groups that diverged."""
         keys = jax.vmap(lambda k: jax.random.fold_in(k, seed_offset))(ts.key)
-        env = self.env if self.evaluation_envs == self.num_envs else self.env.with_envs(self.evaluation_envs)
+        env = self.env if self.evaluation_envs == self.envs_per_candidate else self.env.with_envs(self.evaluation_envs)
         out = env.reading(ts.constants).episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs),
                                                  keys, ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]

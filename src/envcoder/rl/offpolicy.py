@@ -23,8 +23,8 @@ class OffPolicyLearner(GroupedLearner):
         cfg = self.config
         if cfg.batch_size > cfg.replay_buffer_size:
             raise ValueError(f"batch_size {cfg.batch_size} exceeds replay_buffer_size {cfg.replay_buffer_size}")
-        if self.num_envs * cfg.steps_per_epoch > cfg.replay_buffer_size:
-            raise ValueError(f"one iteration collects {self.num_envs * cfg.steps_per_epoch} transitions per candidate "
+        if self.envs_per_candidate * cfg.steps_per_epoch > cfg.replay_buffer_size:
+            raise ValueError(f"one iteration collects {self.envs_per_candidate * cfg.steps_per_epoch} transitions per candidate "
                              f"(envs × steps_per_epoch), more than replay_buffer_size {cfg.replay_buffer_size} holds")
 
     def _init_optimizer(self, params):

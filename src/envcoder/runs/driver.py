@@ -77,7 +77,7 @@ class TrainingDriver:
         # Components are reported only for the candidates that define them.
         self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in trainer.groups])
                                for n in trainer.component_names}
-        self.steps_per_iteration = len(trainer.labels) * trainer.num_envs * self.config.horizon_length
+        self.steps_per_iteration = len(trainer.labels) * trainer.envs_per_candidate * self.config.horizon_length
         self.watch.trainer = trainer
         return trainer
 
@@ -88,7 +88,7 @@ class TrainingDriver:
         devices = kind if len(trainer.devices) == 1 else f"{len(trainer.devices)} × {kind}"
         self.console.print(f"[bold]{self.job.task.name}[/bold]: {plural(count, 'candidate')} × "
                            f"{plural(len(settings.seeds), 'seed')} × "
-                           f"{trainer.num_envs} envs = {self.steps_per_iteration // self.config.horizon_length} "
+                           f"{trainer.envs_per_candidate} envs = {self.steps_per_iteration // self.config.horizon_length} "
                            f"environments in one process on {devices}, {trainer.physics} physics", highlight=False)
         if len(schedule) > 1:
             self.console.print("successive halving: " + "; ".join(
@@ -263,7 +263,7 @@ class TrainingDriver:
                 now = time.perf_counter()
                 if item[0] == state.first:
                     self.timings["rungs"].append({"rung": state.rung, "candidates": len(state.survivors),
-                                                  "envs_per_candidate": trainer.num_envs,
+                                                  "envs_per_candidate": trainer.envs_per_candidate,
                                                   "first_iteration": state.first, "first_iteration_s": now - tick})
                     if state.first == self.timings["resumed_after_iteration"]:
                         self.timings["first_iteration_s"] = now - tick  # includes compilation
@@ -355,8 +355,8 @@ class TrainingDriver:
         """Train, evaluate each policy deterministically, rank, and write the results and the report."""
         train_state = self.train()
         trainer, console, fitness = self.trainer, self.console, self.job.fitness
-        episodes = ("one full episode per environment" if trainer.evaluation_envs == trainer.num_envs else
-                    f"one full episode in each of {trainer.evaluation_envs} of its {trainer.num_envs} environments")
+        episodes = ("one full episode per environment" if trainer.evaluation_envs == trainer.envs_per_candidate else
+                    f"one full episode in each of {trainer.evaluation_envs} of its {trainer.envs_per_candidate} environments")
         console.print(f"evaluating each policy deterministically over {episodes}…", highlight=False)
         tick = time.perf_counter()
         with self.watch.compiling("compiling the evaluation"):

@@ -236,7 +236,7 @@ class RunWatch:
         if not self.stage.startswith(("compiling the training", "dispatching training", "training iteration",
                                       "the final evaluation")):
             return
-        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.num_envs)
+        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.envs_per_candidate)
         if heavy or self.halving is not None:
             self._leave_out(message, suspects=heavy)
 

@@ -99,7 +99,7 @@ class GroupedDQN(OffPolicyLearner):
         epsilon = epsilon_at(ts.iteration, self.config)
         action_dims = jnp.sum(self.action_mask, axis=-1).astype(jnp.int32)  # [G]: each group's own A
         greedy = self._greedy(ts.params["q"], ts.obs_rms, obs)
-        draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 0xD0), (2, self.num_envs)))(keys)
+        draws = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 0xD0), (2, self.envs_per_candidate)))(keys)
         random = jnp.minimum((draws[:, 0] * action_dims[:, None]).astype(jnp.int32), action_dims[:, None] - 1)
         return jax.nn.one_hot(jnp.where(draws[:, 1] < epsilon, random, greedy), self.action_dim_max)
 

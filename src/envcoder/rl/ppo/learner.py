@@ -41,7 +41,7 @@ class GroupedPPO(GroupedLearner):
                  sharded: bool | None = None, evaluation_envs: int | None = None):
         """See `GroupedLearner`; `config`: a `PPOConfig`."""
         # rl_games' central value: the critic trains on its own (`envcoder.rl.ppo.central_value`).
-        self.central_value = cv = getattr(config, "central_value_config", None)
+        self.central_value = cv = config.central_value_config
         self.critic_activation = (cv and cv.activation) or config.activation
         self.critic_normalized = cv.normalize_input if cv else config.normalize_input
         super().__init__(task, candidates, config, envs_per_candidate, seeds, simulator, fitness, physics,
@@ -50,7 +50,7 @@ class GroupedPPO(GroupedLearner):
     def _setup_updates(self) -> optax.GradientTransformation:
         """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and
         return the optimizer of one group."""
-        batch = self.num_envs * self.config.horizon_length
+        batch = self.envs_per_candidate * self.config.horizon_length
         self.minibatch_size = minibatch_size(self.config, batch)
         if batch % self.minibatch_size:
             raise ValueError(f"minibatch_size {self.minibatch_size} must divide envs_per_candidate × horizon_length "
@@ -109,7 +109,7 @@ class GroupedPPO(GroupedLearner):
     def _sample(self, mu, log_std, keys):
         """Every group's sampled actions `[G, E, A_max]` and their log-probabilities; `keys [G, 2]`. One key per
         action dimension, so that a candidate's draws do not depend on the run's A_max."""
-        noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.num_envs,)),
+        noise = jax.vmap(lambda k: jax.vmap(lambda j: jax.random.normal(jax.random.fold_in(k, j), (self.envs_per_candidate,)),
                                             out_axes=-1)(jnp.arange(self.action_dim_max)))(keys)
         mask = self.action_mask[:, None, :]
         if self.discrete:  # Gumbel-max: the same normal draws, turned into Gumbel noise per action
@@ -208,7 +208,7 @@ class GroupedPPO(GroupedLearner):
         """`jax.vmap(update)(*args)` over the group axis, in blocks of `config.update_block_envs` environments' groups
         one after another where the run has more (`jax.lax.map`): each group's update is its own, whatever runs
         beside it."""
-        block = max(self.config.update_block_envs // self.num_envs, 1)
+        block = max(self.config.update_block_envs // self.envs_per_candidate, 1)
         if self.rows <= block:
             return jax.vmap(update)(*args)
         return jax.lax.map(lambda group: update(*group), args, batch_size=block)
