@@ -99,6 +99,13 @@ def test_walker_names_follow_isaacs_conventions(name, columns):
     assert np.allclose(value["up_vec"], [[0.0, 0.0, 1.0]] * 2, atol=1e-6)
     assert value["obs_buf"].shape == (2, columns)  # Isaac's observation size for the task
     assert np.allclose(value["obs_buf"][:, 0], 0.9)  # its first column: the torso's height
+    # the class's other tensors that Eureka shows the model: Isaac's flat DOF state, the start pose
+    size = value["dof_pos"].shape[1]
+    assert value["dof_state"].shape == (2 * size, 2) and np.allclose(value["dof_state"][:, 1], 1.0)
+    assert np.allclose(value["dof_state"].reshape(2, size, 2)[..., 0], value["dof_pos"])
+    start = {"Ant": 0.44, "Humanoid": 1.34}[name]
+    assert np.allclose(value["initial_root_states"], [[0, 0, start, 0, 0, 0, 1] + [0] * 6] * 2)
+    assert np.allclose(value["start_rotation"], [0, 0, 0, 1]) and np.allclose(value["initial_dof_vel"], 0.0)
 
 
 def test_anymal_and_cartpole_names_follow_isaacs_layout():
@@ -116,6 +123,9 @@ def test_anymal_and_cartpole_names_follow_isaacs_layout():
     observation = names["obs_buf"].value(state)
     assert observation.shape == (1, 48) and np.allclose(observation[0, :3], [1.0, 0.0, 0.0])  # 0.5 m/s × 2
     assert np.allclose(observation[0, 6:9], [0.0, 0.0, -1.0]) and np.allclose(observation[0, 9:12], [2.0, 0.0, 0.025])
+    assert np.allclose(names["dof_state"].value(state), np.zeros((12, 2)))
+    assert np.allclose(names["initial_root_states"].value(state)[0, :7], [0, 0, 0.62, 0, 0, 0, 1])
+    assert names["command_x_range"].value(state) == [-2.0, 2.0]
     cartpole = get_task("Cartpole")
     state = {"dof_pos": jnp.array([[0.5, 0.1]]), "dof_vel": jnp.array([[1.0, 2.0]])}
     assert np.allclose(cartpole.isaac_names["obs_buf"].value(state), [[0.5, 1.0, 0.1, 2.0]])

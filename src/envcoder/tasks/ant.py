@@ -93,7 +93,7 @@ TASK = Task(
     contact_geoms=FEET,
     physics_from_state=locomotion.physics_from_state,
     isaac_names=locomotion.walker_isaac_names(
-        dt=1 / 60, num_dof=8, torque_scale=None, torques_name=None, gear_name="joint_gears",
+        dt=1 / 60, num_dof=8, torque_scale=None, torques_name=None, gear_name="joint_gears", start_height=0.44,
         scales={"dof_vel_scale": 0.2, "contact_force_scale": 0.1, "power_scale": 1.0, "heading_weight": 0.5,
                 "up_weight": 0.1, "actions_cost_scale": 0.005, "energy_cost_scale": 0.05,
                 "joints_at_limit_cost_scale": 0.1, "death_cost": -2.0, "termination_height": 0.31,

@@ -196,6 +196,19 @@ ISAAC_NAMES = {
     "num_dof": IsaacName(lambda s: 12, "int", "-", "12"),
     "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
     "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
+    "dof_state": IsaacName(lambda s: jnp.stack([s["dof_pos"], s["dof_vel"]], -1).reshape(-1, 2), "[E × 12, 2]",
+                           "rad, rad/s", "each joint's angle and velocity, environments one after another, as "
+                           "Isaac's flat DOF state tensor"),
+    "initial_root_states": IsaacName(
+        lambda s: jnp.broadcast_to(jnp.asarray([0.0, 0.0, 0.62, 0.0, 0.0, 0.0, 1.0] + [0.0] * 6),
+                                   (s["progress_buf"].shape[0], 13)), "[E, 13]", "m, -, m/s, rad/s",
+        "the config's baseInitState: (0, 0, 0.62), the identity rotation (x, y, z, w), no velocity"),
+    "plane_static_friction": IsaacName(lambda s: 1.0, "float", "-", "1.0, from the task's IsaacGymEnvs config"),
+    "plane_dynamic_friction": IsaacName(lambda s: 1.0, "float", "-", "1.0, from the task's IsaacGymEnvs config"),
+    "plane_restitution": IsaacName(lambda s: 0.0, "float", "-", "0.0, from the task's IsaacGymEnvs config"),
+    "command_x_range": IsaacName(lambda s: [-2.0, 2.0], "list", "m/s", "[-2, 2]: the commanded vx's range"),
+    "command_y_range": IsaacName(lambda s: [-1.0, 1.0], "list", "m/s", "[-1, 1]: the commanded vy's range"),
+    "command_yaw_range": IsaacName(lambda s: [-1.0, 1.0], "list", "rad/s", "[-1, 1]: the commanded yaw rate's range"),
     **{name: IsaacName(lambda s, v=value: v, "float", "-", f"{value:g}: the observation's scale")
        for name, value in SCALES.items()},
 }

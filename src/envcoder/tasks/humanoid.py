@@ -105,6 +105,7 @@ TASK = Task(
     physics_from_state=locomotion.physics_from_state,
     isaac_names=locomotion.walker_isaac_names(
         dt=1 / 60, num_dof=21, torque_scale=0.01, torques_name="dof_force_tensor", gear_name="motor_efforts",
+        start_height=1.34,
         scales={"dof_vel_scale": 0.1, "angular_velocity_scale": 0.25, "contact_force_scale": 0.01,
                 "power_scale": 1.0, "heading_weight": 0.5, "up_weight": 0.1, "actions_cost_scale": 0.01,
                 "energy_cost_scale": 0.05, "joints_at_limit_cost_scale": 0.25, "death_cost": -1.0,

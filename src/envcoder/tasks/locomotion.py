@@ -111,12 +111,13 @@ def _sensors(state):
     return jnp.concatenate([forces, jnp.zeros_like(forces)], axis=-1).reshape(forces.shape[0], -1)
 
 
-def walker_isaac_names(*, dt, num_dof, scales, torque_scale, torques_name, gear_name):
+def walker_isaac_names(*, dt, num_dof, scales, torque_scale, torques_name, gear_name, start_height):
     """The attributes of IsaacGymEnvs' Ant or Humanoid at reward time (after `compute_observations`), by name.
 
     `scales`: the task's `cfg["env"]` values (`dof_vel_scale`, `contact_force_scale`, ...); `torque_scale`: the
     observation's scale of `torques_name` (Humanoid's `dof_force_tensor`; None for the Ant, whose observation has
-    none); `gear_name`: what Isaac calls the motors' efforts (`joint_gears`, `motor_efforts`)."""
+    none); `gear_name`: what Isaac calls the motors' efforts (`joint_gears`, `motor_efforts`); `start_height`: the
+    torso's height in Isaac's start pose."""
     def observation(state):
         frame = _walker_frame(state, dt)
         num_envs = state["root_states"].shape[0]
@@ -172,6 +173,18 @@ def walker_isaac_names(*, dt, num_dof, scales, torque_scale, torques_name, gear_
         "initial_dof_pos": IsaacName(lambda s: jnp.clip(jnp.zeros_like(s["dof_pos"]), s["dof_limits_lower"],
                                                         s["dof_limits_upper"]), f"[E, {num_dof}]", "rad",
                                      "joint angles at reset before noise: 0 clipped to the limits"),
+        "initial_dof_vel": IsaacName(lambda s: jnp.zeros_like(s["dof_vel"]), f"[E, {num_dof}]", "rad/s", "zeros"),
+        "initial_root_states": IsaacName(
+            _constant([0.0, 0.0, start_height, 0.0, 0.0, 0.0, 1.0] + [0.0] * 6, 13), "[E, 13]", "m, -, m/s, rad/s",
+            f"Isaac's start pose: (0, 0, {start_height:g}), the identity rotation (x, y, z, w), no velocity"),
+        "start_rotation": IsaacName(lambda s: jnp.asarray([0.0, 0.0, 0.0, 1.0]), "[4]", "-",
+                                    "the start orientation (x, y, z, w): the identity"),
+        "dof_state": IsaacName(lambda s: jnp.stack([s["dof_pos"], s["dof_vel"]], -1).reshape(-1, 2),
+                               f"[E × {num_dof}, 2]", "rad, rad/s", "each joint's angle and velocity, environments "
+                               "one after another, as Isaac's flat DOF state tensor"),
+        "plane_static_friction": IsaacName(lambda s: 1.0, "float", "-", "1.0, from the task's IsaacGymEnvs config"),
+        "plane_dynamic_friction": IsaacName(lambda s: 1.0, "float", "-", "1.0, from the task's IsaacGymEnvs config"),
+        "plane_restitution": IsaacName(lambda s: 0.0, "float", "-", "0.0, from the task's IsaacGymEnvs config"),
         "torso_index": IsaacName(lambda s: 0, "int", "-", "0"),
         "up_axis_idx": IsaacName(lambda s: 2, "int", "-", "2: z is up"),
         "num_dof": IsaacName(lambda s: num_dof, "int", "-", f"{num_dof}"),
