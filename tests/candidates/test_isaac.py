@@ -36,6 +36,16 @@ def test_torch_functions_give_torchs_numbers():
     assert np.allclose(unwrap(torch.sum(x ** 2, dim=-1)), [25.0, 9.0])
     assert np.allclose(unwrap(torch.cat([x, x], dim=1)), np.concatenate([unwrap(x)] * 2, axis=1))
     assert unwrap((x > 2).float().sum()) == 2.0
+    # sorting and order statistics return torch's (values, indices); torch's median of an even count is the lower one
+    values, indices = torch.sort(x, dim=1, descending=True)
+    assert np.allclose(unwrap(values), [[4, 3, 0], [2, 1, -2]]) and unwrap(indices).tolist() == [[1, 0, 2], [2, 0, 1]]
+    assert np.allclose(unwrap(x.topk(2, dim=1).values), [[4, 3], [2, 1]])
+    assert np.allclose(unwrap(x.median(dim=1).values), [3.0, 1.0]) and unwrap(torch.median(x)) == 1.0
+    assert np.allclose(unwrap(x.flip(1)), [[0, 4, 3], [2, -2, 1]]) and np.allclose(unwrap(x.roll(1, 1))[0], [0, 3, 4])
+    assert np.allclose(unwrap(torch.diff(x, dim=1)), [[1, -4], [-3, 4]]) and unwrap(x.count_nonzero()) == 5
+    assert np.allclose(unwrap(torch.hstack([x[:, 0], x[:, 1]])), [3, 1, 4, -2])
+    assert np.allclose(unwrap(torch.erf(torch.tensor([0.0]))), 0.0) and np.isclose(unwrap(torch.dist(x[0], x[1])),
+                                                                                     math.sqrt(4 + 36 + 4))
 
 
 def test_item_assignment_and_in_place_methods_change_the_tensor_as_torch_does():

@@ -332,7 +332,13 @@ class Tensor:
     sign, sgn = _unary(jnp.sign), _unary(jnp.sign)
     floor, ceil, trunc, frac = _unary(jnp.floor), _unary(jnp.ceil), _unary(jnp.trunc), _unary(lambda a: a - jnp.trunc(a))
     isnan, isinf, isfinite = _unary(jnp.isnan), _unary(jnp.isinf), _unary(jnp.isfinite)
+    erf = _unary(jax.scipy.special.erf)
+    deg2rad, rad2deg = _unary(jnp.deg2rad), _unary(jnp.rad2deg)
+    signbit = _unary(jnp.signbit)
+    hypot = _binary(jnp.hypot)
+    bitwise_and, bitwise_or = _binary(jnp.bitwise_and), _binary(jnp.bitwise_or)
     exp_, abs_, sqrt_, neg_ = _in_place("exp"), _in_place("abs"), _in_place("sqrt"), _in_place("neg")
+    square_, unsqueeze_, squeeze_ = _in_place("square"), _in_place("unsqueeze"), _in_place("squeeze")
 
     def round(self, decimals=0):
         return Tensor(jnp.round(self._a, decimals))
@@ -419,6 +425,58 @@ class Tensor:
 
     def log_softmax(self, dim):
         return Tensor(jax.nn.log_softmax(self._a, axis=dim))
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        a = -self._a if descending else self._a
+        order = jnp.argsort(a, axis=dim, stable=True)
+        return MinMax(Tensor(jnp.take_along_axis(self._a, order, axis=dim)), Tensor(order))
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - torch's names
+        values, indices = self.sort(dim, descending=largest)
+        return MinMax(values.narrow(dim, 0, k), indices.narrow(dim, 0, k))
+
+    def median(self, dim=None, keepdim=False):
+        if dim is None:  # torch's median of an even count is the lower of the two middle values
+            flat = jnp.sort(self._a.reshape(-1))
+            return Tensor(flat[(flat.shape[0] - 1) // 2])
+        values, indices = self.sort(dim)
+        middle = (self._a.shape[dim] - 1) // 2
+        pick = lambda x: jax.lax.index_in_dim(x, middle, axis=dim, keepdims=keepdim)  # noqa: E731
+        return MinMax(Tensor(pick(values._a)), Tensor(pick(indices._a)))
+
+    def narrow(self, dim, start, length):
+        return Tensor(jax.lax.slice_in_dim(self._a, start, start + length, axis=dim))
+
+    def flip(self, *dims):
+        return Tensor(jnp.flip(self._a, axis=_axis(dims[0] if len(dims) == 1 else dims)))
+
+    def roll(self, shifts, dims=None):
+        return Tensor(jnp.roll(self._a, shifts, axis=_axis(dims)))
+
+    def diff(self, n=1, dim=-1):
+        return Tensor(jnp.diff(self._a, n=n, axis=dim))
+
+    def count_nonzero(self, dim=None):
+        return Tensor(jnp.count_nonzero(self._a, axis=_axis(dim)))
+
+    def nansum(self, dim=None, keepdim=False):
+        return Tensor(jnp.nansum(self._a, axis=_axis(dim), keepdims=keepdim))
+
+    def nanmean(self, dim=None, keepdim=False):
+        return Tensor(jnp.nanmean(self._a, axis=_axis(dim), keepdims=keepdim))
+
+    def repeat_interleave(self, repeats, dim=None):
+        return Tensor(jnp.repeat(self._a if dim is not None else self._a.reshape(-1), repeats,
+                                 axis=dim if dim is not None else 0))
+
+    def tile(self, *dims):
+        return Tensor(jnp.tile(self._a, _shape_args(dims)))
+
+    def broadcast_to(self, *shape):
+        return Tensor(jnp.broadcast_to(self._a, _shape_args(shape)))
+
+    def outer(self, other):
+        return Tensor(jnp.outer(self._a, unwrap(other)))
 
     def cross(self, other, dim=-1):
         return Tensor(jnp.cross(self._a, unwrap(other), axis=dim))
@@ -739,7 +797,9 @@ _UNARY = ("abs", "absolute", "neg", "negative", "exp", "exp2", "expm1", "log", "
           "unbind", "clip", "lerp", "masked_fill", "nan_to_num", "clamp_min", "clamp_max", "matmul", "mm", "bmm",
           "dot", "pow", "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide",
           "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-          "maximum", "minimum", "arctan2")
+          "maximum", "minimum", "arctan2", "clone", "sort", "topk", "median", "narrow", "flip", "roll", "diff",
+          "count_nonzero", "nansum", "nanmean", "repeat_interleave", "tile", "broadcast_to", "outer", "erf",
+          "deg2rad", "rad2deg", "signbit", "bitwise_and", "bitwise_or")
 
 torch = types.SimpleNamespace(
     Tensor=Tensor, Size=Size, tensor=tensor, as_tensor=as_tensor, from_numpy=as_tensor,
@@ -748,6 +808,10 @@ torch = types.SimpleNamespace(
     full_like=full_like, arange=arange, linspace=linspace, eye=eye,
     cat=cat, concat=cat, concatenate=cat, stack=stack, where=where, clamp=_clamp, max=_max, min=_min, norm=norm,
     einsum=einsum, cross=cross, atan2=atan2, hypot=_pair(jnp.hypot), heaviside=_pair(jnp.heaviside),
+    hstack=lambda tensors, out=None: Tensor(jnp.hstack([unwrap(t) for t in tensors])),
+    vstack=lambda tensors, out=None: Tensor(jnp.vstack([unwrap(t) for t in tensors])),
+    greater=_pair(jnp.greater), less=_pair(jnp.less), greater_equal=_pair(jnp.greater_equal),
+    less_equal=_pair(jnp.less_equal), dist=lambda a, b, p=2: norm(as_tensor(a) - as_tensor(b), p),
     copysign=_pair(jnp.copysign), cosine_similarity=cosine_similarity,
     linalg=types.SimpleNamespace(norm=lambda x, ord=None, dim=None, keepdim=False: norm(x, ord or 2, dim, keepdim),
                                  vector_norm=vector_norm),
