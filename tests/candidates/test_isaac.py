@@ -141,6 +141,11 @@ def test_anymal_and_cartpole_names_follow_isaacs_layout():
     assert np.allclose(cartpole.isaac_names["obs_buf"].value(state), [[0.5, 1.0, 0.1, 2.0]])
 
 
+def test_a_type_comment_declares_torchscripts_types():
+    candidate = load_candidate(FILES / "type_comment.py", task=get_task("Ant"))  # dt: float, by its `# type:` line
+    assert "compute_reward" in candidate.functions
+
+
 def test_the_three_kinds_of_file_are_read_and_a_native_file_is_not():
     assert is_isaac((FILES / "walker_reward.py").read_text(), FILES / "walker_reward.py")
     assert is_isaac((FILES / "answer.txt").read_text(), FILES / "answer.txt")
@@ -156,6 +161,10 @@ def test_the_three_kinds_of_file_are_read_and_a_native_file_is_not():
 @pytest.mark.parametrize("file, message", [
     ("unknown_argument.py", "compute_reward takes 'velocity', which Ant's IsaacGymEnvs task class does not have"),
     ("unknown_method.py", "uses .logaddexp, which envcoder's tensors"),
+    # TorchScript's argument types, as Isaac Gym's call meets them
+    ("tensor_for_a_float.py", "declares 'contact_force_scale' a torch.Tensor, but Ant's IsaacGymEnvs task class holds "
+                              "a Python float there"),
+    ("float_for_a_tensor.py", "declares 'potentials' a float, but Ant's IsaacGymEnvs task class holds a tensor"),
 ])
 def test_what_it_cannot_run_is_refused_by_name(file, message):
     with pytest.raises(CandidateError, match=message) as err:

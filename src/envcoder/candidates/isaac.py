@@ -210,6 +210,7 @@ def native_source(source: str, file: str, task) -> str:
         raise CandidateError(file, f"compute_reward takes {', '.join(map(repr, unknown))}, which {task.name}'s "
                                    f"IsaacGymEnvs task class does not have at reward time; it may take "
                                    f"{', '.join(sorted(names))}", function="compute_reward", line=reward.lineno)
+    _check_script_types(reward, code, [a for a in taken if a not in given], names, file, task)
     wanted, queue = [], [reward]
     while queue:  # the module-level functions the reward calls, and theirs
         fn = queue.pop()
@@ -236,6 +237,61 @@ def native_source(source: str, file: str, task) -> str:
             f"def compute_reward(state):\n"
             f"    isaac = isaac_state(state, {task.name!r})\n"
             f"    return to_envcoder(isaac_reward({call}), state)\n\n\n{body}\n")
+
+
+TENSOR_TYPES = {"Tensor", "torch.Tensor"}
+NUMBER_TYPES = {"float", "int", "bool"}
+
+
+def _script_types(fn: ast.FunctionDef, code: str) -> dict[str, str]:
+    """What TorchScript takes each argument of `fn` to be: its annotation, else its `# type: (...)` comment's,
+    else `Tensor` (TorchScript's default)."""
+    params = [a for a in fn.args.posonlyargs + fn.args.args]
+    commented = []
+    try:
+        scripted = next(node for node in ast.parse(code, type_comments=True).body
+                        if isinstance(node, ast.FunctionDef) and node.lineno == fn.lineno)
+        if scripted.type_comment:
+            inside = scripted.type_comment.split("->")[0].strip()[1:-1]
+            commented = [part.strip() for part in re.split(r",(?![^\[]*\])", inside)] if inside else []
+    except (SyntaxError, ValueError, StopIteration):
+        pass
+    types = {}
+    for i, arg in enumerate(params):
+        if arg.annotation is not None:
+            types[arg.arg] = ast.unparse(arg.annotation)
+        elif len(commented) == len(params):
+            types[arg.arg] = commented[i]
+        else:
+            types[arg.arg] = "Tensor"
+    return types
+
+
+def _check_script_types(fn: ast.FunctionDef, code: str, taken: list[str], names, file: str, task) -> None:
+    """Refuse a `torch.jit.script` reward whose argument types cannot take what Isaac's task class passes: a tensor
+    declared for an attribute that is a Python number (or the reverse). TorchScript refuses such a call, and Isaac Gym
+    (Eureka counts it an execution error) never trained the reward."""
+    scripted = any("jit" in ast.unparse(d) and "script" in ast.unparse(d) for d in fn.decorator_list)
+    if not scripted:
+        return
+    for name, declared in _script_types(fn, code).items():
+        if name not in taken or name not in names:
+            continue
+        holds_tensor = names[name].shape.startswith("[")
+        declared_tensor = declared in TENSOR_TYPES
+        if declared_tensor and not holds_tensor and names[name].shape in ("float", "int"):
+            annotated = any(a.arg == name and a.annotation is not None for a in fn.args.args)
+            how = (f"declares {name!r} a torch.Tensor" if annotated else
+                   f"leaves {name!r} unannotated, a Tensor to TorchScript")
+            raise CandidateError(file, f"compute_reward is torch.jit.script and {how}, but {task.name}'s IsaacGymEnvs "
+                                       f"task class holds a Python {names[name].shape} there: TorchScript refuses "
+                                       f"that call, as it did in Isaac Gym; declare it {names[name].shape}",
+                                 function="compute_reward", line=fn.lineno)
+        if declared in NUMBER_TYPES and holds_tensor:
+            raise CandidateError(file, f"compute_reward is torch.jit.script and declares {name!r} a {declared}, but "
+                                       f"{task.name}'s IsaacGymEnvs task class holds a tensor {names[name].shape} "
+                                       "there: TorchScript refuses that call, as it did in Isaac Gym; declare it "
+                                       "torch.Tensor", function="compute_reward", line=fn.lineno)
 
 
 def _function_text(fn: ast.FunctionDef, code: str, name: str) -> str:
