@@ -141,6 +141,29 @@ def test_anymal_and_cartpole_names_follow_isaacs_layout():
     assert np.allclose(cartpole.isaac_names["obs_buf"].value(state), [[0.5, 1.0, 0.1, 2.0]])
 
 
+REWARD_NAMED_OTHERWISE = """@torch.jit.script
+def compute_improved_reward(root_states: torch.Tensor, up_vec: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    return root_states[:, 7] + helper(up_vec), {"up": up_vec[:, 2]}
+
+
+def helper(up_vec: torch.Tensor) -> torch.Tensor:
+    return up_vec[:, 2]
+"""
+
+
+def test_the_reward_is_the_function_isaac_gym_calls(tmp_path):
+    # an answer's first function, whatever its name, as Eureka calls it
+    text = native_source(REWARD_NAMED_OTHERWISE, "answer.py", "Ant")
+    assert "def isaac_reward(root_states, up_vec)" in text and "def helper(" in text
+    # a task file: the function its class assigns to self.rew_buf, with the arguments its call passes
+    task_file = ("class AntGPT(VecTask):\n    def compute_reward(self, actions):\n"
+                 "        self.rew_buf[:], self.rew_dict = compute_improved_reward(self.root_states, self.up_vec)\n"
+                 "        self.gt_rew_buf = compute_success(self.obs_buf)\n\n\n"
+                 "def compute_success(obs_buf):\n    return obs_buf[:, 0]\n\n\n" + REWARD_NAMED_OTHERWISE)
+    text = native_source(task_file, "task.py", "Ant")
+    assert "isaac_reward(isaac['root_states'], isaac['up_vec'])" in text and "compute_success" not in text
+
+
 def test_a_type_comment_declares_torchscripts_types():
     candidate = load_candidate(FILES / "type_comment.py", task=get_task("Ant"))  # dt: float, by its `# type:` line
     assert "compute_reward" in candidate.functions

@@ -6,9 +6,10 @@ IsaacGymEnvs task class at reward time (Eureka calls it with `self.<name>` for e
 hold one:
 
 - a bare reward file (Eureka's `*_rewardonly.py`);
-- a language model's answer (`.txt`) with the code in a fenced block (its last block that defines `compute_reward`);
-- a whole IsaacGymEnvs task file: only its last module-level `compute_reward` (and the module-level functions it
-  calls) is taken; nothing else of it runs.
+- a language model's answer (`.txt`) with the code in a fenced block (its last block that defines `compute_reward`,
+  else its first with a function: Eureka calls an answer's first function, whatever its name);
+- a whole IsaacGymEnvs task file: only the function its class assigns to `self.rew_buf` (else its last module-level
+  `compute_reward`) and the module-level functions that one calls are taken; nothing else of it runs.
 
 `native_source` makes a native candidate of one: the reward function as it was written (imports, decorators and
 annotations dropped, `np.` read as `jnp.`), and a `compute_reward(state)` that calls it with the task's Isaac names
@@ -69,13 +70,15 @@ def starting_text(source: str, file: str, task: str) -> str:
 
 
 def reward_code(source: str, path: str | Path) -> str:
-    """The code that holds the reward: a `.txt` answer's last fenced block that defines `compute_reward`, else the
-    file."""
+    """The code that holds the reward: a `.txt` answer's last fenced block that defines `compute_reward` (else its
+    first that defines a function), else the file."""
     if Path(path).suffix != ".txt":
         return source
-    blocks = [block for block in FENCE.findall(source) if re.search(r"def\s+compute_reward\s*\(", block)]
+    fenced = FENCE.findall(source)
+    blocks = ([block for block in fenced if re.search(r"def\s+compute_reward\s*\(", block)]
+              or [block for block in fenced if re.search(r"^\s*def\s+\w+\s*\(", block, re.MULTILINE)][:1])
     if not blocks:
-        raise CandidateError(str(path), "has no fenced code block (```python ... ```) that defines compute_reward: "
+        raise CandidateError(str(path), "has no fenced code block (```python ... ```) that defines a function: "
                                         "an answer's reward must be in one")
     return blocks[-1]
 
@@ -193,18 +196,17 @@ def native_source(source: str, file: str, task) -> str:
         tree = ast.parse(code)
     except SyntaxError as err:
         raise CandidateError(file, f"syntax error in its reward code: {err.msg}", line=err.lineno) from None
-    top = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name != "compute_reward"}
-    rewards = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "compute_reward"]
-    if not rewards:
-        raise CandidateError(file, "defines no module-level compute_reward (in a task file, the reward function is the "
-                                   "one after the task's class)")
-    reward = rewards[-1]
+    reward = _reward_function(tree)
+    if reward is None:
+        raise CandidateError(file, "defines no module-level function: the reward must be one (Eureka's "
+                                   "`compute_reward(root_states, ...)`)")
+    top = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node is not reward}
     args = reward.args
     if args.vararg or args.kwarg or args.kwonlyargs:
         raise CandidateError(file, "compute_reward takes *args, **kwargs or keyword-only arguments: Isaac's task "
                                    "calls it with one attribute per named argument", function="compute_reward")
     taken = [a.arg for a in args.posonlyargs + args.args]
-    given = _call_site(tree, taken, names)  # a task file's own call, `compute_reward(self.root_states[:, 7:10], ...)`
+    given = _call_site(tree, reward.name, taken, names)  # a task file's call: `(self.root_states[:, 7:10], ...)`
     unknown = [a for a in taken if a not in names and a not in given]
     if unknown:
         raise CandidateError(file, f"compute_reward takes {', '.join(map(repr, unknown))}, which {task.name}'s "
@@ -325,12 +327,27 @@ def _function_text(fn: ast.FunctionDef, code: str, name: str) -> str:
     return re.sub(r"(?<![\w.])F\.", "torch.nn.functional.", text)
 
 
-def _call_site(tree: ast.Module, taken: list[str], names) -> dict[str, str]:
-    """Of a whole task file: what its task class passes for each argument of `compute_reward`, where that is an
-    expression of the class's attributes that envcoder has (`self.root_states[:, 7:10]` becomes
+def _reward_function(tree: ast.Module) -> ast.FunctionDef | None:
+    """The reward among a file's module-level functions, as Isaac Gym would call it: in a whole task file, the one
+    its class assigns to `self.rew_buf`; else the last `compute_reward`; else the first function (Eureka calls the
+    first function of an answer, whatever its name)."""
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    by_name = {fn.name: fn for fn in functions}  # a name defined twice: the last, as Python binds it
+    for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
+        for node in ast.walk(cls):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Name) and node.value.func.id in by_name
+                    and any("rew_buf" in ast.unparse(target) for target in node.targets)):
+                return by_name[node.value.func.id]
+    return by_name.get("compute_reward") or (functions[0] if functions else None)
+
+
+def _call_site(tree: ast.Module, reward: str, taken: list[str], names) -> dict[str, str]:
+    """Of a whole task file: what its task class passes for each argument of the reward function `reward`, where
+    that is an expression of the class's attributes that envcoder has (`self.root_states[:, 7:10]` becomes
     `isaac['root_states'][:, 7:10]`); `{}` where the file has no such call."""
     calls = [node for cls in tree.body if isinstance(cls, ast.ClassDef) for node in ast.walk(cls)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "compute_reward"]
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == reward]
     if not calls:
         return {}
     call = calls[-1]
