@@ -16,7 +16,8 @@ from envcoder.candidates import CandidateError
 from envcoder.candidates.isaac import is_isaac, native_source
 from envcoder.candidates.load import load_candidate
 from envcoder.shaping import helpers
-from envcoder.shaping.isaac_torch import Tensor, quat_mul, quat_rotate, quat_rotate_inverse, torch, unwrap
+from envcoder.shaping.isaac_torch import (Tensor, quat_mul, quat_rotate, quat_rotate_inverse, to_envcoder, torch,
+                                         unwrap)
 from envcoder.tasks import get_task
 
 FILES = CANDIDATES / "isaac"
@@ -162,6 +163,14 @@ def test_the_reward_is_the_function_isaac_gym_calls(tmp_path):
                  "def compute_success(obs_buf):\n    return obs_buf[:, 0]\n\n\n" + REWARD_NAMED_OTHERWISE)
     text = native_source(task_file, "task.py", "Ant")
     assert "isaac_reward(isaac['root_states'], isaac['up_vec'])" in text and "compute_success" not in text
+
+
+def test_isaacs_own_reward_and_reset_pair_gives_the_reward():
+    state = {"progress_buf": jnp.zeros((3,))}
+    reward, reset = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0, 1, 0])
+    assert np.allclose(to_envcoder((reward, reset), state), [1.0, 2.0, 3.0])  # envcoder's terminal ends episodes
+    total, parts = to_envcoder((reward, {"speed": reward * 2, "bonus": 0.5}), state)
+    assert np.allclose(parts["speed"], [2, 4, 6]) and np.allclose(parts["bonus"], 0.5)  # a number is spread
 
 
 def test_a_type_comment_declares_torchscripts_types():

@@ -1047,6 +1047,8 @@ def to_envcoder(result, state):
         reward, components = result
         components = {str(name): per_env(value) for name, value in components.items()}
         return (per_env(reward), components) if components else per_env(reward)
+    if isinstance(result, (tuple, list)) and result:  # IsaacGymEnvs' own `(reward, reset)`: envcoder's
+        return per_env(result[0])                      # compute_terminal ends the episodes
     return per_env(result)
 
 
