@@ -34,7 +34,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from envcoder import files
+from envcoder import atomic
 
 XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
 """XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
@@ -368,7 +368,7 @@ def store_entry(path: Path, data: bytes) -> bool:
     """Write an entry atomically (a concurrent run reads a whole entry or none); False where it cannot be
     written (a read-only cache)."""
     try:
-        files.write_atomically(path, data)
+        atomic.write_atomically(path, data)
         return True
     except OSError:
         return False

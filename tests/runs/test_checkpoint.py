@@ -20,7 +20,7 @@ import pytest
 from conftest import BUNDLED
 from fault_harness import run_killed
 from envcoder.cli import main
-from envcoder.files import write_atomically
+from envcoder.atomic import write_atomically
 from envcoder.runs import checkpoint as ckpt
 from envcoder.runs.directory import RunDirectory
 
@@ -379,7 +379,7 @@ def test_resume_of_a_finished_run_shows_its_results_and_trains_nothing(runs, tmp
     assert f"{copy} is finished: nothing to resume. Its results:" in out
     assert "good_upright" in out and "alive_bonus" in out and "compiling" not in out and "resuming" not in out
     assert {p.name: p.read_bytes() for p in copy.iterdir() if p.is_file()} == before  # nothing written
-    from envcoder.files import file_mode
+    from envcoder.atomic import file_mode
 
     modes = {oct(p.stat().st_mode & 0o777) for p in (runs / "whole").rglob("*") if p.is_file()}
     assert modes == {oct(file_mode())}  # every file of a run as `open` makes one, not 0o600 for some

@@ -45,7 +45,7 @@ from envcoder.rl.networks import init_per_group
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.staging import StagedIteration, in_thread
 from envcoder.rl.sharding import GROUP_AXIS, GroupSharding, choose_devices, read, reduce_groups
-from envcoder.rl.state import (BestPolicy, TrainState, Transition, all_finite_per_group, iteration_metrics, reached,
+from envcoder.rl.train_state import (BestPolicy, TrainState, Transition, all_finite_per_group, iteration_metrics, reached,
                                where_group)
 from envcoder.candidates import Candidate
 from envcoder.env.grouping import group_key

@@ -17,7 +17,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from envcoder.files import write_atomically
+from envcoder.atomic import write_atomically
 
 
 def _write_npz(path: Path, arrays: dict) -> None:

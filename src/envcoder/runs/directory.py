@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from envcoder.files import file_mode, write_atomically
+from envcoder.atomic import file_mode, write_atomically
 
 
 def _jsonable(value):

@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from envcoder.files import write_atomically
+from envcoder.atomic import write_atomically
 
 MAX_CURVES = 12
 """Candidates drawn in the curve plots (the best by rank); the table lists all."""
