@@ -12,12 +12,16 @@ as a user would and timed from launch,
 and prints one JSON line per iteration and a Markdown table: how many responses validate against the execute rate
 that Eureka's log states, each response's fitness with its interval, where envcoder ranks the response that Eureka's
 log names as the iteration's best, the wall clock from launch against the log's for the same responses, and the best
-response's human-normalized score HNS = (best − sparse) / (default − sparse) on the run's own seeds (a fresh-seed
-retrain is `envcoder eval --functions BEST --seeds N` again).
+response's human-normalized score HNS = (best − sparse) / (default − sparse) on the run's own seeds. With
+`--fresh-seeds N` it then retrains each iteration's best response and the one Eureka's log names best, beside the
+sparse start and the task default, on N fresh seeds (from `--fresh-seed`, 1000) in one more `envcoder eval`: their
+HNS and P(beats the default) on seeds that did not pick them.
 
     python benchmarks/eureka_run.py PATH/eureka/2025-01-25_04-08-48 --task Humanoid --eureka-iterations 0 --seeds 3
     python benchmarks/eureka_run.py PATH/eureka/2025-01-25_04-08-48 --task Humanoid --together --seeds 2 \
         -- --train-iterations 500      # the whole run, 80 responses, in one evaluation
+    python benchmarks/eureka_run.py PATH/eureka/2025-01-30_14-32-06 --task Ant --together --seeds 2 \
+        --fresh-seeds 8 -- --train-iterations 300   # and the bests again on 8 fresh seeds
 """
 
 from __future__ import annotations
@@ -65,11 +69,15 @@ def log_facts(log: Path, iteration: int) -> dict:
 def evaluate(run: Path, task: str, iterations: list[int], seeds: int, out: Path, extra: list[str]) -> dict:
     """One `envcoder eval` of the responses of `iterations` (with the task's sparse start and its default), as a user
     runs it, timed from launch."""
-    label = "iter" + "_".join(map(str, iterations))
+    responses = sorted(f for i in iterations for f in run.glob(f"env_iter{i}_response*_rewardonly.py"))
+    return eval_files(responses, task, "iter" + "_".join(map(str, iterations)), seeds, out, extra)
+
+
+def eval_files(responses: list[Path], task: str, label: str, seeds: int, out: Path, extra: list[str]) -> dict:
+    """`envcoder eval --task-default` of `responses` and the task's sparse start, timed from launch."""
     folder = out / f"{label}_inputs"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    responses = sorted(f for i in iterations for f in run.glob(f"env_iter{i}_response*_rewardonly.py"))
     for file in responses:
         shutil.copyfile(file, folder / file.name)
     shutil.copyfile(SPARSE / f"{task.lower()}.py", folder / "sparse.py")
@@ -84,7 +92,40 @@ def evaluate(run: Path, task: str, iterations: list[int], seeds: int, out: Path,
     results = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
     return {"responses": [f.stem for f in responses], "exit": code, "wall_s": round(wall, 1),
             "command": " ".join(argv[:5] + ["DIR"] + argv[6:]),
-            "rows": {row["name"]: row for row in results.get("ranking", [])}}
+            "rows": {row["name"]: row for row in results.get("ranking", [])},
+            "win_probability": results.get("win_probability", {})}
+
+
+def retrain(run: Path, task: str, records: list[dict], seeds: int, first_seed: int, out: Path,
+            extra: list[str]) -> dict:
+    """Each iteration's best response (envcoder's ranking) and the one Eureka's log names best, retrained beside the
+    sparse start and the task default on `seeds` fresh seeds from `first_seed`, in one `envcoder eval`: their HNS on
+    seeds that did not pick them."""
+    names = []
+    for r in records:
+        eureka = f"env_iter{r['iteration']}_response{r.get('eureka_best')}_rewardonly"
+        names += [n for n in (r.get("best_response"), eureka) if n and n in r["fitness"] and n not in names]
+    evaluation = eval_files([run / f"{n}.py" for n in names], task, "fresh", seeds, out,
+                            [*extra, "--seed", str(first_seed)])
+    rows, wins = evaluation["rows"], evaluation["win_probability"]
+    report = {"seeds": seeds, "first_seed": first_seed, "exit": evaluation["exit"], "wall_s": evaluation["wall_s"],
+              "command": evaluation["command"], "responses": {}}
+    if "sparse" not in rows or "task_default" not in rows:
+        return report
+    sparse, default = rows["sparse"]["fitness_mean"], rows["task_default"]["fitness_mean"]
+    for name in ("task_default", "sparse", *names):
+        if name not in rows:
+            report["responses"][name] = {"refused": True}
+            continue
+        row = rows[name]
+        report["responses"][name] = {
+            "fitness": [row["fitness_mean"], row["ci_low"], row["ci_high"]],
+            "hns": (row["fitness_mean"] - sparse) / (default - sparse) if default != sparse else None,
+            "p_beats_default": wins.get(name, {}).get("task_default") if name != "task_default" else None,
+            "picked_by": [f"envcoder, iteration {r['iteration']}" for r in records if r.get("best_response") == name]
+            + [f"Eureka's log, iteration {r['iteration']}" for r in records
+               if name == f"env_iter{r['iteration']}_response{r.get('eureka_best')}_rewardonly"]}
+    return report
 
 
 def iteration_record(run: Path, iteration: int, evaluation: dict) -> dict:
@@ -120,6 +161,11 @@ def main() -> None:
                              "each")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("runs/eureka_run"))
+    parser.add_argument("--fresh-seeds", type=int, default=0, metavar="N",
+                        help="then retrain each iteration's best response and the one Eureka's log names best, beside "
+                             "the sparse start and the task default, on N fresh seeds in one `envcoder eval`: their "
+                             "HNS on seeds that did not pick them (default 0: not run)")
+    parser.add_argument("--fresh-seed", type=int, default=1000, help="the fresh seeds' first (default 1000)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)  # after `--`: more `envcoder eval` options
     args, extra = parser.parse_args(argv[:cut]), argv[cut + 1:]
@@ -146,6 +192,16 @@ def main() -> None:
         print(f"\nOne evaluation of iterations {', '.join(map(str, args.iterations))}: {records[0]['wall_s']:.0f} s from "
               f"launch; Eureka's log: {log_wall:.0f} s for the same responses (the table's wall clocks are the whole "
               "evaluation's)")
+    if args.fresh_seeds:
+        fresh = retrain(args.run, args.task, records, args.fresh_seeds, args.fresh_seed, args.out, extra)
+        print(json.dumps({"fresh": fresh}), flush=True)
+        print(f"\nRetrained on {fresh['seeds']} fresh seeds (from {fresh['first_seed']}), {fresh['wall_s']:.0f} s from "
+              "launch:\n\n| file | picked by | fitness [95% CI] | HNS | P(beats task default) |\n|---|---|---|---|---|")
+        for name, r in fresh["responses"].items():
+            if "fitness" in r:
+                mean, low, high = r["fitness"]
+                print(f"| {name} | {'; '.join(r['picked_by']) or '-'} | {mean:.3g} [{low:.3g}, {high:.3g}] | "
+                      f"{r['hns']:.2f} | {r['p_beats_default'] if r['p_beats_default'] is not None else '-'} |")
     sys.exit(0)
 
 

@@ -15,9 +15,10 @@ from conftest import BUNDLED, CANDIDATES
 from envcoder.candidates import CandidateError
 from envcoder.candidates.isaac import is_isaac, native_source
 from envcoder.candidates.load import load_candidate
+from envcoder.candidates.samples import task_states
 from envcoder.shaping import helpers
-from envcoder.shaping.isaac_torch import (Tensor, quat_mul, quat_rotate, quat_rotate_inverse, to_envcoder, torch,
-                                         unwrap)
+from envcoder.shaping.isaac_torch import (HELPERS, Tensor, isaac_state, quat_mul, quat_rotate, quat_rotate_inverse,
+                                         to_envcoder, torch, unwrap)
 from envcoder.tasks import get_task
 
 FILES = CANDIDATES / "isaac"
@@ -163,6 +164,78 @@ def test_the_reward_is_the_function_isaac_gym_calls(tmp_path):
                  "def compute_success(obs_buf):\n    return obs_buf[:, 0]\n\n\n" + REWARD_NAMED_OTHERWISE)
     text = native_source(task_file, "task.py", "Ant")
     assert "isaac_reward(isaac['root_states'], isaac['up_vec'])" in text and "compute_success" not in text
+
+
+TASK_FILE_CALL = """class AnymalGPT(VecTask):
+    def compute_reward(self, actions):
+        lin_vel = quat_rotate_inverse(self.root_states[:, 3:7], self.root_states[:, 7:10])
+        self.rew_buf[:], self.rew_dict = compute_reward(lin_vel, commands=self.commands, actions=actions)
+
+
+@torch.jit.script
+def compute_reward(base_lin_vel: torch.Tensor, commands: torch.Tensor, actions: torch.Tensor, sigma: float = 0.25
+                   ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    error = torch.sum(torch.square(commands[:, :2] - base_lin_vel[:, :2]), dim=1)
+    tracking = torch.exp(-error / sigma)
+    return tracking, {"tracking": tracking, "actions": torch.sum(actions ** 2, dim=1)}
+"""
+
+
+def test_a_task_files_call_says_what_each_argument_is():
+    # keywords, the method's `actions` (self.actions, as VecTask passes it), a local computed from attributes, and an
+    # argument left out that takes its default
+    text = native_source(TASK_FILE_CALL, "task.py", "Anymal")
+    assert ("isaac_reward(quat_rotate_inverse(isaac['root_states'][:, 3:7], isaac['root_states'][:, 7:10]), "
+            "isaac['commands'], isaac['actions'], 0.25)") in text
+    assert "import isaac_state, to_envcoder, torch, quat_rotate_inverse" in text
+    state = {k: jnp.asarray(v) for k, v in task_states(get_task("Anymal")).items()}  # Anymal's sample states
+    namespace = {}
+    exec(compile(text, "converted.py", "exec"), namespace)
+    reward, parts = namespace["compute_reward"](state)
+    isaac = isaac_state(state, "Anymal")
+    root, commands = unwrap(isaac["root_states"]), unwrap(isaac["commands"])
+    lin_vel = unwrap(quat_rotate_inverse(torch.tensor(root[:, 3:7]), torch.tensor(root[:, 7:10])))
+    expected = np.exp(-np.sum((commands[:, :2] - lin_vel[:, :2]) ** 2, axis=1) / 0.25)
+    assert np.allclose(reward, expected, rtol=1e-5) and np.allclose(parts["tracking"], expected, rtol=1e-5)
+    assert np.ptp(expected) > 0.01  # the states differ, so the check can fail
+    refusals = {
+        "self.commands": ("self.command_scale", "`self.command_scale` is not an attribute envcoder has"),
+        "actions=actions": ("actions=actions, sigma=self.sigma", "`self.sigma` is not an attribute envcoder has"),
+        "lin_vel, ": ("self.lin_vel_buf, ", "`self.lin_vel_buf` is not an attribute envcoder has"),
+        ", actions=actions": ("", "without 'actions', which have no default"),
+    }
+    for old, (new, message) in refusals.items():
+        with pytest.raises(CandidateError, match=message) as err:
+            native_source(TASK_FILE_CALL.replace(old, new, 1), "task.py", "Anymal")
+        assert "task.py:4 in compute_reward(): its task class" in str(err.value) and "\n" not in str(err.value)
+    # what the class passes as it is meets TorchScript's types as the argument's own name would
+    with pytest.raises(CandidateError, match="declares 'sigma' a float, but Anymal's IsaacGymEnvs task class holds a "
+                                             "tensor .* in self.commands, which its task class passes"):
+        native_source(TASK_FILE_CALL.replace("actions=actions)", "actions=actions, sigma=self.commands)"), "t.py",
+                      "Anymal")
+
+
+def test_the_helpers_of_isaacs_torch_utils_agree_with_each_other():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(5, 4))
+    q = torch.tensor(q / np.linalg.norm(q, axis=1, keepdims=True))
+    t, v = torch.tensor(rng.normal(size=(5, 3))), torch.tensor(rng.normal(size=(5, 3)))
+    def same(a, b):
+        return np.allclose(unwrap(a), unwrap(b), atol=1e-5)
+
+    h = HELPERS
+    q_inv, t_inv = h["tf_inverse"](q, t)
+    assert same(h["tf_apply"](q_inv, t_inv, h["tf_apply"](q, t, v)), v)  # a transform and its inverse
+    assert same(h["tf_combine"](q_inv, t_inv, q, t)[1], np.zeros((5, 3)))
+    assert same(h["get_basis_vector"](q, v), quat_rotate(q, v)) and same(h["tf_vector"](q, v), quat_rotate(q, v))
+    assert same(abs((h["exp_map_to_quat"](h["quat_to_exp_map"](q)) * q).sum(-1)), np.ones(5))  # q or -q
+    assert same(h["quat_to_tan_norm"](torch.tensor([[0.0, 0, 0, 1]])), [[1, 0, 0, 0, 0, 1]])
+    assert same(h["slerp"](q[:2], q[2:4], torch.tensor([[0.0], [0.0]])), q[:2])
+    half = h["slerp"](q[:1], q[1:2], torch.tensor([0.5]))
+    assert same(h["quat_diff_rad"](half, q[:1]), h["quat_diff_rad"](half, q[1:2]))  # half way
+    assert same(h["calc_heading"](quat_mul(h["calc_heading_quat_inv"](q), q)), np.zeros(5))  # heading removed
+    with pytest.raises(TypeError, match="torch_rand_float draws random numbers"):
+        h["torch_rand_float"](-1.0, 1.0, (5, 1), "cpu")
 
 
 def test_isaacs_own_reward_and_reset_pair_gives_the_reward():

@@ -206,13 +206,15 @@ def native_source(source: str, file: str, task) -> str:
         raise CandidateError(file, "compute_reward takes *args, **kwargs or keyword-only arguments: Isaac's task "
                                    "calls it with one attribute per named argument", function="compute_reward")
     taken = [a.arg for a in args.posonlyargs + args.args]
-    given = _call_site(tree, reward.name, taken, names)  # a task file's call: `(self.root_states[:, 7:10], ...)`
-    unknown = [a for a in taken if a not in names and a not in given]
-    if unknown:
-        raise CandidateError(file, f"compute_reward takes {', '.join(map(repr, unknown))}, which {task.name}'s "
-                                   f"IsaacGymEnvs task class does not have at reward time; it may take "
-                                   f"{', '.join(sorted(names))}", function="compute_reward", line=reward.lineno)
-    _check_script_types(reward, code, [a for a in taken if a not in given], names, file, task)
+    given = _call_site(tree, reward, names, file, task)  # a task file's call: `(self.root_states[:, 7:10], ...)`
+    if given is None:  # Eureka's call: `self.<name>` for each argument
+        unknown = [a for a in taken if a not in names]
+        if unknown:
+            raise CandidateError(file, f"compute_reward takes {', '.join(map(repr, unknown))}, which {task.name}'s "
+                                       f"IsaacGymEnvs task class does not have at reward time; it may take "
+                                       f"{', '.join(sorted(names))}", function="compute_reward", line=reward.lineno)
+        given = {a: f"isaac[{a!r}]" for a in taken}
+    _check_script_types(reward, code, given, names, file, task)
     wanted, queue = [], [reward]
     while queue:  # the module-level functions the reward calls, and theirs
         fn = queue.pop()
@@ -225,9 +227,11 @@ def native_source(source: str, file: str, task) -> str:
     for fn in wanted:
         _Cleaner().visit(fn)
     _check_names(wanted, {c.targets[0].id for c in constants}, file, task)
-    helpers = sorted(name for name in used if name in HELPERS and all(name not in _assigned(fn) for fn in wanted))
+    call = ", ".join(given[a] for a in taken)
+    in_call = {node.id for node in ast.walk(ast.parse(call or "0")) if isinstance(node, ast.Name)}
+    helpers = sorted(name for name in used | in_call if name in HELPERS
+                     and (name in in_call or all(name not in _assigned(fn) for fn in wanted)))
     imports = ", ".join(["isaac_state", "to_envcoder", "torch", *helpers])
-    call = ", ".join(given.get(a, f"isaac[{a!r}]") for a in taken)
     body = "\n\n\n".join([ast.unparse(node) for node in constants]
                           + [texts[id(fn)] for fn in sorted(wanted, key=lambda f: f.lineno)])
     return (f'"""{Path(file).name}: a reward written for Isaac Gym, run by envcoder on {task.name}.\n\n'
@@ -269,30 +273,34 @@ def _script_types(fn: ast.FunctionDef, code: str) -> dict[str, str]:
     return types
 
 
-def _check_script_types(fn: ast.FunctionDef, code: str, taken: list[str], names, file: str, task) -> None:
-    """Refuse a `torch.jit.script` reward whose argument types cannot take what Isaac's task class passes: a tensor
-    declared for an attribute that is a Python number (or the reverse). TorchScript refuses such a call, and Isaac Gym
+def _check_script_types(fn: ast.FunctionDef, code: str, given: dict[str, str], names, file: str, task) -> None:
+    """Refuse a `torch.jit.script` reward whose argument types cannot take what Isaac's task class passes (`given`:
+    the call's text for each argument, `isaac['NAME']` where it passes an attribute as it is): a tensor declared
+    for an attribute that is a Python number (or the reverse). TorchScript refuses such a call, and Isaac Gym
     (Eureka counts it an execution error) never trained the reward."""
     scripted = any("jit" in ast.unparse(d) and "script" in ast.unparse(d) for d in fn.decorator_list)
     if not scripted:
         return
-    for name, declared in _script_types(fn, code).items():
-        if name not in taken or name not in names:
+    for param, declared in _script_types(fn, code).items():
+        attribute = re.fullmatch(r"isaac\['(\w+)'\]", given.get(param, ""))
+        name = attribute.group(1) if attribute else None
+        if name not in names:
             continue
         holds_tensor = names[name].shape.startswith("[")
         declared_tensor = declared in TENSOR_TYPES
+        there = "there" if name == param else f"in self.{name}, which its task class passes"
         if declared_tensor and not holds_tensor and names[name].shape in ("float", "int"):
-            annotated = any(a.arg == name and a.annotation is not None for a in fn.args.args)
-            how = (f"declares {name!r} a torch.Tensor" if annotated else
-                   f"leaves {name!r} unannotated, a Tensor to TorchScript")
+            annotated = any(a.arg == param and a.annotation is not None for a in fn.args.args)
+            how = (f"declares {param!r} a torch.Tensor" if annotated else
+                   f"leaves {param!r} unannotated, a Tensor to TorchScript")
             raise CandidateError(file, f"compute_reward is torch.jit.script and {how}, but {task.name}'s IsaacGymEnvs "
-                                       f"task class holds a Python {names[name].shape} there: TorchScript refuses "
+                                       f"task class holds a Python {names[name].shape} {there}: TorchScript refuses "
                                        f"that call, as it did in Isaac Gym; declare it {names[name].shape}",
                                  function="compute_reward", line=fn.lineno)
         if declared in NUMBER_TYPES and holds_tensor:
-            raise CandidateError(file, f"compute_reward is torch.jit.script and declares {name!r} a {declared}, but "
+            raise CandidateError(file, f"compute_reward is torch.jit.script and declares {param!r} a {declared}, but "
                                        f"{task.name}'s IsaacGymEnvs task class holds a tensor {names[name].shape} "
-                                       "there: TorchScript refuses that call, as it did in Isaac Gym; declare it "
+                                       f"{there}: TorchScript refuses that call, as it did in Isaac Gym; declare it "
                                        "torch.Tensor", function="compute_reward", line=fn.lineno)
 
 
@@ -342,32 +350,84 @@ def _reward_function(tree: ast.Module) -> ast.FunctionDef | None:
     return by_name.get("compute_reward") or (functions[0] if functions else None)
 
 
-def _call_site(tree: ast.Module, reward: str, taken: list[str], names) -> dict[str, str]:
-    """Of a whole task file: what its task class passes for each argument of the reward function `reward`, where
-    that is an expression of the class's attributes that envcoder has (`self.root_states[:, 7:10]` becomes
-    `isaac['root_states'][:, 7:10]`); `{}` where the file has no such call."""
-    calls = [node for cls in tree.body if isinstance(cls, ast.ClassDef) for node in ast.walk(cls)
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == reward]
+def _call_site(tree: ast.Module, reward: ast.FunctionDef, names, file: str, task) -> dict[str, str] | None:
+    """Of a whole task file: what its task class's call passes for each argument of `reward`, as text of the native
+    file (`self.root_states[:, 7:10]` becomes `isaac['root_states'][:, 7:10]`; the method's `actions` is
+    `self.actions`, as `VecTask.post_physics_step` passes it; a local the method computed first from attributes is
+    put in its place); an argument the call leaves out takes its default. None where the file has no such call
+    (Eureka's way then: each argument is the attribute of its name).
+
+    Raises `CandidateError` where the call cannot be made here: it passes something of the class that envcoder does
+    not have, or leaves out an argument without a default (TypeError in Isaac Gym too)."""
+    calls = [(method, node) for cls in tree.body if isinstance(cls, ast.ClassDef)
+             for method in ast.walk(cls) if isinstance(method, ast.FunctionDef)
+             for node in ast.walk(method)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == reward.name]
     if not calls:
-        return {}
-    call = calls[-1]
-    passed = dict(zip(taken, call.args)) | {k.arg: k.value for k in call.keywords if k.arg in taken}
+        return None
+    method, call = calls[-1]
+    where = dict(function=reward.name, line=call.lineno)
+    params = [a.arg for a in reward.args.posonlyargs + reward.args.args]
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        raise CandidateError(file, f"its task class calls {reward.name} with *args or **kwargs: envcoder reads the "
+                                   "call's arguments one by one; name each", **where)
+    passed = dict(zip(params, call.args)) | {k.arg: k.value for k in call.keywords}
+    if len(call.args) > len(params) or set(passed) - set(params):
+        raise CandidateError(file, f"its task class calls {reward.name} with more arguments than it takes "
+                                   f"({', '.join(params)}): TypeError in Isaac Gym too", **where)
+    locals_ = {}  # the method's locals assigned once before the call, by name
+    for node in ast.walk(method):
+        if isinstance(node, ast.Assign) and node.lineno < call.lineno:
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    locals_[target.id] = node.value if target.id not in locals_ else None
+    inputs = {a.arg for a in method.args.args[1:]}  # `actions` in `compute_reward(self, actions)`
     given = {}
     for name, node in passed.items():
-        attributes = [n for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                      and n.value.id == "self"]
-        others = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id != "self"]
-        if not attributes or others or any(a.attr not in names for a in attributes):
-            continue
+        text, missing = _translate(node, names, inputs, locals_)
+        if missing:
+            raise CandidateError(file, f"its task class passes `{ast.unparse(node)}` for {name!r}, and {missing}; "
+                                       f"{task.name}'s IsaacGymEnvs task class has at reward time "
+                                       f"{', '.join(sorted(names))}", **where)
+        given[name] = text
+    defaults = dict(zip(params[len(params) - len(reward.args.defaults):], reward.args.defaults))
+    left_out = [p for p in params if p not in given and p not in defaults]
+    if left_out:
+        raise CandidateError(file, f"its task class calls {reward.name} without {', '.join(map(repr, left_out))}, "
+                                   "which have no default: TypeError in Isaac Gym too", **where)
+    return {p: given.get(p) or ast.unparse(defaults[p]) for p in params}
 
-        class Replace(ast.NodeTransformer):
-            def visit_Attribute(self, n):
-                if isinstance(n.value, ast.Name) and n.value.id == "self":
-                    return ast.Subscript(value=ast.Name(id="isaac", ctx=ast.Load()), slice=ast.Constant(n.attr),
-                                         ctx=ast.Load())
-                return self.generic_visit(n)
-        given[name] = ast.unparse(Replace().visit(node))
-    return given
+
+def _translate(node: ast.AST, names, inputs: set[str], locals_: dict, depth: int = 0) -> tuple[str, str]:
+    """`node`, an argument of the task class's call, as text of the native file, and what of it envcoder cannot
+    give ("" where nothing)."""
+    missing = []
+
+    class Replace(ast.NodeTransformer):
+        def visit_Attribute(self, n):
+            if isinstance(n.value, ast.Name) and n.value.id == "self":
+                if n.attr not in names:
+                    missing.append(f"`self.{n.attr}` is not an attribute envcoder has{_close(n.attr, names)}")
+                return ast.Subscript(value=ast.Name(id="isaac", ctx=ast.Load()), slice=ast.Constant(n.attr),
+                                     ctx=ast.Load())
+            return self.generic_visit(n)
+
+        def visit_Name(self, n):
+            if n.id in inputs:
+                if n.id not in names:
+                    missing.append(f"`{n.id}`, the method's argument, is not an attribute envcoder has")
+                return ast.Subscript(value=ast.Name(id="isaac", ctx=ast.Load()), slice=ast.Constant(n.id),
+                                     ctx=ast.Load())
+            if n.id in locals_ and locals_[n.id] is not None and depth < 8:
+                text, lost = _translate(locals_[n.id], names, inputs, locals_, depth + 1)
+                missing.extend([lost] if lost else [])
+                return ast.parse(f"({text})", mode="eval").body
+            if n.id not in MODULES and n.id not in HELPERS and n.id not in ("True", "False", "None"):
+                missing.append(f"`{n.id}` is a local of the task class's method that envcoder does not compute "
+                               "(only the reward function runs)")
+            return n
+    text = ast.unparse(Replace().visit(ast.parse(ast.unparse(node), mode="eval").body))
+    return text, missing[0] if missing else ""
 
 
 def _literal(node: ast.AST) -> bool:

@@ -984,16 +984,95 @@ def _local_to_world_space(pos_offset_local, pose_global):
     return rotated[..., :3] + pose_global[..., :3]
 
 
+def _tf_inverse(q, t):
+    q_inv = _quat_conjugate(q)
+    return q_inv, -_quat_rotate(q_inv, t)
+
+
+def _tf_apply(q, t, v):
+    return _quat_rotate(q, v) + t
+
+
+def _tf_combine(q1, t1, q2, t2):
+    return _quat_mul(q1, q2), _quat_rotate(q1, t2) + t1
+
+
+def _normalise_quat_in_pose(pose):
+    return jnp.concatenate([pose[..., :3], _normalize(pose[..., 3:7])], axis=-1)
+
+
+def _angle_axis_to_exp_map(angle, axis):
+    return angle[..., None] * axis
+
+
+def _quat_to_exp_map(q):
+    angle, axis = _quat_to_angle_axis(q)
+    return _angle_axis_to_exp_map(angle, axis)
+
+
+def _quat_to_tan_norm(q):
+    """The quaternion as two of its frame's axes: x (tangent) and z (normal), 6 numbers."""
+    return jnp.concatenate([_quat_axis(q, 0), _quat_axis(q, 2)], axis=-1)
+
+
+def _exp_map_to_angle_axis(exp_map):
+    angle = jnp.linalg.norm(exp_map, axis=-1)
+    small = angle <= 1e-5
+    axis = jnp.where(small[..., None], jnp.array([0.0, 0.0, 1.0]), exp_map / jnp.maximum(angle, 1e-5)[..., None])
+    return jnp.where(small, 0.0, _normalize_angle(angle)), axis
+
+
+def _exp_map_to_quat(exp_map):
+    return _quat_from_angle_axis(*_exp_map_to_angle_axis(exp_map))
+
+
+def _euler_xyz_to_exp_map(roll, pitch, yaw):
+    return _quat_to_exp_map(_quat_from_euler_xyz(roll, pitch, yaw))
+
+
+def _slerp(q0, q1, t):
+    """Spherical interpolation from q0 (t = 0) to q1 (t = 1), the short way round."""
+    t = jnp.asarray(t)
+    t = t[..., None] if t.ndim == q0.ndim - 1 else t  # one t per quaternion, [E] or [E, 1]
+    cos_half = jnp.sum(q0 * q1, axis=-1, keepdims=True)
+    q1 = jnp.where(cos_half < 0, -q1, q1)
+    cos_half = jnp.abs(cos_half)
+    half = jnp.arccos(jnp.clip(cos_half, -1.0, 1.0))
+    sin_half = jnp.sqrt(jnp.maximum(1.0 - cos_half ** 2, 0.0))
+    near = sin_half < 1e-3
+    safe = jnp.where(near, 1.0, sin_half)
+    a = jnp.where(near, 1.0 - t, jnp.sin((1.0 - t) * half) / safe)
+    b = jnp.where(near, t, jnp.sin(t * half) / safe)
+    return jnp.where(cos_half >= 1.0, q0, a * q0 + b * q1)
+
+
+def _calc_heading_quat(q):
+    heading = _calc_heading(q)
+    return _quat_from_angle_axis(heading, jnp.broadcast_to(jnp.array([0.0, 0.0, 1.0]), heading.shape + (3,)))
+
+
+def _calc_heading_quat_inv(q):
+    heading = _calc_heading(q)
+    return _quat_from_angle_axis(-heading, jnp.broadcast_to(jnp.array([0.0, 0.0, 1.0]), heading.shape + (3,)))
+
+
 HELPERS = {fn.__name__.lstrip("_"): _on_arrays(fn) for fn in (
     _quat_mul, _quat_conjugate, _quat_rotate, _quat_rotate_inverse, _normalize, _get_euler_xyz, _quat_from_euler_xyz,
     _quat_from_angle_axis, _normalize_angle, _unscale, _scale, _tensor_clamp, _quat_axis, _quat_diff_rad,
     _quat_to_angle_axis, _calc_heading, _compute_heading_and_up, _compute_rot, _copysign, _to_torch, _saturate,
-    _local_to_world_space)}
+    _local_to_world_space, _tf_inverse, _tf_apply, _tf_combine, _normalise_quat_in_pose, _angle_axis_to_exp_map,
+    _quat_to_exp_map, _quat_to_tan_norm, _exp_map_to_angle_axis, _exp_map_to_quat, _euler_xyz_to_exp_map, _slerp,
+    _calc_heading_quat, _calc_heading_quat_inv)}
 """The helpers of `isaacgym.torch_utils` / `isaacgymenvs.utils.torch_jit_utils` that rewards call, by their names there
 (quaternions x, y, z, w)."""
 HELPERS.update(quat_apply=HELPERS["quat_rotate"], my_quat_rotate=HELPERS["quat_rotate"],
-               quat_unit=HELPERS["normalize"], scale_transform=HELPERS["unscale"],
-               unscale_transform=HELPERS["scale"], get_axis_params=_get_axis_params)
+               get_basis_vector=HELPERS["quat_rotate"], tf_vector=HELPERS["quat_rotate"],
+               quat_unit=HELPERS["normalize"], scale_transform=HELPERS["unscale"], unscale_np=HELPERS["unscale"],
+               unscale_transform=HELPERS["scale"], get_axis_params=_get_axis_params,
+               torch_rand_float=_refuse("torch_rand_float", "draws random numbers: a reward must be a function of "
+                                                            "the state"),
+               torch_random_dir_2=_refuse("torch_random_dir_2", "draws random numbers: a reward must be a function "
+                                                                "of the state"))
 
 globals().update(HELPERS)
 

@@ -195,6 +195,8 @@ ISAAC_NAMES = {
     "up_axis_idx": IsaacName(lambda s: 2, "int", "-", "2: z is up"),
     "num_dof": IsaacName(lambda s: 12, "int", "-", "12"),
     "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
+    "num_actions": IsaacName(lambda s: 12, "int", "-", "12: one joint target per joint"),
+    "num_obs": IsaacName(lambda s: 48, "int", "-", "48: the width of obs_buf"),
     "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
     "dof_state": IsaacName(lambda s: jnp.stack([s["dof_pos"], s["dof_vel"]], -1).reshape(-1, 2), "[E × 12, 2]",
                            "rad, rad/s", "each joint's angle and velocity, environments one after another, as "

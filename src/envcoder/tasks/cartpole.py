@@ -98,6 +98,8 @@ ISAAC_NAMES = {
     "dt": IsaacName(lambda s: 0.02, "float", "s", "the control step, 0.02 s (Isaac's Cartpole: 1/60 s)"),
     "num_dof": IsaacName(lambda s: 2, "int", "-", "2"),
     "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
+    "num_actions": IsaacName(lambda s: 1, "int", "-", "1: the push"),
+    "num_obs": IsaacName(lambda s: 4, "int", "-", "4: the width of obs_buf"),
     "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
 }
 """IsaacGymEnvs Cartpole's attributes at reward time (a reward written for Isaac Gym takes them by name)."""

@@ -189,6 +189,8 @@ def walker_isaac_names(*, dt, num_dof, scales, torque_scale, torques_name, gear_
         "up_axis_idx": IsaacName(lambda s: 2, "int", "-", "2: z is up"),
         "num_dof": IsaacName(lambda s: num_dof, "int", "-", f"{num_dof}"),
         "num_envs": IsaacName(lambda s: s["progress_buf"].shape[0], "int", "-", "environments in the batch"),
+        "num_actions": IsaacName(lambda s: num_dof, "int", "-", f"{num_dof}: one action per joint"),
+        "num_obs": IsaacName(lambda s: observation(s).shape[-1], "int", "-", "the width of obs_buf"),
         "device": IsaacName(lambda s: "cpu", "str", "-", "a device name, ignored (envcoder places the arrays)"),
     }
     if torques_name is not None:
