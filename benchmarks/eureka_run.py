@@ -200,8 +200,9 @@ def main() -> None:
         for name, r in fresh["responses"].items():
             if "fitness" in r:
                 mean, low, high = r["fitness"]
+                p_beats = "-" if r["p_beats_default"] is None else f"{r['p_beats_default']:.2f}"
                 print(f"| {name} | {'; '.join(r['picked_by']) or '-'} | {mean:.3g} [{low:.3g}, {high:.3g}] | "
-                      f"{r['hns']:.2f} | {r['p_beats_default'] if r['p_beats_default'] is not None else '-'} |")
+                      f"{r['hns']:.2f} | {p_beats} |")
     sys.exit(0)
 
 
