@@ -677,6 +677,35 @@ def test_auto_validates_the_files_it_trains_once_and_its_evaluation_checks_nothi
     assert later and any("task_default" in names for names, _, _ in later)
 
 
+@pytest.mark.slow
+def test_the_first_proposals_build_only_on_starting_files_that_validate(tmp_path, monkeypatch):
+    """A start that fails its check (here a reward written for Isaac Gym that takes a name Cartpole's Isaac class
+    lacks) is reported and is nobody's parent: the offline search's children all come from the start that runs.
+    (The training is stood in for.)"""
+    import zlib
+
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    fake = FakeEvaluations(lambda name, seed: 0.4 if name == "task_default" else zlib.crc32(name.encode()) % 90 / 100)
+    monkeypatch.setattr(evaluation, "evaluate_once", fake)
+    (tmp_path / "starts").mkdir()
+    (tmp_path / "starts" / "good.py").write_text((HERE / "candidates" / "auto" / "poor_weights.py").read_text())
+    (tmp_path / "starts" / "bad.py").write_text(
+        "import torch\n\n\ndef compute_reward(pole_angle: torch.Tensor, dt: float):\n"
+        "    upright = torch.cos(pole_angle) * 2.0\n    return upright, {'upright': upright}\n")
+    out = tmp_path / "auto"
+    assert main(["auto", "--task", "Cartpole", "--initial", str(tmp_path / "starts"), "--proposer", "offline",
+                 "--candidates-per-iteration", "3", "--iterations", "1", "--final-top", "1",
+                 "--out", str(out)]) == 0
+    drafts = json.loads((out / "iter_00" / "drafts.json").read_text())
+    bad = next(d for d in drafts if d["name"] == "init_bad")
+    assert not bad["ok"] and "takes 'pole_angle'" in bad["error"]
+    children = [d for d in drafts if d["slot"] is not None]
+    assert len(children) >= 3 and all(d["ok"] for d in children), [d["error"] for d in children]
+    assert all(d["source"].startswith("# offline: from init_good") for d in children)
+
+
 def test_halving_gives_each_kept_set_of_constants_neighbouring_groups_of_its_file():
     copies = [f"f-{k}" for k in range(8)]
     assert halving_slots(copies, list("abcdefgh"), 1) == list("aabbccdd")

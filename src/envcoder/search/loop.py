@@ -108,6 +108,8 @@ class AutoRun:
         self.offline = isinstance(self.proposer, OfflineProposer)
         self.population_mode = settings.proposer in POPULATION_PROPOSERS
         self.initial = {f"init_{Path(p).stem}": self._starting_text(Path(p)) for p in settings.initial}
+        self._valid_starts: set[str] | None = None
+        """The starting files that validate (`_check_starts`), the first proposals' parents; None until checked."""
         if self.offline and not self.initial:
             raise ValueError("the offline proposer mutates starting candidates: give --initial FILE or DIR")
         self._check_sizes()
@@ -211,7 +213,7 @@ class AutoRun:
             return Sample(record["response"], record["input_tokens"], record["output_tokens"], record["error"])
         population = tuple(Parent(h["name"], h["source"], h["fitness"]) for h in self.history
                            if h["status"] == "ok") or tuple(Parent(n + suffix, variant, None)
-                                                            for n, s in self.initial.items()
+                                                            for n, s in self.initial.items() if n in self._valid_starts
                                                             for suffix, variant in self._frozen(s))
         request = Request(self.system, tuple(messages), iteration, slot, attempt, population,
                           self.fitness.higher_is_better)
@@ -236,6 +238,8 @@ class AutoRun:
         pending = list(range(n))
         for source in self.initial.values():  # here, not in the proposer's threads
             self._frozen(source)
+        if self._valid_starts is None and not any(h["status"] == "ok" for h in self.history):
+            self._check_starts()
         for attempt in range(self.s.retries + 1):
             if not pending and not extra:
                 break
@@ -278,6 +282,17 @@ class AutoRun:
             for draft in failed:
                 self.log.print(f"invalid {shown(draft['error'])}", highlight=False)
         return drafts
+
+    def _check_starts(self) -> None:
+        """Validate the starting files before the first proposals, so that a proposer builds only on those that run
+        (`_valid_starts`): a start that fails (an Isaac reward taking a name the task class lacks, say) is no parent,
+        and a model is not shown it. Their verdicts are remembered, so the first round checks them again for
+        nothing."""
+        files = [(name + suffix, variant) for name, source in self.initial.items()
+                 for suffix, variant in self._frozen(source)]
+        ok = {v.name for v in self.validator.validate(files) if v.ok} if files else set()
+        self._valid_starts = {name for name, source in self.initial.items()
+                              if all(name + suffix in ok for suffix, _ in self._frozen(source))}
 
     def _validate_drafts(self, round_drafts: list[tuple[dict, Sample | None]], to_validate: list[tuple[str, str]]):
         """Validate the files the evaluation will train: each draft's sweep frozen into one file per variant
@@ -405,7 +420,10 @@ class AutoRun:
     def _next_message(self, iteration: int) -> str:
         """The user message that opens every conversation of `iteration`."""
         if iteration == 0 or not self.history:
-            return prompts.first_prompt(self.description, self.s.shaper_types, self.initial)
+            if self._valid_starts is None:
+                self._check_starts()
+            return prompts.first_prompt(self.description, self.s.shaper_types,
+                                        {n: s for n, s in self.initial.items() if n in self._valid_starts})
         last = iteration - 1
         record = read_json(self.out / f"iter_{last:02d}" / "iteration.json")
         best = next(iter(self._ranked(self.history)), None)
