@@ -58,6 +58,10 @@ start, and a count over all of them where there are several (search.md § 30):
 
     python benchmarks/search.py hns --task Anymal --starts benchmarks/search_starts/anymal \
         --search-seeds 20 21 22 23 24 25 26 27 28 29 --gpus 0 1 2 3 --verify-seeds 4 --out runs/poor_anymal
+
+With `--starts`, the task's sparse start is retrained beside the finds too (`verify --with-sparse`), and each find's
+HNS is given against it: a search from a Eureka run's responses (Isaac-format files, which `envcoder auto --initial`
+converts) says both how far it took the responses and where that is on Eureka's scale.
 """
 
 from __future__ import annotations
@@ -246,6 +250,9 @@ def verify(argv: list[str]) -> int:
                              "evaluation, on whatever JAX finds)")
     parser.add_argument("--seed", type=int, default=1000, help="first seed, away from the searches' (default 1000)")
     parser.add_argument("--report-only", action="store_true", help="recompute the report from the parts' results")
+    parser.add_argument("--with-sparse", action="store_true",
+                        help="retrain the task's sparse start beside them too, and give each find's HNS against it "
+                             "(searches from starts that are not the sparse one: Eureka's responses, say)")
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY",
                         help="other verifies' --out folders (same task, same arguments) whose start and default runs "
                              "join this one's: HNS and each find's lead over the default use them all")
@@ -285,6 +292,8 @@ def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
         shutil.copyfile(args.starts / f"{start}.py", functions / f"start_{start}.py")
         if not _find_is_start(run, search, args.out):
             shutil.copyfile(run / "best.py", functions / f"{name}.py")
+    if args.with_sparse:
+        shutil.copyfile(SPARSE / f"{task.lower()}.py", functions / "sparse.py")
     parts = []
     for p, gpu in enumerate(args.gpus or [None]):
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
@@ -339,6 +348,9 @@ def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path],
         if fitness.get(name) and fitness.get(start) and fitness.get("task_default"):
             entry |= gap_statistics(fitness[name], fitness[start], fitness["task_default"], higher)
             by_start.setdefault(start, {})[name] = fitness[name]
+        if fitness.get(name) and fitness.get("sparse") and fitness.get("task_default"):  # --with-sparse
+            hns = gap_statistics(fitness[name], fitness["sparse"], fitness["task_default"], higher)
+            entry["hns"] = {k: hns[k] for k in ("gap_closed", "ci_low", "ci_high", "gap_defined", "start")}
         report["searches"][name] = entry
     report["over_searches"] = {start: mean_gap_statistics(finds, fitness[start], fitness["task_default"], higher)
                                for start, finds in by_start.items()}
@@ -400,6 +412,12 @@ def _print_report(report: dict, fitness: dict[str, list[float]]) -> None:
               f"[{m['median_ci'][0]:.2f}, {m['median_ci'][1]:.2f}], mean {m['mean_gap_closed']:.2f} "
               f"[{m['ci_low']:.2f}, {m['ci_high']:.2f}]; {m['at_least_80_percent']} at 0.80 or more; "
               f"{m['beat_default_at_95']} beat the default at P ≥ 0.95{kept}")
+    with_hns = {n: e["hns"] for n, e in report["searches"].items() if "hns" in e}
+    if with_hns:
+        print("HNS against the sparse start retrained beside them (" + f"{next(iter(with_hns.values()))['start']:.3f}"
+              + "): " + "; ".join(f"{n} {h['gap_closed']:.2f} [{h['ci_low']:.2f}, {h['ci_high']:.2f}]"
+                                  + ("" if h["gap_defined"] else " (sparse and default not separable)")
+                                  for n, h in with_hns.items()))
     if "over_all_starts" in report:
         m = report["over_all_starts"]
         print(f"over all {m['searches']} searches, each against the start that was best in it: "
@@ -479,6 +497,8 @@ def hns(argv: list[str]) -> int:
     folder = start if start.is_dir() else start.parent
     return verify(["--runs", *map(str, done), "--starts", str(folder), "--seeds", str(args.verify_seeds // parts),
                    "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
+                   *(["--with-sparse"] if args.starts is not None and (SPARSE / f"{args.task.lower()}.py").is_file()
+                     else []),
                    *(["--pool", *map(str, args.pool)] if args.pool else []),
                    *(["--join", *map(str, args.join)] if args.join else []), *(["--report-only"] if again else []),
                    "--", *verify_arguments(args.task, args.verify_args)])

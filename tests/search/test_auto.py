@@ -926,6 +926,34 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
     assert three["per_search"] == pytest.approx({"a": 0.5, "b": 1.0, "c": 0.9})
 
 
+def test_a_search_from_other_starts_gives_its_hns_against_the_sparse_start_retrained_beside_it(tmp_path, capsys):
+    """`search.py verify --with-sparse` (what `hns --starts` passes): a search from a Eureka response closes the gap
+    to the default from that response, and its HNS is measured from the sparse start trained beside it (worked by
+    hand: response 2.0, default 4.0, sparse 1.0, find 3.0: gap closed 0.5, HNS 2/3)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark", BENCHMARKS / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    run = tmp_path / "searches" / "s0"
+    run.mkdir(parents=True)
+    (run / "best.py").write_text("def compute_reward(state):\n    return state['x']\n")
+    (run / "search.json").write_text(json.dumps({"task": "Ant", "best_start": {"name": "init_response9"},
+                                                 "best_find": {"name": "child"}, "gap_closed": 0.5}))
+    out = tmp_path / "verify"
+    (out / "part_0").mkdir(parents=True)
+    groups = [{"candidate": name, "seed": seed, "task_fitness": value} for name, value in
+              (("find_searches_s0", 3.0), ("start_response9", 2.0), ("task_default", 4.0), ("sparse", 1.0))
+              for seed in (1000, 1001)]
+    (out / "part_0" / "results.json").write_text(json.dumps({"higher_is_better": True, "groups": groups}))
+    assert bench.verify(["--runs", str(run), "--starts", str(tmp_path), "--out", str(out), "--report-only"]) == 0
+    entry = json.loads((out / "verify.json").read_text())["searches"]["find_searches_s0"]
+    assert entry["gap_closed"] == pytest.approx(0.5) and entry["hns"]["gap_closed"] == pytest.approx(2 / 3)
+    assert entry["hns"]["gap_defined"] and entry["hns"]["start"] == pytest.approx(1.0)
+    assert "HNS against the sparse start retrained beside them (1.000): find_searches_s0 0.67 [0.67, 0.67]" in \
+        " ".join(capsys.readouterr().out.split())
+
+
 def test_the_fresh_seed_check_pools_the_references_of_other_verifies(tmp_path, capsys):
     """`search.py verify --pool`: another verify's sparse start and default runs join this one's, so HNS divides by
     all of them (worked by hand: start 1.5, default 4.0 pooled, the find 3.0 closes 60%); with `--join` its searches
