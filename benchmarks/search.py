@@ -59,9 +59,12 @@ start, and a count over all of them where there are several (search.md § 30):
     python benchmarks/search.py hns --task Anymal --starts benchmarks/search_starts/anymal \
         --search-seeds 20 21 22 23 24 25 26 27 28 29 --gpus 0 1 2 3 --verify-seeds 4 --out runs/poor_anymal
 
-With `--starts`, the task's sparse start is retrained beside the finds too (`verify --with-sparse`), and each find's
-HNS is given against it: a search from a Eureka run's responses (Isaac-format files, which `envcoder auto --initial`
-converts) says both how far it took the responses and where that is on Eureka's scale.
+With `--with-sparse`, the task's sparse start is retrained beside the finds too, and each find's HNS is given against
+it: a search from a Eureka run's responses (Isaac-format files, which `envcoder auto --initial` converts) says both
+how far it took the responses and where that is on Eureka's scale:
+
+    python benchmarks/search.py hns --task Humanoid --starts PATH/iteration-0-responses --with-sparse \
+        --search-seeds 0 1 --gpus 0 1 --out runs/hns_humanoid_eureka
 """
 
 from __future__ import annotations
@@ -252,7 +255,7 @@ def verify(argv: list[str]) -> int:
     parser.add_argument("--report-only", action="store_true", help="recompute the report from the parts' results")
     parser.add_argument("--with-sparse", action="store_true",
                         help="retrain the task's sparse start beside them too, and give each find's HNS against it "
-                             "(searches from starts that are not the sparse one: Eureka's responses, say)")
+                             "(for searches from other starts: Eureka's responses, say)")
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY",
                         help="other verifies' --out folders (same task, same arguments) whose start and default runs "
                              "join this one's: HNS and each find's lead over the default use them all")
@@ -467,6 +470,8 @@ def hns(argv: list[str]) -> int:
                         help="`envcoder eval`'s own arguments for the retraining, one string (default: "
                              "'--envs-per-candidate 1024 --iterations 300'; the Humanoid's and Cartpole's: "
                              "VERIFY_ARGS)")
+    parser.add_argument("--with-sparse", action="store_true", help="as verify's --with-sparse: with --starts, the "
+                        "finds' HNS against the task's sparse start retrained beside them")
     parser.add_argument("--pool", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --pool")
     parser.add_argument("--join", type=Path, nargs="+", default=[], metavar="VERIFY", help="as verify's --join")
     args = parser.parse_args(argv)
@@ -497,8 +502,7 @@ def hns(argv: list[str]) -> int:
     folder = start if start.is_dir() else start.parent
     return verify(["--runs", *map(str, done), "--starts", str(folder), "--seeds", str(args.verify_seeds // parts),
                    "--out", str(checked), *(["--gpus", *args.gpus] if args.gpus else []),
-                   *(["--with-sparse"] if args.starts is not None and (SPARSE / f"{args.task.lower()}.py").is_file()
-                     else []),
+                   *(["--with-sparse"] if args.with_sparse else []),
                    *(["--pool", *map(str, args.pool)] if args.pool else []),
                    *(["--join", *map(str, args.join)] if args.join else []), *(["--report-only"] if again else []),
                    "--", *verify_arguments(args.task, args.verify_args)])

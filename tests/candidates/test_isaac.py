@@ -215,6 +215,23 @@ def test_a_task_files_call_says_what_each_argument_is():
                       "Anymal")
 
 
+@pytest.mark.parametrize("file, task, components", [
+    ("task_file_ant_reward_reset.py", "Ant", set()),  # IsaacGymEnvs' own (reward, reset), obs_buf's columns
+    ("task_file_anymal_scales.py", "Anymal", set()),  # Dict[str, float] scales, ints, knee contacts
+    ("task_file_humanoid_gpt.py", "Humanoid", {"speed_reward", "upright_reward", "action_penalty", "effort"}),
+    ("task_file_keywords.py", "Ant", {"progress", "height", "heading"}),  # keywords, a default, get_basis_vector
+])
+def test_whole_task_files_of_each_style_run_on_the_sample_states(file, task, components):
+    task = get_task(task)
+    candidate = load_candidate(FILES / file, task=task, lift=False)
+    state = {k: jnp.asarray(v) for k, v in task_states(task).items()}
+    out = candidate.functions["compute_reward"](state)
+    reward, parts = out if isinstance(out, tuple) else (out, {})
+    rows = state["progress_buf"].shape[0]
+    assert reward.shape == (rows,) and np.isfinite(np.asarray(reward)).all() and np.ptp(np.asarray(reward)) > 0
+    assert set(parts) == components
+
+
 def test_the_helpers_of_isaacs_torch_utils_agree_with_each_other():
     rng = np.random.default_rng(0)
     q = rng.normal(size=(5, 4))

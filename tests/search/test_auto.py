@@ -927,7 +927,7 @@ def test_the_search_benchmarks_fresh_seed_check_by_hand():
 
 
 def test_a_search_from_other_starts_gives_its_hns_against_the_sparse_start_retrained_beside_it(tmp_path, capsys):
-    """`search.py verify --with-sparse` (what `hns --starts` passes): a search from a Eureka response closes the gap
+    """`search.py verify --with-sparse` (and `hns --with-sparse`): a search from a Eureka response closes the gap
     to the default from that response, and its HNS is measured from the sparse start trained beside it (worked by
     hand: response 2.0, default 4.0, sparse 1.0, find 3.0: gap closed 0.5, HNS 2/3)."""
     import importlib.util
