@@ -449,11 +449,19 @@ def describe_isaac(task) -> str:
              "these as arguments, by name, in Isaac's conventions: quaternions are (x, y, z, w), as in Isaac Gym. "
              "`E` is the number of environments.", ""]
     lines += [f"- {name} {spec.shape} ({spec.units}): {spec.meaning}" for name, spec in sorted(task.isaac_names.items())]
+    from envcoder.shaping.isaac_torch import torch
+
+    refused = {f"torch.{n}": getattr(torch, n).refused for n in TORCH_FUNCTIONS
+               if hasattr(getattr(torch, n), "refused")}
+    refused |= {n: fn.refused for n, fn in HELPERS.items() if hasattr(fn, "refused")}
+    runs = sorted(n for n in TORCH_FUNCTIONS if not n[0].isupper() and f"torch.{n}" not in refused)
     lines += ["", "## What runs", "",
-              f"- torch functions: {', '.join(sorted(n for n in TORCH_FUNCTIONS if not n[0].isupper()))}",
+              f"- torch functions: {', '.join(runs)}",
               f"- tensor methods: {', '.join(sorted(TENSOR_METHODS))}",
-              f"- helpers of isaacgym.torch_utils / torch_jit_utils (x, y, z, w): {', '.join(sorted(HELPERS))}",
-              "- math, and numpy as jax.numpy (`np.` reads as `jnp.`)", ""]
+              f"- helpers of isaacgym.torch_utils / torch_jit_utils (x, y, z, w): "
+              f"{', '.join(sorted(n for n in HELPERS if n not in refused))}",
+              "- math, and numpy as jax.numpy (`np.` reads as `jnp.`)",
+              "- refused, each saying why: " + "; ".join(f"{n} ({why})" for n, why in sorted(refused.items())), ""]
     return "\n".join(lines)
 
 

@@ -767,6 +767,7 @@ def _script(fn=None, *args, **kwargs):
 def _refuse(what, why):
     def call(*args, **kwargs):
         raise TypeError(f"{what} {why}")
+    call.refused = why  # listed apart by `envcoder tasks --isaac`
     return call
 
 
