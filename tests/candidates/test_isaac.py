@@ -48,6 +48,9 @@ def test_torch_functions_give_torchs_numbers():
     assert np.allclose(unwrap(torch.hstack([x[:, 0], x[:, 1]])), [3, 1, 4, -2])
     assert np.allclose(unwrap(torch.erf(torch.tensor([0.0]))), 0.0) and np.isclose(unwrap(torch.dist(x[0], x[1])),
                                                                                      math.sqrt(4 + 36 + 4))
+    assert unwrap(torch.dot(x[0], x[1])) == 3.0 - 8.0 + 0.0  # torch's dot: two 1-D tensors
+    with pytest.raises(RuntimeError, match=r"torch.dot takes two 1-D tensors.*\(a \* b\).sum\(dim=-1\)"):
+        torch.dot(x, x)  # on rows torch fails too (a response of Eureka's Humanoid run that its log calls an error)
 
 
 def test_item_assignment_and_in_place_methods_change_the_tensor_as_torch_does():
@@ -261,6 +264,17 @@ def test_isaacs_own_reward_and_reset_pair_gives_the_reward():
     assert np.allclose(to_envcoder((reward, reset), state), [1.0, 2.0, 3.0])  # envcoder's terminal ends episodes
     total, parts = to_envcoder((reward, {"speed": reward * 2, "bonus": 0.5}), state)
     assert np.allclose(parts["speed"], [2, 4, 6]) and np.allclose(parts["bonus"], 0.5)  # a number is spread
+    # Isaac Gym only logs a component's mean, so one of another shape trains there and is kept here as that mean:
+    # [E] / [E, 1] broadcasts to [E, E] (a response of Eureka's Humanoid run does this), averaged per environment
+    velocity = torch.tensor([[1.0, 0.0, 0.0], [2.0, -1.0, 0.0], [0.0, 0.0, 3.0]])
+    wide = velocity[:, 0] / torch.abs(velocity).sum(dim=-1, keepdim=True).clamp(min=1.0)
+    assert wide.shape == (3, 3)
+    _, parts = to_envcoder((reward, {"wide": wide, "three": torch.tensor([1.0, 2.0, 6.0, 7.0])}), state)
+    assert np.allclose(parts["wide"], np.mean(unwrap(wide), axis=1)) and np.isclose(parts["wide"].mean(),
+                                                                                     unwrap(wide).mean())
+    assert np.allclose(parts["three"], 4.0)  # not [E, ...]: its mean over all of it
+    with pytest.raises(ValueError):
+        to_envcoder(wide, state)  # the reward itself must fit Isaac's rew_buf, [E]
 
 
 def test_a_type_comment_declares_torchscripts_types():

@@ -304,7 +304,13 @@ class Tensor:
     remainder, fmod = _binary(jnp.remainder), _binary(jnp.fmod)
     pow = _binary(jnp.power)
     matmul = mm = bmm = _binary(jnp.matmul)
-    dot = _binary(jnp.dot)
+
+    def dot(self, other):  # torch's: two 1-D tensors of one length
+        a, b = self._a, jnp.asarray(unwrap(other))
+        if a.ndim != 1 or b.ndim != 1:
+            raise RuntimeError(f"torch.dot takes two 1-D tensors, as in torch; got shapes {tuple(a.shape)} and "
+                               f"{tuple(b.shape)}: for a dot product per row use (a * b).sum(dim=-1)")
+        return Tensor(jnp.dot(a, b))
     maximum, minimum = _binary(jnp.maximum), _binary(jnp.minimum)
     atan2 = arctan2 = _binary(jnp.arctan2)
     eq, ne, lt, le, gt, ge = (_binary(jnp.equal), _binary(jnp.not_equal), _binary(jnp.less),
@@ -1114,7 +1120,9 @@ def isaac_state(state, task_name: str) -> IsaacState:
 
 def to_envcoder(result, state):
     """An Isaac reward's result as envcoder's API returns it: reward `[E]` float32, and its components `{name: [E]}`
-    (a number or an `[E, 1]` component is spread over the environments, as Eureka logs every component's mean)."""
+    (a number or an `[E, 1]` component is spread over the environments). Isaac Gym only logs a component's mean
+    (Eureka: `self.extras[name] = self.rew_dict[name].mean()`), so a component of another shape is kept as that
+    mean: an `[E, ...]` one is averaged per environment over its other axes, any other one over all of it."""
     num_envs = state["progress_buf"].shape[0]
 
     def per_env(value):
@@ -1123,9 +1131,17 @@ def to_envcoder(result, state):
             array = array[:, 0]
         return jnp.broadcast_to(array, (num_envs,))
 
+    def component(value):  # the same mean as Isaac logs, per environment
+        array = jnp.asarray(unwrap(value)).astype(jnp.float32)
+        if array.ndim >= 2 and array.shape[0] == num_envs and array.shape[1:] != (1,):
+            return jnp.mean(array.reshape(num_envs, -1), axis=1)
+        if array.ndim > 1 or array.ndim == 1 and array.shape[0] not in (1, num_envs):
+            return jnp.broadcast_to(jnp.mean(array), (num_envs,))
+        return per_env(array)
+
     if isinstance(result, (tuple, list)) and len(result) == 2 and isinstance(result[1], dict):
         reward, components = result
-        components = {str(name): per_env(value) for name, value in components.items()}
+        components = {str(name): component(value) for name, value in components.items()}
         return (per_env(reward), components) if components else per_env(reward)
     if isinstance(result, (tuple, list)) and result:  # IsaacGymEnvs' own `(reward, reset)`: envcoder's
         return per_env(result[0])                      # compute_terminal ends the episodes
