@@ -167,6 +167,20 @@ def test_the_reward_is_the_function_isaac_gym_calls(tmp_path):
                  "def compute_success(obs_buf):\n    return obs_buf[:, 0]\n\n\n" + REWARD_NAMED_OTHERWISE)
     text = native_source(task_file, "task.py", "Ant")
     assert "isaac_reward(isaac['root_states'], isaac['up_vec'])" in text and "compute_success" not in text
+    # the call's result reaches self.rew_buf through a local, after another method's call to another function
+    flows = ("class AntGPT(VecTask):\n    def compute_observations(self):\n"
+             "        self.obs_buf[:] = compute_success(self.obs_buf)\n\n"
+             "    def compute_reward(self, actions):\n"
+             "        reward, parts = compute_improved_reward(self.root_states, self.up_vec)\n"
+             "        self.rew_buf[:] = reward\n\n\n"
+             "def compute_success(obs_buf):\n    return obs_buf[:, 0]\n\n\n" + REWARD_NAMED_OTHERWISE)
+    assert "isaac_reward(isaac['root_states'], isaac['up_vec'])" in native_source(flows, "task.py", "Ant")
+    # a class that computes its reward inline is refused by name, never run with another function as its reward
+    inline = flows.replace("reward, parts = compute_improved_reward(self.root_states, self.up_vec)",
+                           "reward = self.root_states[:, 7]")
+    with pytest.raises(CandidateError, match="its task class computes the reward inside its method compute_reward, "
+                                             "and envcoder runs a module-level reward function: move"):
+        native_source(inline, "task.py", "Ant")
 
 
 TASK_FILE_CALL = """class AnymalGPT(VecTask):

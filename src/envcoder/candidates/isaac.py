@@ -198,6 +198,13 @@ def native_source(source: str, file: str, task) -> str:
         raise CandidateError(file, f"syntax error in its reward code: {err.msg}", line=err.lineno) from None
     reward = _reward_function(tree)
     if reward is None:
+        inline = next((method.name for cls in tree.body if isinstance(cls, ast.ClassDef) for method in cls.body
+                       if isinstance(method, ast.FunctionDef) and "self.rew_buf" in ast.unparse(method)), None)
+        if inline:
+            raise CandidateError(file, f"its task class computes the reward inside its method {inline}, and "
+                                       "envcoder runs a module-level reward function: move the reward into one of the "
+                                       "attributes it reads, which the method calls (`self.rew_buf[:] = "
+                                       "compute_reward(self.root_states, ...)`, Eureka's format)")
         raise CandidateError(file, "defines no module-level function: the reward must be one (Eureka's "
                                    "`compute_reward(root_states, ...)`)")
     top = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node is not reward}
@@ -341,12 +348,20 @@ def _reward_function(tree: ast.Module) -> ast.FunctionDef | None:
     first function of an answer, whatever its name)."""
     functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
     by_name = {fn.name: fn for fn in functions}  # a name defined twice: the last, as Python binds it
-    for cls in (node for node in tree.body if isinstance(node, ast.ClassDef)):
-        for node in ast.walk(cls):
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    for method in (node for cls in classes for node in ast.walk(cls) if isinstance(node, ast.FunctionDef)):
+        to_rew_buf = {name.id for node in ast.walk(method) if isinstance(node, ast.Assign)  # `self.rew_buf[:] = r`
+                      and any("rew_buf" in ast.unparse(target) for target in node.targets)
+                      for name in ast.walk(node.value) if isinstance(name, ast.Name)}
+        for node in ast.walk(method):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                     and isinstance(node.value.func, ast.Name) and node.value.func.id in by_name
-                    and any("rew_buf" in ast.unparse(target) for target in node.targets)):
+                    and any("rew_buf" in ast.unparse(target)
+                            or {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} & to_rew_buf
+                            for target in node.targets)):
                 return by_name[node.value.func.id]
+    if classes and "compute_reward" not in by_name:  # a task file whose class's reward is not a function's
+        return None
     return by_name.get("compute_reward") or (functions[0] if functions else None)
 
 
