@@ -181,6 +181,13 @@ def test_the_reward_is_the_function_isaac_gym_calls(tmp_path):
     with pytest.raises(CandidateError, match="its task class computes the reward inside its method compute_reward, "
                                              "and envcoder runs a module-level reward function: move"):
         native_source(inline, "task.py", "Ant")
+    both = inline.replace("self.obs_buf[:] = compute_success(self.obs_buf)\n\n    def compute_reward(self, actions):\n",
+                          "pass\n\n    def compute_reward(self, actions):\n"
+                          "        self.obs_buf[:] = compute_success(self.obs_buf)\n").replace(
+        "reward = self.root_states[:, 7]\n        self.rew_buf[:] = reward", "self.rew_buf[:] = self.root_states[:, 7]")
+    assert "self.obs_buf[:] = compute_success" in both and "self.rew_buf[:] = self.root_states" in both  # beside the inline reward, another function's call
+    with pytest.raises(CandidateError, match="inside its method compute_reward"):
+        native_source(both, "task.py", "Ant")
 
 
 TASK_FILE_CALL = """class AnymalGPT(VecTask):

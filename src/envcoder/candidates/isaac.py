@@ -202,9 +202,9 @@ def native_source(source: str, file: str, task) -> str:
                        if isinstance(method, ast.FunctionDef) and "self.rew_buf" in ast.unparse(method)), None)
         if inline:
             raise CandidateError(file, f"its task class computes the reward inside its method {inline}, and "
-                                       "envcoder runs a module-level reward function: move the reward into one of the "
-                                       "attributes it reads, which the method calls (`self.rew_buf[:] = "
-                                       "compute_reward(self.root_states, ...)`, Eureka's format)")
+                                       "envcoder runs a module-level reward function: move the reward into a "
+                                       "module-level function of the attributes it reads, and have the method call it "
+                                       "(`self.rew_buf[:] = compute_reward(self.root_states, ...)`, Eureka's format)")
         raise CandidateError(file, "defines no module-level function: the reward must be one (Eureka's "
                                    "`compute_reward(root_states, ...)`)")
     top = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and node is not reward}
@@ -352,17 +352,25 @@ def _reward_function(tree: ast.Module) -> ast.FunctionDef | None:
     for method in (node for cls in classes for node in ast.walk(cls) if isinstance(node, ast.FunctionDef)):
         to_rew_buf = {name.id for node in ast.walk(method) if isinstance(node, ast.Assign)  # `self.rew_buf[:] = r`
                       and any("rew_buf" in ast.unparse(target) for target in node.targets)
-                      for name in ast.walk(node.value) if isinstance(name, ast.Name)}
+                      for name in ast.walk(node.value) if isinstance(name, ast.Name)} - {"self"}
         for node in ast.walk(method):
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                     and isinstance(node.value.func, ast.Name) and node.value.func.id in by_name
-                    and any("rew_buf" in ast.unparse(target)
-                            or {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} & to_rew_buf
+                    and any("rew_buf" in ast.unparse(target) or _local_names(target) & to_rew_buf
                             for target in node.targets)):
                 return by_name[node.value.func.id]
     if classes and "compute_reward" not in by_name:  # a task file whose class's reward is not a function's
         return None
     return by_name.get("compute_reward") or (functions[0] if functions else None)
+
+
+def _local_names(target: ast.AST) -> set[str]:
+    """The plain names an assignment's target binds (`reward` in `reward, reset = ...`; none in `self.x[:] = ...`)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return {name for element in target.elts for name in _local_names(element)}
+    return set()
 
 
 def _call_site(tree: ast.Module, reward: ast.FunctionDef, names, file: str, task) -> dict[str, str] | None:
