@@ -510,7 +510,8 @@ def hns(argv: list[str]) -> int:
 
 def _searches(args, start: Path) -> None:
     """`hns`' searches from `start`, one per seed of `--search-seeds` whose search has not ended before, one at a time
-    on each GPU of `--gpus`, each into `<out>/search_S` with its log beside it."""
+    on each GPU of `--gpus`, each into `<out>/search_S` with its log beside it; one that was cut short (Ctrl-C, a time
+    limit) continues from where it stopped (`envcoder auto --resume`)."""
     args.out.mkdir(parents=True, exist_ok=True)
     waiting = [s for s in args.search_seeds if not (args.out / f"search_{s}" / "search.json").is_file()]
 
@@ -521,10 +522,12 @@ def _searches(args, start: Path) -> None:
             except IndexError:
                 return
             env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-            with open(args.out / f"search_{seed}.log", "w") as log:
+            begun = (args.out / f"search_{seed}" / "auto.json").is_file()  # cut short before: continue it
+            with open(args.out / f"search_{seed}.log", "a" if begun else "w") as log:
                 subprocess.run([sys.executable, __file__, "--task", args.task, "--starts", str(start), "--out",
-                                str(args.out / f"search_{seed}"), "--", "--seed", str(seed),
-                                *shlex.split(args.search_args)], env=env, stdout=log, stderr=subprocess.STDOUT)
+                                str(args.out / f"search_{seed}"), "--",
+                                *(["--resume"] if begun else ["--seed", str(seed), *shlex.split(args.search_args)])],
+                               env=env, stdout=log, stderr=subprocess.STDOUT)
     workers = [threading.Thread(target=one_gpu, args=(gpu,)) for gpu in args.gpus or [None]]
     for worker in workers:
         worker.start()
