@@ -156,7 +156,7 @@ def gap(evaluation: dict) -> tuple[float | None, float | None, float | None]:
 
 
 def hns(fitness: float, sparse: float, default: float, p_gap: float | None) -> float | None:
-    """(fitness − sparse) / (default − sparse), where the default beats the sparse start at P ≥ 0.95, else None."""
+    """(fitness − sparse) / (default − sparse) where the default beats the sparse start at P ≥ 0.95, else None."""
     return (fitness - sparse) / (default - sparse) if p_gap is not None and p_gap >= 0.95 else None
 
 
@@ -256,8 +256,8 @@ def main() -> None:
     for group in groups:
         evaluation = evaluate(args.run, args.task, group, args.seeds, args.out, extra, args.resume)
         if evaluation["exit"] == 130:
-            sys.exit(f"interrupted: the evaluation of iterations {group} stopped at its checkpoint; continue it with the "
-                     "same command and --resume")
+            sys.exit(f"interrupted: the evaluation of iterations {group} stopped at its checkpoint; continue it "
+                     "with the same command and --resume")
         for iteration in group:
             records.append(iteration_record(args.run, iteration, evaluation))
             print(json.dumps(records[-1]), flush=True)

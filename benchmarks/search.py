@@ -65,6 +65,9 @@ how far it took the responses and where that is on Eureka's scale:
 
     python benchmarks/search.py hns --task Humanoid --starts PATH/iteration-0-responses --with-sparse \
         --search-seeds 0 1 --gpus 0 1 --out runs/hns_humanoid_eureka
+
+`hns` stopped by Ctrl-C or `timeout -s INT` (a device call's time limit) leaves each search and each verify part at
+its checkpoint; the same command continues them, keeps what finished, and verifies once every search has ended.
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -279,15 +283,21 @@ def verify(argv: list[str]) -> int:
         for run, search in runs.values():
             if not (args.starts / f"{search['best_start']['name'].removeprefix('init_')}.py").is_file():
                 parser.error(f"{run}'s best start ({search['best_start']['name']}) has no file in {args.starts}")
-        if not _train_parts(task, runs, args, rest):
+        codes = _train_parts(task, runs, args, rest)
+        if 130 in codes:
+            print(f"interrupted: the parts under {args.out} stopped at their checkpoints; the same command "
+                  "continues them", file=sys.stderr)
+            return 130
+        if any(codes):
             print(f"a part failed: see {args.out}/part_*.log", file=sys.stderr)
     return _report(task, runs, args.out, rest, args.pool, args.join)
 
 
-def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
+def _train_parts(task: str, runs: dict, args, rest: list[str]) -> list[int]:
     """Each run's find (unless it is the start: its runs are then the start's), its best start and the task's
-    default in one folder, trained by one `envcoder eval` per GPU at once, each with its own seeds; whether every
-    part ended well."""
+    default in one folder, trained by one `envcoder eval` per GPU at once, each with its own seeds; the parts' exit
+    statuses (130: interrupted). A part that finished before is kept, and one cut short (Ctrl-C, a time limit) continues from
+    its checkpoint (`envcoder eval --resume`)."""
     functions = args.out / "functions"
     functions.mkdir(parents=True, exist_ok=True)
     for name, (run, search) in runs.items():
@@ -300,13 +310,21 @@ def _train_parts(task: str, runs: dict, args, rest: list[str]) -> bool:
     parts = []
     for p, gpu in enumerate(args.gpus or [None]):
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
-        command = [sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--task", task,
-                   "--functions", str(functions), "--task-default", "--seeds", str(args.seeds),
-                   "--seed", str(args.seed + p * args.seeds), "--out", str(args.out / f"part_{p}"),
-                   "--no-tensorboard", *rest]
-        with open(args.out / f"part_{p}.log", "w") as log:
+        part = args.out / f"part_{p}"
+        if (part / "results.json").is_file():  # finished in an earlier launch
+            continue
+        begun = (part / "config.json").is_file()  # cut short by Ctrl-C or a time limit: continue it
+        fresh = ["--task", task, "--functions", str(functions), "--task-default", "--seeds", str(args.seeds),
+                 "--seed", str(args.seed + p * args.seeds), "--out", str(part), "--no-tensorboard", *rest]
+        command = [sys.executable, "-c", "from envcoder.cli import run; run()", "eval",
+                   *(["--resume", str(part)] if begun else fresh)]
+        with open(args.out / f"part_{p}.log", "a" if begun else "w") as log:
             parts.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
-    return all([process.wait() == 0 for process in parts])
+    previous = signal.signal(signal.SIGINT, lambda *_: None)  # Ctrl-C reaches the parts, which checkpoint and exit
+    try:
+        return [process.wait() for process in parts]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _report(task: str, runs: dict, out: Path, rest: list[str], pool: list[Path], join: list[Path]) -> int:
@@ -495,7 +513,8 @@ def hns(argv: list[str]) -> int:
     checked, names = args.out / "verify", {_candidate_name(f"find_{d.parent.name}_{d.name}") for d in done}
     again = (checked / "verify.json").is_file() and {name for name, entry in json.loads(
         (checked / "verify.json").read_text())["searches"].items() if "verify" not in entry}  # not --join's
-    if checked.exists() and again != names:
+    cut = {f.stem for f in (checked / "functions").glob("find_*.py")} if not again else set()  # a verify cut short
+    if again and again != names or cut - names:
         print(f"{checked} holds a verify of other searches: move it away (or pass it to --pool) to retrain these",
               file=sys.stderr)
         return 2
