@@ -2,6 +2,7 @@
 Isaac's conventions, the three kinds of file through `envcoder eval` next to a native one, refusals that name what
 they refuse, and `envcoder convert` giving a file that computes the same reward."""
 
+import json
 import math
 import shutil
 import subprocess
@@ -11,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import BUNDLED, CANDIDATES
+from conftest import BENCHMARKS, BUNDLED, CANDIDATES
 from envcoder.candidates import CandidateError
 from envcoder.candidates.isaac import is_isaac, native_source
 from envcoder.candidates.load import load_candidate
@@ -364,3 +365,58 @@ def test_eval_ranks_isaac_files_next_to_a_native_one_and_convert_gives_the_same_
     done = subprocess.run([*command, "convert", str(FILES / "unknown_argument.py"), "--task", "Ant"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "'velocity'" in done.stderr and done.stderr.count("\n") == 1
+
+
+def _eureka_run():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eureka_run", BENCHMARKS / "eureka_run.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_a_public_run_benchmark_picks_and_scores_as_its_doc_says():
+    """`benchmarks/eureka_run.py`: the run's two picks (envcoder's best over every iteration, Eureka's best of the
+    iteration its log scores highest), and HNS only where the task default beats the sparse start at P ≥ 0.95."""
+    bench = _eureka_run()
+    records = [
+        {"iteration": 0, "eureka_best": 3, "eureka_max_success": 5.0, "best_response": "env_iter0_response7_rewardonly",
+         "fitness": {"env_iter0_response7_rewardonly": [0.4], "env_iter0_response3_rewardonly": [0.1]}},
+        {"iteration": 1, "eureka_best": 2, "eureka_max_success": 6.5, "best_response": "env_iter1_response5_rewardonly",
+         "fitness": {"env_iter1_response5_rewardonly": [0.3], "env_iter1_response2_rewardonly": [0.2]}}]
+    assert bench.fresh_picks(records, "run") == ["env_iter0_response7_rewardonly", "env_iter1_response2_rewardonly"]
+    assert bench.fresh_picks(records, "iteration") == [
+        "env_iter0_response7_rewardonly", "env_iter0_response3_rewardonly", "env_iter1_response5_rewardonly",
+        "env_iter1_response2_rewardonly"]
+    assert bench.hns(0.5, 0.0, 2.0, 0.97) == pytest.approx(0.25)  # a quarter of the way from sparse to default
+    assert bench.hns(0.5, 0.0, 2.0, 0.60) is None and bench.hns(0.5, 0.0, 2.0, None) is None
+    assert bench.hns_text({"hns": None, "p_default_beats_sparse": 0.17}) == (
+        "not defined (P(default beats sparse) = 0.17)")
+
+
+def test_a_public_run_benchmark_continues_what_a_time_limit_cut(tmp_path, monkeypatch):
+    """`eureka_run.py --resume`: an evaluation that had begun continues (`envcoder eval --resume`), one that finished
+    is read without a launch, and the wall clock is the sum of the launches'. (The commands are recorded here.)"""
+    bench = _eureka_run()
+    launched = []
+
+    def run(argv, **_):
+        launched.append(argv)
+        return subprocess.CompletedProcess(argv, 130 if len(launched) == 1 else 0)
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    response = tmp_path / "env_iter0_response1_rewardonly.py"
+    response.write_text("# a response\n")
+    out = tmp_path / "out"
+    first = bench.eval_files([response], "Ant", "iter0", 2, out, ["--train-iterations", "300"], resume=True)
+    assert launched[0][:3] == ["envcoder", "eval", "--task"] and first["exit"] == 130 and first["launches"] == 1
+    (out / "iter0").mkdir()
+    (out / "iter0" / "config.json").write_text("{}")  # what the cut evaluation left
+    second = bench.eval_files([response], "Ant", "iter0", 2, out, ["--train-iterations", "300"], resume=True)
+    assert launched[1] == ["envcoder", "eval", "--resume", str(out / "iter0")] and second["launches"] == 2
+    assert (out / "iter0_inputs" / "sparse.py").is_file()  # the inputs of the first launch are kept
+    (out / "iter0" / "results.json").write_text(json.dumps({"ranking": [{"name": "sparse", "fitness_mean": 0.5}]}))
+    third = bench.eval_files([response], "Ant", "iter0", 2, out, ["--train-iterations", "300"], resume=True)
+    assert len(launched) == 2 and third["rows"]["sparse"]["fitness_mean"] == 0.5
+    assert third["wall_s"] == second["wall_s"] == pytest.approx(sum(json.loads(
+        (out / "iter0_launches.json").read_text())))

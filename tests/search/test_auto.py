@@ -1283,6 +1283,55 @@ def test_the_hns_row_retrains_each_task_at_its_stated_budget():
         "--envs-per-candidate", "8", "--iterations", "2"]
 
 
+def test_the_hns_row_continues_what_a_time_limit_cut(tmp_path, monkeypatch):
+    """`search.py hns` launched again after Ctrl-C or a device call's time limit: a search that had begun continues
+    (`envcoder auto --resume`), a verify part that had begun continues from its checkpoint (`envcoder eval --resume`),
+    and a part that finished is not trained again. (The commands are recorded here, not run.)"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("search_benchmark", BENCHMARKS / "search.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    launched = []
+
+    class Recorded:  # a process that ends at once, as a part interrupted again would (exit status 130)
+        def __init__(self, argv, **_):
+            launched.append([str(a) for a in argv])
+
+        def wait(self):
+            return 130
+
+    monkeypatch.setattr(bench.subprocess, "run", lambda argv, **_: launched.append([str(a) for a in argv]))
+    monkeypatch.setattr(bench.subprocess, "Popen", Recorded)
+    starts, out = tmp_path / "starts", tmp_path / "hns"
+    starts.mkdir()
+    (starts / "poor.py").write_text("# a start\n")
+    (out / "search_0").mkdir(parents=True)
+    (out / "search_0" / "auto.json").write_text("{}")  # begun, no search.json: cut short
+    command = ["--task", "Cartpole", "--starts", str(starts), "--search-seeds", "0", "--out", str(out),
+               "--verify-seeds", "2"]
+    assert bench.hns(command) == 1  # the search is still without a find: nothing to verify
+    assert launched[0][-2:] == ["--", "--resume"] and "--seed" not in launched[0]
+    (out / "search_0" / "search.json").write_text(json.dumps({"task": "Cartpole", "best_is_start": False,
+                                                               "best_start": {"name": "init_poor"},
+                                                               "best_find": {"name": "it00_c00"}}))
+    (out / "search_0" / "best.py").write_text("# the find\n")
+    (out / "verify" / "part_0").mkdir(parents=True)
+    (out / "verify" / "part_0" / "config.json").write_text("{}")  # begun: a checkpoint to continue from
+    launched.clear()
+    assert bench.hns(command) == 130  # interrupted again: says so, and does not report
+    assert launched == [[sys.executable, "-c", "from envcoder.cli import run; run()", "eval", "--resume",
+                         str(out / "verify" / "part_0")]]
+    fitness = {"find_hns_search_0": 0.9, "start_poor": 0.2, "task_default": 1.0}
+    (out / "verify" / "part_0" / "results.json").write_text(json.dumps({"higher_is_better": True, "groups": [
+        {"candidate": name, "seed": seed, "task_fitness": value + seed / 100} for name, value in fitness.items()
+        for seed in (0, 1)]}))  # finished: kept, and reported
+    launched.clear()
+    assert bench.hns(command) == 0 and launched == []
+    report = json.loads((out / "verify" / "verify.json").read_text())
+    assert report["searches"]["find_hns_search_0"]["gap_closed"] == pytest.approx(0.875)  # (0.905-0.205)/0.8
+
+
 def test_the_summary_counts_what_its_run_directories_hold(tmp_path, monkeypatch, capsys):
     """The summary's account adds up: the files it says it validated (proposed and starting), the groups each stage
     trained (counted here from the candidate files and seeds each evaluation was given), and a difference against
