@@ -25,10 +25,10 @@ HNS and P(beats the default) on seeds that did not pick them.
 
 `--fresh-picks run` retrains only the run's two picks (envcoder's best over all its iterations and Eureka's final
 one), and `--fresh-args` gives the retraining its own budget (the Humanoid's default runs at 1,000 iterations of 256
-envs, not at 300; a seed of its sparse reward may run there too, and then the two do not separate). HNS is reported only where the task default beats the sparse start at
-P ≥ 0.95 in the same evaluation. An evaluation stopped by Ctrl-C or `timeout -s INT` (a device call's time limit)
-saves its checkpoint; the same command with `--resume` continues it, reads the evaluations that finished, and
-reports each one's wall clock as the sum of its launches'.
+envs, not at 300; a seed of its sparse reward may run there too, and then the two do not separate). HNS is reported
+only where the task default beats the sparse start at P ≥ 0.95 in the same evaluation. An evaluation stopped by
+Ctrl-C or `timeout -s INT` (a device call's time limit) saves its checkpoint; the same command with `--resume`
+continues it, reads the evaluations that finished, and reports each one's wall clock as the sum of its launches'.
 """
 
 from __future__ import annotations
