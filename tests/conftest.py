@@ -41,10 +41,12 @@ class FakeEvaluations:
     """Stands in for `envcoder.runs.evaluation.evaluate_once` where training is not the point: each (candidate,
     seed) group's Cartpole fitness is `values(name, seed)`, and the run directory is written as a run writes it
     (config, candidate copies, results). Each run says it took `seconds` (timings' "total_s"); one called past its
-    `until` says that its time was up after half its iterations, as a run says it."""
+    `until` says that its time was up after half its iterations, as a run says it. Every group's episodes last
+    `episode_length` steps of Cartpole's 500."""
 
-    def __init__(self, values, seconds: float = 0.0):
+    def __init__(self, values, seconds: float = 0.0, episode_length: float = 500.0):
         self.values, self.seconds, self.calls, self.outs, self.untils = values, seconds, [], [], []
+        self.episode_length = episode_length
 
     def __call__(self, settings, console=None, resume=False, validator=None, restart=None, until=None):
         import time
@@ -66,9 +68,10 @@ class FakeEvaluations:
         run.write_config({**settings.to_config(), "candidates": names})
         for name in names:
             (settings.out / "candidates" / f"{name}.py").write_text(f"# {name}\n")
-        groups = [GroupResult(name, seed, self.values(name, seed), 500.0, 1.0, 0.0, None, None, {})
+        groups = [GroupResult(name, seed, self.values(name, seed), self.episode_length, 1.0, 0.0, None, None, {})
                   for name in names for seed in settings.seeds]
-        results = ranked_results("Cartpole", "upright", get_task("Cartpole").get_fitness()[1], "flat", groups, [],
-                                 timings, lambda name: {}, settings.rank_by)
+        task = get_task("Cartpole")
+        results = ranked_results("Cartpole", "upright", task.get_fitness()[1], "flat", groups, [], timings,
+                                 lambda name: {}, settings.rank_by, max_episode_length=task.max_episode_length)
         run.write_results(results.to_json())
         return results

@@ -59,6 +59,34 @@ def test_candidates_at_the_ceiling_are_ranked_by_learning_speed_and_reported_as_
         rank(per_seed, rank_by="speed")
 
 
+def test_a_ranking_of_policies_that_all_fail_early_says_so():
+    """Cartpole's episode is 500 steps and an early end is a failure: where no candidate's evaluation episodes last
+    a quarter of it (125 steps) on average, the run says so, names the longest-lived and writes it to results.json.
+    A candidate halving dropped (its lengths are its training episodes') does not count; one at 125 ends it."""
+
+    def run(lengths: dict[str, tuple[list[float], int | None]], max_episode_length=500) -> RunResults:
+        groups = [GroupResult(name, seed, 0.1 * length / 100, length, 1.0, 0.1, None, None, {},
+                              eliminated_at_iteration=dropped)
+                  for name, (seeds, dropped) in lengths.items() for seed, length in enumerate(seeds)]
+        return ranked_results("Cartpole", "upright", UPRIGHT, "flat", groups, [], {}, lambda name: {},
+                              max_episode_length=max_episode_length)
+
+    falling = {"a": ([100.0, 110.0], None), "b": ([60.0, 80.0], None), "dropped": ([400.0, 400.0], 3)}
+    results = run(falling)
+    assert results.episodes_end_early == {"candidate": "a", "episode_length": 105.0, "max_episode_length": 500}
+    text = io.StringIO()
+    print_results(Console(file=text, width=200), results)
+    assert ("every policy fails early: a's episodes last longest, 105 of 500 steps on average; the ranking compares "
+            "policies that all fail the task at this budget") in " ".join(text.getvalue().split())
+    assert RunResults.from_json(results.to_json()) == results
+    standing = run({**falling, "c": ([130.0, 120.0], None)})
+    assert standing.episodes_end_early is None and "episodes_end_early" not in standing.to_json()
+    text = io.StringIO()
+    print_results(Console(file=text, width=200), standing)
+    assert "fails early" not in text.getvalue()
+    assert run(falling, max_episode_length=None).episodes_end_early is None  # a caller that does not know the task
+
+
 def test_a_candidate_ranked_below_another_by_fitness_never_shows_the_same_number():
     """A ranking decided by fitness shows the digits that decide it (Cartpole: a fitness just under two at 1.0
     printed as 1.000, ranked below one with a lower AUC, read as a tie broken the wrong way); values within the tie

@@ -635,6 +635,27 @@ def test_the_final_names_the_task_default_and_says_by_how_much_the_best_beats_it
     assert f"`best_readable.py` is best.py {how}" in (out / "summary.md").read_text() and readable["change"]
 
 
+def test_each_evaluation_s_line_says_when_every_policy_fails_early(tmp_path, monkeypatch, capsys):
+    """Where no candidate's episodes last a quarter of Cartpole's 500 steps (each lasts 60 here), the line `auto`
+    prints for each evaluation says so, and so does the summary of its final, with the longest-lived: its ranking
+    compares policies that all fail."""
+    from conftest import FakeEvaluations
+    from envcoder.runs import evaluation
+
+    monkeypatch.setattr(evaluation, "evaluate_once", FakeEvaluations(lambda name, seed: 0.1, episode_length=60.0))
+    assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),
+                 "--proposer", "offline", "--candidates-per-iteration", "2", "--iterations", "1", "--final-top", "1",
+                 "--final-seeds", "2", "--out", str(tmp_path / "auto")]) == 0
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if "every policy fails early" in line]
+    assert len(lines) == 1 and "(the longest episodes: 60 of 500 steps)" in lines[0], lines
+    summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
+    assert summary["episodes_end_early"]["episode_length"] == 60.0  # the final evaluation's
+    said = "Every policy fails early: init_poor_weights's episodes last longest in the final evaluation, 60 of 500"
+    assert said in " ".join(printed.split()) and said.replace("Every", "**Every").replace("early:", "early:**") in (
+        tmp_path / "auto" / "summary.md").read_text()
+
+
 @pytest.mark.slow
 def test_auto_validates_the_files_it_trains_once_and_its_evaluation_checks_nothing_again(tmp_path, monkeypatch):
     """A start file with a sweep of a float and an int becomes one file per variant; `auto` validates those files

@@ -387,7 +387,7 @@ class TrainingDriver:
         results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,
                                  self.job.failures, self.timings, training_fitness, self.settings.rank_by,
                                  own_control([c for c in self.job.candidates if c.name not in self.job.left_out],
-                                             self.job.task))
+                                             self.job.task), self.job.task.max_episode_length)
         print_results(console, results)
         self.run_dir.write_results(results.to_json())
         if self.population is not None and self.run_dir.writes:

@@ -202,6 +202,26 @@ def still_improving(iterations, values, higher_is_better: bool = True, tail: flo
             "from_iteration": int(np.floor(start)) + 1, "to_iteration": int(last)}
 
 
+EARLY_END_SHARE = 0.25
+"""`episodes_end_early` speaks where no candidate's evaluation episodes last this share of the episode on average."""
+
+
+def episodes_end_early(ranking: list[Ranked], max_episode_length: int) -> dict | None:
+    """Whether every candidate's policy fails early: an episode that ends before `max_episode_length` steps is a
+    failure (`envcoder.tasks.Fitness`), and where even the longest-lived candidate's episodes (mean over its seeds,
+    of those that trained to the end) last under `EARLY_END_SHARE` of it, the ranking compares policies that all
+    fail (a Humanoid that no reward has yet taught to stay up). `{"candidate", "episode_length",
+    "max_episode_length"}` of the longest-lived, or None where one lasts longer or no length is known."""
+    finished = [r for r in ranking if r.eliminated_at is None and np.isfinite(r.episode_length)]
+    if not finished or max_episode_length <= 0:
+        return None
+    longest = max(finished, key=lambda r: r.episode_length)
+    if longest.episode_length >= EARLY_END_SHARE * max_episode_length:
+        return None
+    return {"candidate": longest.name, "episode_length": float(longest.episode_length),
+            "max_episode_length": int(max_episode_length)}
+
+
 def not_separable_from_best(ranking: list[Ranked], higher_is_better: bool = True, level: float = 0.95) -> list[str]:
     """Candidates (after the best) that the best does not beat at `level`: a two-sided Welch t-test of their
     seeds' means, i.e. the best's `beat_probability` over them is below `(1 + level) / 2`. Only candidates that

@@ -135,6 +135,11 @@ def _ranking_html(results: dict) -> str:
             *("" if b is None else f"{b:g}" for b in record.fitness_bounds))
     if record.seed_rounds:
         notes += f"<p>{e(record.seed_rounds['verdict'])}.</p>"
+    early = results.get("episodes_end_early")
+    if early:
+        notes += (f"<p><b>Every policy fails early:</b> {e(early['candidate'])}'s episodes last longest, "
+                  f"{early['episode_length']:.0f} of {early['max_episode_length']:,} steps on average; the ranking "
+                  "compares policies that all fail the task at this budget.</p>")
     improving = results.get("best_still_improving")
     if improving and improving["improving"]:
         notes += (f"<p><b>Still improving:</b> the best candidate's training fitness went from "

@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from envcoder.runs.ranking import (FITNESS_TIE, Ranked, beats_next, fitness_tied, not_separable_from_best, rank,
-                                   separation, still_improving, tied_with_best, win_probabilities)
+from envcoder.runs.ranking import (FITNESS_TIE, Ranked, beats_next, episodes_end_early, fitness_tied,
+                                   not_separable_from_best, rank, separation, still_improving, tied_with_best,
+                                   win_probabilities)
 from envcoder.candidates import LoadFailure
 from envcoder.text import one_line, shown
 
@@ -103,6 +104,9 @@ class RunResults:
     own_control: dict = dataclasses.field(default_factory=dict)
     """`{name: {"policy_share", "task_share"}}`: candidates whose own `compute_torque` decides most of the motor
     command without the policy (`envcoder.candidates.prepare.own_control`)."""
+    episodes_end_early: dict | None = None
+    """Where every candidate's policy fails early, the longest-lived one (`ranking.episodes_end_early`); None
+    otherwise, and then the key is left out of the file."""
 
     def to_json(self) -> dict:
         data = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
@@ -111,6 +115,8 @@ class RunResults:
         data["failures"] = [dataclasses.asdict(f) for f in self.failures]
         if not self.own_control:  # written only where a candidate is flagged: results.json stays as it was
             del data["own_control"]
+        if self.episodes_end_early is None:
+            del data["episodes_end_early"]
         return data
 
     @classmethod
@@ -140,13 +146,13 @@ class RunResults:
 def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups: list[GroupResult],
                    failures: list[LoadFailure], timings: dict,
                    training_fitness: Callable[[str], dict[int, float]], rank_by: str = "final",
-                   own_control: dict | None = None) -> RunResults:
+                   own_control: dict | None = None, max_episode_length: int | None = None) -> RunResults:
     """Every candidate ranked by its groups' task fitness, ties by learning speed (or by learning speed first:
     `rank_by`; `groups` in the run's order), with how far to trust the ranking: per pair of candidates that trained
     equally long, the probability that one beats the other (from their seeds), whether the best candidate was still
     improving when training ended (`training_fitness(candidate)`: its training episodes' fitness per iteration),
-    the candidates the best one does not beat at 95%, those tied with it, and whether it is separable from the
-    runner-up."""
+    the candidates the best one does not beat at 95%, those tied with it, whether it is separable from the
+    runner-up, and (given the task's `max_episode_length`) whether every candidate's policy fails early."""
     per_candidate: dict[str, list[dict]] = {}
     for row in groups:
         per_candidate.setdefault(row.candidate, []).append(dataclasses.asdict(row))
@@ -165,7 +171,9 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
                       win_probability=probability, best_still_improving=improving,
                       not_separable_from_best=not_separable_from_best(ranking, higher), rank_by=rank_by,
                       fitness_bounds=tuple(fitness.bounds), tied_with_best=tied_with_best(ranking),
-                      separation=separation(ranking, higher, rank_by), own_control=dict(own_control or {}))
+                      separation=separation(ranking, higher, rank_by), own_control=dict(own_control or {}),
+                      episodes_end_early=(episodes_end_early(ranking, max_episode_length)
+                                          if max_episode_length else None))
 
 
 def print_results(console: Console, results: RunResults) -> None:
@@ -190,6 +198,13 @@ def print_results(console: Console, results: RunResults) -> None:
                       f"with the policy's action deciding {share['policy_share']:.0%} of it on the sample states (the "
                       f"task's own mapping: {share['task_share']:.0%}): its fitness is more its file's than a "
                       "learned policy's", highlight=False)
+    early = results.episodes_end_early
+    if early:
+        console.print(f"[yellow]every policy fails early[/yellow]: {shown(early['candidate'])}'s episodes last "
+                      f"longest, {early['episode_length']:.0f} of {early['max_episode_length']:,} steps on average; "
+                      "the ranking compares policies that all fail the task at this budget: train longer "
+                      "(--train-iterations) or with more environments (--envs-per-candidate) before trusting it",
+                      highlight=False)
     improving = results.best_still_improving
     if improving and improving["improving"]:
         console.print(f"[yellow]still improving[/yellow]: the best candidate's training fitness went from "

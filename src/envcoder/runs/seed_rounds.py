@@ -51,7 +51,7 @@ def evaluate_until_separable(settings, evaluate_once, console: Console | None = 
     def ranked(groups) -> RunResults:
         return ranked_results(task.name, first.fitness, fitness, settings.schedule, groups, first.failures,
                               first.timings, lambda name: run_dir.read_series(name, "task_fitness"),
-                              settings.rank_by, first.own_control)
+                              settings.rank_by, first.own_control, task.max_episode_length)
     rounds = [{"round": 0, "seeds": list(settings.seeds), "candidates": [r.name for r in first.ranking], "run": "."}]
     groups, results, used = list(first.groups), first, max(settings.seeds)
     while True:

@@ -180,6 +180,10 @@ class AutoRun:
             parts.append(f"best start {shown(start.name)} {start.fitness_mean:#.4g}")
         if results.failures:
             parts.append(f"{len(results.failures)} left out")
+        early = results.episodes_end_early
+        if early:
+            parts.append(f"[yellow]every policy fails early[/yellow] (the longest episodes: "
+                         f"{early['episode_length']:.0f} of {early['max_episode_length']:,} steps)")
         self.console.print(head + "; ".join(parts), highlight=False)
 
     # ---- proposing --------------------------------------------------------------------------------

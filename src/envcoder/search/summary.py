@@ -39,6 +39,12 @@ def summary_text(summary: dict, terminal: bool = False) -> str:
                           f"{leader['why']}."]
         if summary.get("final_seeds"):
             lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
+        early = summary.get("episodes_end_early")
+        if early:
+            lines += ["", f"**Every policy fails early:** {early['candidate']}'s episodes last longest in the final "
+                          f"evaluation, {early['episode_length']:.0f} of {early['max_episode_length']:,} steps on "
+                          "average; the ranking compares policies that all fail the task at this budget. Train "
+                          "longer (--train-iterations) or with more environments (--envs-per-candidate)."]
         lines += ["", "| rank | candidate | fitness | 95% CI | seeds | AUC |", "|---:|---|---:|---|---:|---:|"]
         ranking = summary["final_ranking"]
         digits = fitness_digits([r["fitness_mean"] for r in ranking])
@@ -182,7 +188,8 @@ def search_record(out: Path, records: list[dict], history: list[dict], results, 
         "input_tokens": sum(c["input_tokens"] for c in calls), "output_tokens": sum(c["output_tokens"] for c in calls),
         "cost_usd": None if any(c is None for c in costs) else sum(costs),
         "final_ranking": [dataclasses.asdict(r) for r in results.ranking] if results else [],
-        "final_seeds": results.seed_rounds if results else None, "best": None, "task_default": None}
+        "final_seeds": results.seed_rounds if results else None,
+        "episodes_end_early": results.episodes_end_early if results else None, "best": None, "task_default": None}
 
 
 def files_count(records: list[dict]) -> dict[str, int]:
