@@ -144,9 +144,12 @@ def test_report_lists_every_candidate_and_embeds_valid_images(cartpole_run, tmp_
     shutil.copytree(out, copy)
     results["failures"] = [{"file": "bad.py", "name": "bad", "error": "bad.py in compute_reward(): returned NaN"}]
     results["groups"][0]["diverged_at_iteration"] = 7
+    assert "episodes_end_early" not in results  # the README's candidates hold the pole for all 500 steps
+    results["episodes_end_early"] = {"candidate": "alive_bonus", "episode_length": 60.0, "max_episode_length": 500}
     (copy / "results.json").write_text(json.dumps(results))
     page = write_report(copy).read_text()
     assert "bad.py in compute_reward(): returned NaN" in page
+    assert "<b>Every policy fails early:</b> alive_bonus's episodes last longest, 60 of 500 steps on average" in page
     assert f"<b>{results['groups'][0]['candidate']}</b>: seed 0 diverged at iteration 7" in page
     assert main(["report", str(tmp_path / "nothing")]) == 2
 

@@ -206,14 +206,14 @@ EARLY_END_SHARE = 0.25
 """`episodes_end_early` speaks where no candidate's evaluation episodes last this share of the episode on average."""
 
 
-def episodes_end_early(ranking: list[Ranked], max_episode_length: int) -> dict | None:
+def episodes_end_early(ranking: list[Ranked], max_episode_length: int | None) -> dict | None:
     """Whether every candidate's policy fails early: an episode that ends before `max_episode_length` steps is a
     failure (`envcoder.tasks.Fitness`), and where even the longest-lived candidate's episodes (mean over its seeds,
     of those that trained to the end) last under `EARLY_END_SHARE` of it, the ranking compares policies that all
     fail (a Humanoid that no reward has yet taught to stay up). `{"candidate", "episode_length",
     "max_episode_length"}` of the longest-lived, or None where one lasts longer or no length is known."""
     finished = [r for r in ranking if r.eliminated_at is None and np.isfinite(r.episode_length)]
-    if not finished or max_episode_length <= 0:
+    if not finished or not max_episode_length:
         return None
     longest = max(finished, key=lambda r: r.episode_length)
     if longest.episode_length >= EARLY_END_SHARE * max_episode_length:

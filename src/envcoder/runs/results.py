@@ -172,8 +172,7 @@ def ranked_results(task: str, fitness_name: str, fitness, schedule: str, groups:
                       not_separable_from_best=not_separable_from_best(ranking, higher), rank_by=rank_by,
                       fitness_bounds=tuple(fitness.bounds), tied_with_best=tied_with_best(ranking),
                       separation=separation(ranking, higher, rank_by), own_control=dict(own_control or {}),
-                      episodes_end_early=(episodes_end_early(ranking, max_episode_length)
-                                          if max_episode_length else None))
+                      episodes_end_early=episodes_end_early(ranking, max_episode_length))
 
 
 def print_results(console: Console, results: RunResults) -> None:
