@@ -341,20 +341,20 @@ def test_an_isaac_reward_computes_what_it_says_on_envcoders_state():
 
 
 def test_eval_ranks_isaac_files_next_to_a_native_one_and_convert_gives_the_same_reward(tmp_path):
+    """Through the commands, as a user runs them: `eval` on Cartpole (the quickest task to train) ranks an Isaac file,
+    an LLM's answer and a native file and names the file it leaves out; `convert` on Ant writes Isaac's quaternion
+    helpers as envcoder's."""
     folder = tmp_path / "mixed"
-    folder.mkdir()
-    for file in ("walker_reward.py", "answer.txt", "unknown_argument.py"):
-        shutil.copyfile(FILES / file, folder / file)
-    shutil.copyfile(BUNDLED / "ant" / sorted(p.name for p in (BUNDLED / "ant").glob("*.py"))[0], folder / "native.py")
+    shutil.copytree(FILES / "cartpole", folder)
+    shutil.copyfile(BUNDLED / "cartpole" / "good_upright.py", folder / "native.py")
     out = tmp_path / "run"
     command = [sys.executable, "-m", "envcoder.cli"]
-    done = subprocess.run([*command, "eval", "--task", "Ant", "--functions", str(folder), "--iterations", "1",
+    done = subprocess.run([*command, "eval", "--task", "Cartpole", "--functions", str(folder), "--iterations", "1",
                            "--envs-per-candidate", "4", "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    import json
     ranked = {row["name"] for row in json.loads((out / "results.json").read_text())["ranking"]}
-    assert ranked == {"walker_reward", "answer", "native"}
-    assert "unknown_argument.py:2 in compute_reward(): compute_reward takes 'velocity'" in done.stdout + done.stderr
+    assert ranked == {"pole_reward", "answer", "native"}
+    assert "unknown_argument.py:2 in compute_reward(): compute_reward takes 'pole_height'" in done.stdout + done.stderr
     converted = tmp_path / "converted.py"
     done = subprocess.run([*command, "convert", str(FILES / "answer.txt"), "--task", "Ant", "-o", str(converted)],
                           capture_output=True, text=True, timeout=300)
