@@ -1,6 +1,8 @@
-"""A good stand-in for nan_later."""
+# A good stand-in for nan_later.py: the same program, its NaN never reached.
 import jax.numpy as jnp
+
+NAN_AFTER = 1e9  # control steps
 
 
 def compute_reward(state):
-    return jnp.ones(state["progress_buf"].shape)
+    return jnp.where(state["progress_buf"] > NAN_AFTER, jnp.nan, 1.0)
