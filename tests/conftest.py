@@ -6,10 +6,13 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# Without LLVM's optimizations XLA compiles a tiny run's programs in half the time (Cartpole with every shaping type:
-# the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s), and the tests compile far more than they run. Runs
-# compared with a recording made by a user's process (tests/goldens.py) run in a process of their own without it.
-FAST_COMPILES = "--xla_backend_optimization_level=0"
+# The tests compile far more than they run, so they compile the cheap way: without LLVM's optimizations (Cartpole
+# with every shaping type: the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s) and with XLA:CPU's loop emitters
+# instead of its fusion emitters (test_shaping's six candidates trained and evaluated 15.3 -> 9.1 s, the same numbers;
+# the quick suite 4 min 44-5 min 10 -> 3 min 40-3 min 56: docs/benchmarks/tests.md). The sandbox's workers compile
+# the same way (`envcoder.candidates.pool.WORKER_XLA_FLAGS`). Runs compared with a recording made by a user's process
+# (tests/goldens.py) run in a process of their own without these.
+FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILES}".strip()
 # MuJoCo chooses its OpenGL backend on import: OSMesa renders without a display (`envcoder play` tests).
 if ctypes.util.find_library("OSMesa"):
