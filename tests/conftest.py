@@ -9,7 +9,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The tests compile far more than they run, so they compile the cheap way: without LLVM's optimizations (Cartpole
 # with every shaping type: the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s) and with XLA:CPU's loop emitters
 # instead of its fusion emitters (test_shaping's six candidates trained and evaluated 15.3 -> 9.1 s, the same numbers;
-# the quick suite 4 min 44-5 min 10 -> 3 min 40-3 min 56: docs/benchmarks/tests.md). The sandbox's workers compile
+# the quick suite 4 min 44-5 min 1 -> 3 min 40-3 min 56: docs/benchmarks/tests.md). The sandbox's workers compile
 # the same way (`envcoder.candidates.pool.WORKER_XLA_FLAGS`). Runs compared with a recording made by a user's process
 # (tests/goldens.py) run in a process of their own without these.
 FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
