@@ -3,17 +3,37 @@ cheap."""
 
 import ctypes.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# The tests compile far more than they run, so they compile the cheap way: without LLVM's optimizations (Cartpole
-# with every shaping type: the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s) and with XLA:CPU's loop emitters
-# instead of its fusion emitters (test_shaping's six candidates trained and evaluated 15.3 -> 9.1 s, the same numbers;
-# the quick suite 4 min 44-5 min 1 -> 3 min 40-3 min 56: docs/benchmarks/tests.md). The sandbox's workers compile
-# the same way (`envcoder.candidates.pool.WORKER_XLA_FLAGS`). Runs compared with a recording made by a user's process
-# (tests/goldens.py) run in a process of their own without these.
-FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILES}".strip()
+
+
+def _fast_compiles() -> str:
+    """The tests compile far more than they run, so they compile the cheap way: without LLVM's optimizations
+    (Cartpole with every shaping type: the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s) and, where this
+    jaxlib has them, with XLA:CPU's loop emitters instead of its fusion emitters (test_shaping's six candidates trained
+    and evaluated 15.3 -> 9.1 s, the same numbers; the quick suite 4 min 44-5 min 1 -> 3 min 40-3 min 56 with jaxlib
+    0.10.2: docs/benchmarks/tests.md). jaxlib 0.11.2 has no such flag, and XLA ends a process whose XLA_FLAGS name a
+    flag it does not know: the run's first process asks a process of its own (about 1 s), and pytest-xdist's workers
+    inherit the answer."""
+    known = os.environ.get("ENVCODER_TESTS_XLA_FLAGS")
+    if known is not None:
+        return known
+    flags, loop_emitters = "--xla_backend_optimization_level=0", "--xla_cpu_use_fusion_emitters=false"
+    probe = subprocess.run([sys.executable, "-c", "import jax.numpy as jnp; jnp.zeros(1).block_until_ready()"],
+                           env={**os.environ, "XLA_FLAGS": loop_emitters}, capture_output=True, timeout=300)
+    flags = f"{flags} {loop_emitters}" if probe.returncode == 0 else flags
+    os.environ["ENVCODER_TESTS_XLA_FLAGS"] = flags
+    return flags
+
+
+FAST_COMPILES = _fast_compiles()
+"""XLA's flags in the tests' processes. Runs compared with a recording made by a user's process (tests/goldens.py)
+run in a process of their own without them."""
+if FAST_COMPILES not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILES}".strip()
 # MuJoCo chooses its OpenGL backend on import: OSMesa renders without a display (`envcoder play` tests).
 if ctypes.util.find_library("OSMesa"):
     os.environ.setdefault("MUJOCO_GL", "osmesa")

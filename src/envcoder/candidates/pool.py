@@ -38,14 +38,11 @@ _PASSED_ON = ("PYTHONPATH", "LANG", "LC_ALL", "TZ")
 """The parent's variables a worker gets (besides JAX's own settings): where Python finds its packages."""
 
 
-WORKER_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+WORKER_XLA_FLAGS = "--xla_backend_optimization_level=0"
 """A worker compiles only to check: small programs on a few sample states, run once, never timed, and what it hands
 over is StableHLO that the training process compiles with its own settings. Without LLVM's optimizations its
 compiles take a third to a half less time (Anymal on the 2-core CPU machine: the sample rollout 2.6 → 1.7 s, the
-task's own functions 3.1 → 1.6 s; a worker's start 9.4 → 6.8 s on an H100 host; docs/benchmarks/throughput.md § 9),
-and with XLA:CPU's loop emitters instead of its fusion emitters a quarter less again (the 8 bundled Anymal files
-validated 11.3–11.8 → 8.8–9.0 s from the launch; § 15). An XLA flag that a jaxlib does not know ends the process
-that reads it: jaxlib 0.10.2 and 0.11.2 know both."""
+task's own functions 3.1 → 1.6 s; a worker's start 9.4 → 6.8 s on an H100 host; docs/benchmarks/throughput.md § 9)."""
 
 
 def scratch_folder(folder: str) -> str:
