@@ -14,7 +14,7 @@ def _fast_compiles() -> str:
     """The tests compile far more than they run, so they compile the cheap way: without LLVM's optimizations
     (Cartpole with every shaping type: the iteration 12.5 -> 4.3 s, the evaluation 6.2 -> 4.1 s) and, where this
     jaxlib has them, with XLA:CPU's loop emitters instead of its fusion emitters (test_shaping's six candidates trained
-    and evaluated 15.3 -> 9.1 s, the same numbers; the quick suite 4 min 44-5 min 1 -> 3 min 40-3 min 56 with jaxlib
+    and evaluated 15.3 -> 9.1 s, the same numbers; the quick suite 4 min 44-5 min 1 -> 3 min 29-3 min 56 with jaxlib
     0.10.2: docs/benchmarks/tests.md). jaxlib 0.11.2 has no such flag, and XLA ends a process whose XLA_FLAGS name a
     flag it does not know: the run's first process asks a process of its own (about 1 s), and pytest-xdist's workers
     inherit the answer."""
