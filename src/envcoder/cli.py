@@ -260,6 +260,7 @@ def _convert(args) -> int:
         print(text, end="")
     else:
         try:
+            args.output.parent.mkdir(parents=True, exist_ok=True)
             args.output.write_text(text)
         except OSError as err:
             return _fail("convert", f"cannot write {args.output}: {err.strerror or err}")

@@ -343,7 +343,7 @@ def test_an_isaac_reward_computes_what_it_says_on_envcoders_state():
 def test_eval_ranks_isaac_files_next_to_a_native_one_and_convert_gives_the_same_reward(tmp_path):
     """Through the commands, as a user runs them: `eval` on Cartpole (the quickest task to train) ranks an Isaac file,
     an LLM's answer and a native file and names the file it leaves out; `convert` on Ant writes Isaac's quaternion
-    helpers as envcoder's."""
+    helpers as envcoder's, into a folder `-o` makes."""
     folder = tmp_path / "mixed"
     shutil.copytree(FILES / "cartpole", folder)
     shutil.copyfile(BUNDLED / "cartpole" / "good_upright.py", folder / "native.py")
@@ -355,7 +355,7 @@ def test_eval_ranks_isaac_files_next_to_a_native_one_and_convert_gives_the_same_
     ranked = {row["name"] for row in json.loads((out / "results.json").read_text())["ranking"]}
     assert ranked == {"pole_reward", "answer", "native"}
     assert "unknown_argument.py:2 in compute_reward(): compute_reward takes 'pole_height'" in done.stdout + done.stderr
-    converted = tmp_path / "converted.py"
+    converted = tmp_path / "native" / "converted.py"
     done = subprocess.run([*command, "convert", str(FILES / "answer.txt"), "--task", "Ant", "-o", str(converted)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
