@@ -1,6 +1,7 @@
 """Test setup: CPU, and JAX's persistent compilation cache and envcoder's trace cache, so repeated compiles are
 cheap."""
 
+import contextlib
 import ctypes.util
 import os
 import subprocess
@@ -98,3 +99,17 @@ class FakeEvaluations:
                                  lambda name: {}, settings.rank_by, max_episode_length=task.max_episode_length)
         run.write_results(results.to_json())
         return results
+
+
+UNCHECKED_FRAMES = TESTS / "unchecked_frames"
+
+
+@contextlib.contextmanager
+def frames_unchecked():
+    """Sandbox workers started inside the block let candidate files name frame attributes (`sitecustomize` in
+    tests/unchecked_frames): the attack files walk a generator's frames to the real builtins, and what stops them then
+    is the operating system's jail and the verifier, which these tests are about."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = os.environ.get("PYTHONPATH")
+        patch.setenv("PYTHONPATH", str(UNCHECKED_FRAMES) + (os.pathsep + path if path else ""))
+        yield

@@ -17,7 +17,7 @@ from envcoder.runs.evaluation import EvalSettings, run_evaluation
 from envcoder.shaping.api import CandidateError
 from envcoder.runs.watchdog import EXIT_STATUS
 
-from conftest import BUNDLED, CANDIDATES, ROOT
+from conftest import BUNDLED, CANDIDATES, ROOT, frames_unchecked
 
 CORPUS = CANDIDATES / "bad"
 ATTACKS = CANDIDATES / "attacks"
@@ -165,7 +165,8 @@ def runs(tmp_path_factory):
                                     train_iterations=2, seeds=(0, 1), validation_timeout_s=10.0,
                                     shaper_types=("compute_reward", "compute_observation"),
                                     overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
-            results[name] = run_evaluation(settings)
+            with frames_unchecked():  # the attacks reach the real builtins: the jail is what holds them
+                results[name] = run_evaluation(settings)
         try:
             listener.accept()
             results["socket_reached"] = True
@@ -198,7 +199,8 @@ def test_a_file_that_hangs_is_stopped_where_it_hangs():
     from envcoder.candidates.sandbox import SandboxValidator
 
     files = {name: (CORPUS if (CORPUS / f"{name}.py").exists() else ATTACKS) / f"{name}.py" for name in HANGS}
-    with SandboxValidator("Cartpole", ("compute_reward", "compute_observation"), timeout_s=3.0, workers=2) as validator:
+    with frames_unchecked(), SandboxValidator("Cartpole", ("compute_reward", "compute_observation"), timeout_s=3.0,
+                                              workers=2) as validator:
         verdicts = validator.validate([(name, path.read_text(), str(path)) for name, path in files.items()])
     for (name, message), verdict in zip(HANGS.items(), verdicts):
         assert not verdict.ok and message in verdict.error, (name, verdict.errors)
@@ -453,7 +455,7 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
     4,096 environments for its work, at 16 groups of 64 on a small device for its memory; the good file passes."""
     import math
 
-    from envcoder.candidates.prepare import COST_FACTOR, check_costs, cost_at
+    from envcoder.candidates.costs import COST_FACTOR, check_costs, cost_at
     from envcoder.candidates.sandbox import SandboxValidator
 
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:

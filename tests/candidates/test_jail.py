@@ -17,7 +17,7 @@ import pytest
 from envcoder.candidates.jail import Jail, REFUSED_CALLS, SOCKET_FAMILIES, system_calls_filterable
 from envcoder.candidates.sandbox import SandboxValidator
 
-from conftest import CANDIDATES
+from conftest import CANDIDATES, frames_unchecked
 
 ESCAPES = CANDIDATES / "escapes"
 DAEMON = CANDIDATES / "attacks" / "daemon.py"
@@ -60,7 +60,7 @@ def test_no_escape_gets_past_the_jail(tmp_path):
     before = TARGET.stat()
     files = sorted(ESCAPES.glob("*.py")) + [DAEMON]
     assert len(files) >= 6
-    with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
+    with frames_unchecked(), SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
         # a comment of its own each time: no verdict kept from an earlier run stands in for running the file
         verdicts = validator.validate([(f.stem, f"{f.read_text()}\n# {time.time_ns()}\n", str(f)) for f in files])
         time.sleep(0.5)

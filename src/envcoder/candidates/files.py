@@ -81,11 +81,19 @@ def read_source(path: Path, folder: Path | None = None) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class LoadFailure:
-    """A candidate file left out of a run, and why."""
+    """A candidate file left out of a run, and why: each field one line with its control characters written out
+    (`envcoder.text.one_line`), whoever supplied the text, so that `failures.json`, the report, the console and a
+    search's records show it as text."""
 
     file: str
     name: str
     error: str
+
+    def __post_init__(self):
+        from envcoder.text import one_line
+
+        for field in ("file", "name", "error"):
+            object.__setattr__(self, field, one_line(getattr(self, field)))
 
 
 def candidate_files(functions: str | Path | Sequence[str | Path]) -> list[Path]:

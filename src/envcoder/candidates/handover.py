@@ -1,6 +1,7 @@
-"""The worker's check of the hand-over (`envcoder.candidates.programs`): each exported program run on the sample
-states at two batch sizes against the Python function it was exported from, in the jail, before the training
-process sees it."""
+"""The candidate's process checks its own hand-over (`envcoder.candidates.programs`): each exported program run on
+the sample states at two batch sizes against the Python function it was exported from. An honest file's program that
+behaves otherwise than its function fails here with the file's own error; what a dishonest process skips, the
+verifier (`envcoder.candidates.verifier`) checks again."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import base64
 from typing import Callable, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax import export
 
@@ -37,7 +37,7 @@ def check_handover(fn: Callable, params: Mapping[str, float], programs: Sequence
         for g, share in HANDOVER_SIZES:
             e = max(1, envs // share)
             values = {n: np.full((g,), v, np.float32) for n, v in params.items()}
-            args = _concrete(abstract, state, g, e)
+            args = concrete_arguments(abstract, state, g, e)
             try:
                 got = jax.tree.map(np.asarray, exported.call(values, *args))
             except Exception as err:  # noqa: BLE001 - its program fails where its function did not
@@ -50,40 +50,7 @@ def check_handover(fn: Callable, params: Mapping[str, float], programs: Sequence
             _same_outputs(got, want, g, e, file, api)
 
 
-def program_costs(fn: Callable | None, params: Mapping[str, float], programs: Sequence[str],
-                  arguments: list[tuple], sizes: Sequence[int]) -> dict:
-    """In the worker: what a program costs at one group of each of `sizes` environments (`arguments`,
-    `abstract_arguments`' shapes), as XLA's analyses of it compiled for the CPU count it: `flops` (transcendentals
-    counted in), `bytes` accessed and `temporary` bytes, one value per size, the largest over its programs; and
-    `own`: the same of `fn`, the task's own function of its type as the trainer calls it, per environment at the
-    first size (None where it has none, or it does not take these arguments). The training process extrapolates them
-    to its own sizes (`envcoder.candidates.prepare.check_costs`): two sizes show a cost that grows faster than the
-    number of environments."""
-    def measured(compiled) -> dict:
-        cost = compiled.cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        return {"flops": float(cost.get("flops", 0.0)) + float(cost.get("transcendentals", 0.0)),
-                "bytes": float(cost.get("bytes accessed", 0.0)),
-                "temporary": float(getattr(compiled.memory_analysis(), "temp_size_in_bytes", 0))}
-
-    values = {n: jax.ShapeDtypeStruct((1,), jnp.float32) for n in params}
-    found = {k: [0.0] * len(sizes) for k in ("flops", "bytes", "temporary")}
-    own = None
-    for blob, abstract in zip(programs, arguments):
-        exported = export.deserialize(bytearray(base64.b64decode(blob)))
-        for i, envs in enumerate(sizes):
-            for k, v in measured(jax.jit(exported.call).lower(values, *_shapes(abstract, 1, envs)).compile()).items():
-                found[k][i] = max(found[k][i], v)
-        if fn is not None:
-            try:
-                mine = measured(jax.jit(jax.vmap(fn)).lower(*_shapes(abstract, 1, sizes[0])).compile())
-                own = {k: max(v / sizes[0], (own or {}).get(k, 0.0)) for k, v in mine.items()}
-            except Exception:  # noqa: BLE001 - the task's function takes other arguments (another action size)
-                fn = own = None
-    return {"envs": list(sizes), **found, "own": own}
-
-
-def _shapes(abstract: tuple, g: int, e: int) -> tuple:
+def shapes_at(abstract: tuple, g: int, e: int) -> tuple:
     """`abstract_arguments`' shapes at `g` groups of `e` environments."""
     def at(aval):
         return jax.ShapeDtypeStruct(tuple(g if str(d) == "g" else e if str(d) == "e" else int(d) for d in aval.shape),
@@ -91,7 +58,7 @@ def _shapes(abstract: tuple, g: int, e: int) -> tuple:
     return jax.tree.map(at, abstract)
 
 
-def _concrete(abstract: tuple, state: Mapping, g: int, e: int) -> tuple:
+def concrete_arguments(abstract: tuple, state: Mapping, g: int, e: int) -> tuple:
     """`abstract_arguments`' shapes at `g` groups of `e` environments, as host arrays: a state field from the sample
     `state` (its first `e` environments, each group the same), anything else (keys, actions, metrics) drawn at
     random."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import math
+import re
 import signal
 import threading
 import types
@@ -53,6 +54,23 @@ JAX_ATTRIBUTES = {
 }
 """What candidate code may use of the top-level `jax` module (its transformations and the allowed modules)."""
 
+
+FRAME_ATTRIBUTES = {
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended", "cr_frame", "cr_code", "cr_await",
+    "cr_origin", "cr_running", "cr_suspended", "ag_frame", "ag_code", "ag_await", "ag_running", "tb_frame", "tb_next",
+    "tb_lasti", "tb_lineno", "f_back", "f_builtins", "f_globals", "f_locals", "f_code", "f_trace", "f_lasti",
+    "co_code", "co_consts", "co_names", "func_globals", "func_code", "im_func", "im_self", "mro",
+}
+"""Attributes of generators, coroutines, tracebacks, frames and code objects: a walk up a generator's frames reaches
+the loader's real builtins. Refused as names and inside strings, a second wall behind the operating system's jail
+(`envcoder.candidates.jail`), which assumes they were reached."""
+
+
+
+
+def _frame_words(text: str) -> list[str]:
+    """The `FRAME_ATTRIBUTES` that `text` names as words (`mro` aside: an English word too)."""
+    return sorted(set(re.findall(r"[A-Za-z_]\w*", text)) & (FRAME_ATTRIBUTES - {"mro"}))
 
 MUTATING_METHODS = {"update", "pop", "popitem", "clear", "setdefault", "append", "extend", "insert", "remove",
                     "sort", "reverse", "add", "discard"}
@@ -125,6 +143,12 @@ def check_source(tree: ast.AST, file: str) -> None:
             raise CandidateError(file, f"use of {node.id!r} is not allowed in candidate code", line=line)
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             raise CandidateError(file, f"access to the private attribute {node.attr!r} is not allowed", line=line)
+        elif isinstance(node, ast.Attribute) and node.attr in FRAME_ATTRIBUTES:
+            raise CandidateError(file, f"use of .{node.attr} is not allowed in candidate code (it reaches the frames "
+                                       "and code that run the file)", line=line)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _frame_words(node.value):
+            raise CandidateError(file, f"the text {_frame_words(node.value)[0]!r} is not allowed in candidate code (it "
+                                       "names the frames and code that run the file)", line=line)
         elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRIBUTES:
             why = ("str.format reads attributes by name: use an f-string" if node.attr.startswith("format")
                    else "file, host or runtime access")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from envcoder.candidates.jail import JAILED_ID, maps_jailed_id, start_jailed, unshare_command
+from envcoder.text import one_line
 
 
 COST_ENVS = (64, 256)
@@ -73,7 +74,8 @@ class Worker:
 
     def __init__(self, task: str, shaper_types: Sequence[str], memory_bytes: int):
         self.key = (task.lower(), tuple(shaper_types), memory_bytes)
-        self.folder = tempfile.mkdtemp(prefix="envcoder-jail-")
+        remove_abandoned_folders()
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         os.mkdir(scratch_folder(self.folder))
         self.stderr = tempfile.TemporaryFile()
         self.namespaced = "--pid" in unshare_command()  # the worker then reports PIDs of a namespace of its own
@@ -110,7 +112,7 @@ class Worker:
         return {"task": task, "shaper_types": list(shaper_types), "folder": self.folder, "states_file": str(states),
                 "scratch": scratch_folder(self.folder), "mount_scratch": "--mount" in unshare_command(),
                 "cache_dir": jax.config.jax_compilation_cache_dir or "", "memory_bytes": memory_bytes,
-                "jailed_id": JAILED_ID if maps_jailed_id() else None}
+                "jailed_id": JAILED_ID if maps_jailed_id() else None, "user_namespace": bool(unshare_command())}
 
     def ready(self, startup_timeout_s: float) -> None:
         """Wait until the worker has started; a `SandboxError` (the worker killed) if it could not."""
@@ -167,6 +169,15 @@ class Worker:
         often the child reported a step) or died (`exit`)."""
         return self.ask({"name": name, "path": path, "source": source, "cpu_seconds": cpu_seconds,
                          "platform": platform, "cost_envs": list(cost_envs or COST_ENVS)}, timeout_s)
+
+    def verify(self, name: str, path: str, programs, claims, timeout_s: float, cpu_seconds: int, platform: str,
+               cost_envs: Sequence[int] = ()) -> dict | None:
+        """A file's hand-over verified in a child that runs no candidate code (`envcoder.candidates.verifier`):
+        `{"name", "verified": {"programs", "costs"}}` or `{"name", "error"}`; None when the verifier hung or died, as
+        in `check`. `programs` and `claims` (its first variant's record) pass through unread."""
+        return self.ask({"name": name, "path": path, "verify": {"programs": programs, "claims": claims},
+                         "cpu_seconds": cpu_seconds, "platform": platform, "cost_envs": list(cost_envs or COST_ENVS)},
+                        timeout_s)
 
     def work(self, name: str, work: str, arguments: dict, timeout_s: float, cpu_seconds: int) -> dict | None:
         """The child's answer to a function of envcoder's on candidate text (`work`, "module:function", called with
@@ -229,12 +240,25 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def where(self) -> str:
-        """Where the candidate being checked was when it hung or died, e.g. ' in compute_reward() while running it'."""
+    def where(self, name: str) -> str:
+        """Where the child checking the file `name` was when it hung or died, e.g. ' in compute_reward() while
+        running it', from the last step it reported: a function of the shaping API, a step in a few words, a variant
+        of the file's own sweep; anything else it claimed is left out (it cannot file its failure under another
+        file's name or print a line of its own)."""
+        from envcoder.shaping.api import SHAPING_TYPES
+
         if self.phase is None:
             return " while its module-level code ran"
         variant, function, step = self.phase
-        return f" in {function}() while {step} it" + (f" (variant {variant})" if "[" in variant else "")
+        function = f" in {function}()" if function in SHAPING_TYPES else ""
+        step = f" while {step} it" if STEP.fullmatch(step) else ""
+        own = variant.startswith(name + "[") and len(variant) <= 200
+        return f"{function}{step}" + (f" (variant {one_line(variant)})" if own else "")
+
+    def variant(self, name: str) -> str:
+        """The file `name`, or its sweep's variant that its child last reported working on."""
+        variant = self.phase[0] if self.phase else name
+        return variant if variant.startswith(name + "[") and len(variant) <= 200 else name
 
     def stderr_tail(self, lines: int = 3) -> str:
         """The child's last lines of standard error; after a crash in native code (XLA's checks, the C++ runtime),
@@ -277,6 +301,9 @@ class Worker:
         return f"took longer than {timeout_s:g} s ({cause})"
 
 
+STEP = re.compile(r"[a-z][a-z' ]{0,40}")
+"""A step as a child may report it ("tracing", "running its program"): a few lowercase words."""
+
 TOTAL_STEPS = 3
 """A file's whole validation may take this many times what one step may (`--validation-timeout`): a deadline that
 the child's reports of its steps do not move (a child that sleeps and reports a made-up step every few seconds)."""
@@ -286,6 +313,35 @@ FATAL_LINE = re.compile(r"^[FE]\d{4} |Check failed|terminate called|what\(\):|Fa
                         r"\*\*\* SIG")
 """A line of a child's standard error that says why native code aborted (absl's fatal log lines, failed checks,
 the C++ runtime's, Python's and LLVM's fatal errors, the signal handler's header)."""
+
+FOLDER_PREFIX = "envcoder-jail-"
+"""A worker's folder in the temporary folder is named `envcoder-jail-<pid of the process that owns it>-<random>`."""
+
+
+def remove_abandoned_folders() -> list[str]:
+    """Remove the workers' folders whose owner is gone (a training process killed before it could remove them, by
+    SIGKILL or a crash); once per process, before its first worker starts. Returns what it removed."""
+    global _SWEPT
+    if _SWEPT:
+        return []
+    _SWEPT, removed = True, []
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        owner = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if not owner.isdigit() or not folder.is_dir() or folder.is_symlink():
+            continue
+        try:
+            os.kill(int(owner), 0)
+            continue  # its owner is still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's process: alive
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    return removed
+
+
+_SWEPT = False
 
 _STARTED: list[Worker] = []
 """Workers started ahead of their validator (`start_workers`) that no validator has taken yet."""

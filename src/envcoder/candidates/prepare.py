@@ -15,6 +15,7 @@ from typing import Protocol
 
 from rich.console import Console
 
+from envcoder.candidates.costs import check_costs, cost_at, heavier_than_neighbours
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
 from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
 from envcoder.candidates.jail import Jail
@@ -96,61 +97,6 @@ def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxVa
     return candidates + defaults, failures
 
 
-COST_FACTOR = 100.0
-"""A program may cost this many times what the task's own function of its type costs per environment (each at least
-`COST_FLOOR`), in flops and in bytes accessed (`envcoder.candidates.handover.program_costs`): one far beyond it
-would slow every group of the run or stall it (work XLA cannot be interrupted in), so it is refused."""
-
-COST_FLOOR = {"flops": 1e4, "bytes": 1e5}
-"""Per environment: what any function may cost whatever the task's own does (a trivial default is no yardstick)."""
-
-MEMORY_SHARE = 0.5
-"""The share of the device's memory that one candidate's program may need for its temporaries at the run's size."""
-
-
-def cost_at(cost: dict, what: str, envs: int) -> float:
-    """A program's `what` (`flops`, `bytes`, `temporary`) at one group of `envs` environments, from the worker's
-    measurements (`program_costs`): the one at that size where it measured there (the run's own: a branch on the
-    number of environments shows only there), else a power of the number of environments through the two nearest,
-    at least linear (a cost that grows as its square, an `[e, e]` array, is seen as one)."""
-    sizes, values = list(cost["envs"]), list(cost[what])
-    if envs in sizes:
-        return values[sizes.index(envs)]
-    above = next((i for i, n in enumerate(sizes) if n > envs), len(sizes))
-    pair = min(max(above - 1, 0), len(sizes) - 2)
-    (small, large), (a, b) = sizes[pair:pair + 2], values[pair:pair + 2]
-    if a <= 0.0 or b <= 0.0:
-        return b * envs / large
-    power = max(1.0, math.log(b / a) / math.log(large / small))
-    return b * (envs / large) ** power
-
-
-def check_costs(candidate, groups: int, envs: int, memory_bytes: int | None) -> None:
-    """Refuse (`CandidateError`) a candidate whose programs, at the run's `envs` environments per group, cost far
-    more per environment than the task's own functions (`COST_FACTOR`), or whose temporaries at `groups` groups
-    would need more than `MEMORY_SHARE` of the device's memory (`memory_bytes`; None: not known)."""
-    units = {"flops": "operations", "bytes": "bytes of memory traffic"}
-    for api, program in candidate.functions.items():
-        cost = getattr(program, "cost", None)
-        if not cost:
-            continue
-        own = cost.get("own") or {}
-        for what, floor in COST_FLOOR.items():
-            each, yardstick = cost_at(cost, what, envs) / envs, max(own.get(what, 0.0), floor)
-            if each > COST_FACTOR * yardstick:
-                raise CandidateError(str(candidate.path), (
-                    f"its program does {each:.3g} {units[what]} per environment and step at {envs} environments, "
-                    f"{each / yardstick:,.0f}× the task's own {api}() ({own.get(what, 0.0):.3g}; counted as at least "
-                    f"{floor:g}), more than the {COST_FACTOR:g}× a candidate may: it would slow or stall every group "
-                    "of the run; compute less per environment"), function=api)
-        need = cost_at(cost, "temporary", envs) * groups
-        if memory_bytes and need > MEMORY_SHARE * memory_bytes:  # (`memory_need`)
-            raise CandidateError(str(candidate.path), (
-                f"its program needs {need / 2**30:,.1f} GiB of working memory at {groups} group(s) of {envs} "
-                f"environments, more than {MEMORY_SHARE:.0%} of the device's {memory_bytes / 2**30:,.0f} GiB: "
-                "compute less per environment, or run fewer environments"), function=api)
-
-
 def memory_need(candidate, groups: int, envs: int) -> float:
     """The most working memory (bytes) one of a candidate's programs needs at `groups` groups of `envs` environments,
     from the worker's measurements (`cost_at`); 0 where none was measured (the task's own shaping)."""
@@ -178,23 +124,6 @@ def device_memory() -> int | None:
     if device.platform == "cpu":
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return (device.memory_stats() or {}).get("bytes_limit")
-
-
-HEAVY_FACTOR = 10.0
-"""A candidate whose programs do this many times the median candidate's operations per environment and step is named
-before training (`heavier_than_neighbours`): the run steps all groups together, so it sets everyone's pace."""
-
-
-def heavier_than_neighbours(candidates, envs: int) -> list[tuple[str, float]]:
-    """`(name, ratio)` of each candidate whose programs' operations per environment and step at `envs` environments
-    (the worker's measurements, `cost_at`) are over `HEAVY_FACTOR` × the median candidate's; needs three."""
-    work = {c.name: sum(cost_at(f.cost, "flops", envs) for f in c.functions.values() if getattr(f, "cost", None))
-            for c in candidates}
-    measured = sorted(v for v in work.values() if v > 0)
-    if len(measured) < 3:
-        return []
-    median = measured[len(measured) // 2]
-    return [(name, v / median) for name, v in work.items() if v > HEAVY_FACTOR * median]
 
 
 OWN_CONTROL_SHARE = 0.5

@@ -2,10 +2,10 @@
 serialized program (`jax.export`, StableHLO), batched over groups and environments with both sizes symbolic, and
 its constants (`Candidate.function_params`) as an input.
 
-The worker (`envcoder.candidates.worker`) traces the candidate's Python once per function (`export_function`);
-the training process deserializes the programs (`Program`), refuses any that does more than pure computation, and
-calls them where it would have called the function, vmapped over a class's groups (`envcoder.env.grouping`). It
-never imports or runs the candidate's code. A function whose behaviour depends on the number of environments or
+The candidate's process (`envcoder.candidates.worker`) traces its Python once per function (`export_function`); the
+verifier (`envcoder.candidates.verifier`) parses, checks, rewrites and measures each program; the training process
+loads only the verifier's programs (`Program`) and calls them where it would have called the function, vmapped over a
+class's groups (`envcoder.env.grouping`). It never imports or runs the candidate's code, nor parses its bytes. A function whose behaviour depends on the number of environments or
 groups cannot be traced with symbolic sizes: it fails validation instead of training.
 """
 
@@ -145,7 +145,7 @@ class Program:
 
     def __init__(self, programs: Sequence[str], file: str, api: str, cost: Mapping | None = None):
         """`cost`: what the worker measured of it per environment, and of the task's own function of its type
-        (`envcoder.candidates.handover.program_costs`)."""
+        (`envcoder.candidates.costs.program_costs`, measured by the verifier)."""
         self.file, self.api, self.text, self.cost = file, api, tuple(programs), cost
         self.exported, computation = [], hashlib.sha256()
         for blob in programs:
@@ -253,11 +253,13 @@ def check_against(candidate, task=None) -> None:
                 check_signature(exported, api, candidate, task, str(candidate.path))
 
 
-def check_signature(exported: export.Exported, api: str, sizes, task, file: str) -> None:
+def check_signature(exported: export.Exported, api: str, sizes, task, file: str,
+                    state_shapes: Mapping[str, tuple] | None = None) -> None:
     """Every output of `exported` (the program of `api`, batched `[g, e, ...]`) as the trainer takes it, exactly:
     float32 where a float is declared (a complex or float64 reward would end the run inside the training program),
     bool for a termination, the declared rank and trailing shape, reward components named as validation found
-    (`sizes`: the validated candidate)."""
+    (`sizes`: the validated candidate). `state_shapes`: each state field's shape after the environment axis (default
+    the task's sample states')."""
     import numpy as np
 
     out = jax.tree_util.tree_unflatten(exported.out_tree, exported.out_avals)
@@ -290,7 +292,7 @@ def check_signature(exported: export.Exported, api: str, sizes, task, file: str)
     elif api == "sample_goal":
         expect(out, "as the goal", (f32,), (task.num_commands,))
     elif api == "sample_initial_state":
-        shapes = _state_shapes(task)
+        shapes = state_shapes if state_shapes is not None else _state_shapes(task)
         for name, value in fields(out, "as the reset").items():
             if shapes is not None and name not in shapes:
                 refuse(f"returns {name!r}, which is not a state field")

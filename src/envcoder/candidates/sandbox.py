@@ -144,7 +144,7 @@ class SandboxValidator:
         `run_envs`: the environments per group of the run the candidates are for; the worker measures each program's
         cost and memory at that size too, besides its own two (`envcoder.candidates.pool.COST_ENVS`), so that a
         program that is cheap at the sandbox's sizes and huge at the run's (a branch on the number of environments)
-        is refused before it trains (`envcoder.candidates.prepare.check_costs`).
+        is refused before it trains (`envcoder.candidates.costs.check_costs`).
 
         `same_code_once`: a file whose code differs from one that passed only in its float constants
         (`envcoder.candidates.constants`: the same lifted code, no sweep, no curriculum table) takes that file's
@@ -222,11 +222,11 @@ class SandboxValidator:
                                 self.cpu_seconds)
             if reply is None:
                 why = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
-                raise JailedError(f"{function.__name__}: {why}")
+                raise JailedError(one_line(f"{function.__name__}: {why}", ERROR_CHARACTERS))
         finally:
             self._give_back(worker)
         if "error" in reply:
-            raise JailedError(reply["error"])
+            raise JailedError(one_line(reply["error"], ERROR_CHARACTERS))
         return reply["result"]
 
     def _learn_keys(self, sources: Sequence[str]) -> None:
@@ -289,10 +289,15 @@ class SandboxValidator:
                     reply = worker.check(name, path, source, self.timeout_s, self.cpu_seconds, self.platform,
                                          self.cost_envs)
                     if reply is None:  # hung or died: this candidate's fault
-                        reason = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
-                        variant = worker.phase[0] if worker.phase else name
-                        verdicts[i] = Verdict(name, errors={variant: f"{path or name}{worker.where()}: {reason}"})
+                        verdicts[i] = Verdict(name, errors={worker.variant(name): self._lost(worker, name, path)})
                     else:
+                        reply, errors = trusted_reply(name, path, reply)
+                        reply = {**reply, "errors": errors}
+                        if path is not None and reply["candidates"]:
+                            if not worker.alive():
+                                self._give_back(worker)
+                                worker = self._worker()
+                            reply = self._verified(worker, name, path, reply)
                         verdicts[i] = self._verdict(name, source, path, reply)
                     if not worker.alive():  # the worker itself is gone: the next file gets a new one
                         self._give_back(worker)
@@ -311,6 +316,26 @@ class SandboxValidator:
         if errors:
             raise errors[0]
         return [v for v in verdicts if v is not None]
+
+    def _lost(self, worker: Worker, name: str, path: str | None, what: str = "") -> str:
+        """Why a child of `worker` gave no answer on the file `name` (it hung or died), in one line that is the
+        file's own (`Worker.where`)."""
+        reason = worker.hung_because(self.timeout_s) if worker.timed_out else worker.died_because()
+        return one_line(f"{path or name}{what}{worker.where(name)}: {reason}", ERROR_CHARACTERS)
+
+    def _verified(self, worker: Worker, name: str, path: str, reply: dict) -> dict:
+        """`reply` (a child's, taken as `trusted_reply` takes it) with its programs and their costs as the verifier
+        gives them (`envcoder.candidates.verifier`): its programs rewritten by a process that never ran candidate
+        code, measured and run there. Where the verifier refuses, hangs or dies, the file's variants are left out
+        with why. This process never reads the child's programs."""
+        answer = worker.verify(name, path, reply.get("programs"), reply["candidates"][0], self.timeout_s,
+                               self.cpu_seconds, self.platform, self.cost_envs)
+        if answer is not None and isinstance(answer.get("verified"), dict):
+            return {**reply, **answer["verified"]}
+        why = (one_line(answer.get("error"), ERROR_CHARACTERS) if answer is not None else
+               self._lost(worker, name, path, ": its programs could not be verified"))
+        variants = [data["name"] for data in reply["candidates"]]
+        return {**reply, "candidates": [], "errors": {**reply["errors"], **{v: why for v in variants}}}
 
     def _verdict(self, name: str, source: str, path: str | None, reply: dict, stored: bool = False) -> Verdict:
         """The verdict of a worker's `reply`, its programs checked and loaded; a verdict that passed is remembered.

@@ -1,17 +1,25 @@
 """The jailed worker's side of the sandbox (`envcoder.candidates.sandbox` is the parent's): a process that imports
-what validation needs, runs no candidate code itself, and checks each file in a fresh child forked from it, locked in
-by `envcoder.candidates.jail.lock`, which validates the file and exports its functions as programs.
+what validation needs, runs no candidate code itself, and serves each request in a fresh child forked from it, locked
+in by `envcoder.candidates.jail.lock` and limited.
 
 Protocol: the parent writes one JSON header line (task, shaper types, folders, limits); the worker answers
-`{"ready": true}` once the sample states are ready. Each `{"name", "path", "source", "cpu_seconds", "platform"}` line
-then gets `{"child": pid}`, `{"phase": [variant, function, step]}` lines as validation goes, one
-`{"name", "candidates": [each variant that passed, validated: `Candidate.to_wire`], "errors": {variant: reason},
-"programs": {function: exported programs}, "costs": {function: cost}}` line (the variants share the programs) and
-`{"exit": status}` when the child ended. A `{"name", "work": "envcoder.module:function", "args", "cpu_seconds"}`
-line runs that function of envcoder's on candidate *text* (a sweep frozen, an offline search's child written, a find
-flattened: `SandboxValidator.jailed`) in a child locked in and limited the same way, and gets one
-`{"name", "result"}` or `{"name", "error"}` line and `{"exit": status}`: the training process parses no candidate's
-text. A candidate's own `print` goes to stderr, never into the protocol.
+`{"ready": true}` once the sample states are ready. Each request then gets `{"child": pid}`, `{"phase": [name,
+function, step]}` lines as the child goes, one answer named as the request, and `{"exit": status}` when the child
+ended:
+
+- `{"name", "path", "source", "cpu_seconds", "platform"}`: a candidate file checked; the answer is
+  `{"name", "candidates": [each variant that passed, validated: `Candidate.to_wire`], "errors": {variant: reason},
+  "programs": {function: exported programs}}` (the variants share the programs). All of it is the candidate's
+  process's word.
+- `{"name", "path", "verify": {"programs", "claims"}, "cpu_seconds", "platform", "cost_envs"}`: a file's programs
+  verified (`envcoder.candidates.verifier`) by a child that runs no candidate code; the answer is
+  `{"name", "verified": {"programs", "costs"}}` or `{"name", "error"}`.
+- `{"name", "work": "envcoder.module:function", "args", "cpu_seconds"}`: that function of envcoder's run on
+  candidate *text* (a sweep frozen, an offline search's child written, a find flattened:
+  `SandboxValidator.jailed`); the answer is `{"name", "result"}` or `{"name", "error"}`. The training process parses
+  no candidate's text.
+
+A candidate's own `print` goes to stderr, never into the protocol.
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ def _serve() -> None:
         import numpy  # noqa: F401 - imported before the children fork, as everything they use
 
         from envcoder.candidates import expand_sweeps, load_candidate, task_default_candidate  # noqa: F401
-        from envcoder.candidates import handover, programs, samples, validate  # noqa: F401
+        from envcoder.candidates import costs, handover, programs, samples, validate, verifier  # noqa: F401
         from envcoder.tasks import get_task
     except Exception as err:  # noqa: BLE001 - reported to the parent
         reply({"ready": False, "error": f"{type(err).__name__}: {err}"})
@@ -92,6 +100,8 @@ def _serve() -> None:
         request = json.loads(line)
         if "work" in request:
             _in_child(lambda answer: _work(header, request, answer), reply, protocol, request["name"])
+        elif "verify" in request:
+            _in_child(lambda answer: _verify(header, task, request, answer), reply, protocol, request["name"])
         else:
             _in_child(lambda answer: _check_file(header, task, mj_model, request, answer), reply, protocol,
                       request["name"])
@@ -173,7 +183,7 @@ def _pass_on(line: bytes, name: str | None, answered: bool, reply) -> bool:
         return False
     if name is not None and message.get("name") == name and (
             {"candidates", "errors", "programs"} <= set(message)
-            or set(message) in ({"name", "result"}, {"name", "error"})):
+            or set(message) in ({"name", "result"}, {"name", "error"}, {"name", "verified"})):
         reply(message)
         return True
     return answered
@@ -221,7 +231,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     states_file = header["states_file"]
     lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p),
          jailed_id=header.get("jailed_id"))
-    _limit(header["memory_bytes"], request["cpu_seconds"])
+    _limit(header["memory_bytes"], request["cpu_seconds"], header.get("user_namespace", False))
     import jax
     import numpy as np
 
@@ -233,7 +243,7 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
     name, path, shaper_types = request["name"], request["path"], tuple(header["shaper_types"])
     outcomes = []
     for lift in (True, False):  # its float constants as data; else (one needed as a Python number) literals
-        validated, errors, programs = [], {}, ({}, {})
+        validated, errors, programs = [], {}, {}
         try:
             base = (task_default_candidate(task, shaper_types) if path is None else
                     load_candidate(Path(path), shaper_types, name=name, source=request["source"], lift=lift,
@@ -246,21 +256,27 @@ def _check_file(header: dict, task, mj_model, request: dict, reply) -> None:
             _validate(task, simulator, states, candidate, path, reply, validated, errors)
         if validated and path is not None:
             try:
-                programs = _export(task, states, base, validated[0], request["platform"], request["cost_envs"],
-                                   reply)
+                programs = _export(task, states, base, validated[0], request["platform"], reply)
             except CandidateError as err:
                 errors.update({c.name: str(err) for c in validated})
                 validated = []
         outcomes.append((len(errors), not lift, validated, errors, programs))
         if not errors or base is None or not any(c.function_params for c in variants):
             break
-    _, _, validated, errors, (programs, costs) = min(outcomes, key=lambda o: o[:2])  # fewer failures; data first
-    reply({"name": name, "candidates": [c.to_wire() for c in validated], "errors": errors, "programs": programs,
-           "costs": costs})
+    _, _, validated, errors, programs = min(outcomes, key=lambda o: o[:2])  # fewer failures; data first
+    reply({"name": name, "candidates": [c.to_wire() for c in validated], "errors": errors, "programs": programs})
 
 
-def _limit(memory_bytes: int, cpu_seconds: int) -> None:
-    """A child's limits: its memory, its CPU time, one file's size, no core dump."""
+PROCESS_LIMIT = 256
+"""The most processes and threads that a child's user may have at once in the worker's user namespace: a fork storm
+(300 double-forked daemons made 439 processes) ends there, well above what XLA's thread pools need on `CORES` cores."""
+
+
+def _limit(memory_bytes: int, cpu_seconds: int, processes: bool = False) -> None:
+    """A child's limits: its memory, its CPU time, one file's size, no core dump, and with `processes` (the worker
+    has a user namespace of its own, where the count is the jail's alone) `PROCESS_LIMIT`."""
+    if processes:
+        resource.setrlimit(resource.RLIMIT_NPROC, (PROCESS_LIMIT, PROCESS_LIMIT))
     resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
@@ -272,7 +288,7 @@ def _work(header: dict, request: dict, reply) -> None:
     limited as a file's is; its result (JSON) or its error in one line. What it reads is candidate text, so parsing
     it may raise anything or exhaust the limits: never in the training process."""
     lock(header["scratch"], jailed_id=header.get("jailed_id"))
-    _limit(header["memory_bytes"], request["cpu_seconds"])
+    _limit(header["memory_bytes"], request["cpu_seconds"], header.get("user_namespace", False))
     module, _, function = request["work"].partition(":")
     if module.split(".")[0] != "envcoder":
         raise ValueError(f"not envcoder's: {request['work']}")
@@ -289,15 +305,14 @@ def _work(header: dict, request: dict, reply) -> None:
     reply({"name": request["name"], "result": result})
 
 
-def _export(task, states, base, first, platform: str, cost_envs: list[int], reply) -> tuple[dict, dict]:
-    """`(programs, costs)`: the file's functions as programs (`envcoder.candidates.programs`), traced as its first
-    validated variant `first` (its sizes, its constants' names), and what the worker measured of each at one group
-    of each of `cost_envs` environments."""
+def _export(task, states, base, first, platform: str, reply) -> dict:
+    """The file's functions as programs (`envcoder.candidates.programs`), traced as its first validated variant
+    `first` (its sizes, its constants' names), each checked against its function on the sample states."""
     import jax
     import jax.numpy as jnp
 
     from envcoder.candidates import CandidateError, api_callable, resolve_functions
-    from envcoder.candidates.handover import check_handover, program_costs
+    from envcoder.candidates.handover import check_handover
     from envcoder.candidates.programs import Program, abstract_arguments, export_function
     from envcoder.shaping.api import SHAPING_TYPES
     from envcoder.shaping.curriculum import CURRICULUM_METRICS
@@ -306,7 +321,7 @@ def _export(task, states, base, first, platform: str, cost_envs: list[int], repl
     nan = {n: jnp.float32(jnp.nan) for n in CURRICULUM_METRICS}
     curriculum = jax.eval_shape(resolve_functions(first, task.defaults)["curriculum"], jnp.float32(0), nan, None)
     curriculum = {n: tuple(v.shape) for n, v in (curriculum or {}).items()}
-    programs, costs = {}, {}
+    programs = {}
     for api, fn in base.functions.items():
         reply({"phase": [first.name, api, "exporting"]})
         arguments = abstract_arguments(api, states, first.action_dim, task.discrete, curriculum)
@@ -314,9 +329,6 @@ def _export(task, states, base, first, platform: str, cost_envs: list[int], repl
         programs[api] = export_function(api_callable(api, fn), list(own), arguments, platform, file, api)
         reply({"phase": [first.name, api, "running its program"]})
         check_handover(api_callable(api, fn), own, programs[api], arguments, states, file, api)
-        reply({"phase": [first.name, api, "measuring its program's cost"]})
-        task_own = api_callable(api, task.defaults[api]) if api in task.defaults else None
-        costs[api] = program_costs(task_own, own, programs[api], arguments, cost_envs)
         kind = SHAPING_TYPES.get(api)
         size = getattr(first, kind.size) if kind is not None and kind.size else None
         if size is not None:  # traced with the policy's own action in state["actions"]: the size validated?
@@ -325,7 +337,37 @@ def _export(task, states, base, first, platform: str, cost_envs: list[int], repl
                 raise CandidateError(file, f"returns {out.shape[-1]} features when state['actions'] holds the "
                                            f"policy's {first.action_dim} action entries, {size} on the sample "
                                            "state: its size must not depend on the action's", function=api)
-    return programs, costs
+    return programs
+
+
+def _verify(header: dict, task, request: dict, reply) -> None:
+    """A file's hand-over verified (`envcoder.candidates.verifier.verify_handover`) in a child that runs no candidate
+    code, locked in and limited as a candidate's is: it parses what a candidate's process wrote. One answer: the
+    verified programs and their costs, or why they are refused."""
+    states_file = header["states_file"]
+    lock(header["scratch"], readable=tuple(p for p in (header["cache_dir"], str(Path(states_file).parent)) if p),
+         jailed_id=header.get("jailed_id"))
+    _limit(header["memory_bytes"], request["cpu_seconds"], header.get("user_namespace", False))
+    import numpy as np
+
+    from envcoder.candidates.verifier import verify_handover
+    from envcoder.shaping.api import CandidateError
+
+    _use_cache(header["cache_dir"], write=False)
+    name, verify = request["name"], request["verify"]
+    states = dict(np.load(states_file, allow_pickle=False))
+    try:
+        verified = verify_handover({**verify, "path": request["path"], "platform": request["platform"],
+                                    "cost_envs": request["cost_envs"]}, task, states,
+                                   lambda api, step: reply({"phase": [name, api, step]}))
+    except CandidateError as err:
+        reply({"name": name, "error": str(err)})
+        return
+    except Exception as err:  # noqa: BLE001 - hostile bytes the deserializer choked on: this file's, not the run's
+        reply({"name": name, "error": f"{request['path']}: its programs cannot be verified: {type(err).__name__}: "
+                                      f"{str(err)[:300]}"})
+        return
+    reply({"name": name, "verified": verified})
 
 
 def _validate(task, simulator, states, candidate, path, reply, validated: list, errors: dict) -> None:
