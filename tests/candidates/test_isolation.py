@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -21,6 +22,7 @@ from conftest import BUNDLED, CANDIDATES, ROOT, frames_unchecked
 
 CORPUS = CANDIDATES / "bad"
 ATTACKS = CANDIDATES / "attacks"
+FORGED = CANDIDATES / "forged"
 GOOD = BUNDLED / "cartpole" / "good_upright.py"
 HELPER_USER = """import jax.numpy as jnp
 from envcoder.shaping.helpers import normalize_angle
@@ -101,6 +103,14 @@ EXPECTED = {
                            "RESOURCE_EXHAUSTED: Out of memory allocating 73014444032 bytes",
     # work far beyond the task's own functions, found in XLA's cost analysis of the program before it trains
     "heavy_no_loop": "operations per environment and step at 8 environments",
+    # hand-overs forged by a process with the real builtins (tests/candidates/forged): the verifier reads them, not
+    # this process, and each is left out under its own name, on one line
+    "fuzzed_program": "its program",  # refused, or the verifier died on it
+    "tpu_program": "its program is made for the platforms ['tpu'], the run takes ['cpu']",
+    "forged_cost_loop": "operations per environment and step at 8 environments",
+    "lying_death": "lying_death.py in compute_reward() while tracing it: the validation process died (exit 3): Fatal "
+                   "Python error: \\x1b]8;;http://evil\\x07click",
+    "fork_storm": "module-level code failed: RuntimeError: STARTED ",
     # files that must not be read
     "fifo": "is not a regular file",
     "dev_zero": "is a link to /dev/zero, outside its folder",
@@ -114,12 +124,13 @@ HANGS = {
     "xla_while_forever": "in compute_reward() while running it: took longer than 3 s (a lax.while_loop that never",
     "module_level_hang": "while its module-level code ran: took longer than 3 s",
     "phase_forger": "while tracing it: took longer than 9 s in all (3 × the 3 s a step may take",
+    "lying_phase": "lying_phase.py: took longer than 3 s (an endless loop?)",  # its step named another file
 }
 """Files that hang, each stopped at its step's time limit (or the file's, for one that reports made-up steps):
 checked with a limit of their own (3 s: `test_a_file_that_hangs_is_stopped_where_it_hangs`), not the corpus run's
 10 s."""
-CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "square_memory",
-             "unix_socket")
+CONTAINED = ("coroutine_frame", "daemon", "data_size_check", "float_pytree", "forged_verdict", "pytree_getattr",
+             "square_memory", "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
 computation (ranked next to the good candidates, which they must not change)."""
 
@@ -131,7 +142,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("isolation")
     corpus, only_good = root / "corpus_files", root / "only_good"
     shutil.copytree(CORPUS, corpus)
-    for attack in ATTACKS.glob("*.py"):
+    for attack in (*ATTACKS.glob("*.py"), *FORGED.glob("*.py")):
         shutil.copy(attack, corpus / attack.name)
     for name in HANGS:
         (corpus / f"{name}.py").unlink()
@@ -159,6 +170,7 @@ def runs(tmp_path_factory):
     listener.bind(str(SOCKET))
     listener.listen()
     listener.setblocking(False)
+    folders = set(Path(tempfile.gettempdir()).glob(f"envcoder-jail-{os.getpid()}-*"))
     try:
         for name, functions in (("corpus", corpus), ("good", only_good)):
             settings = EvalSettings(task="Cartpole", functions=functions, out=root / name, envs_per_candidate=8,
@@ -167,6 +179,7 @@ def runs(tmp_path_factory):
                                     overrides={"horizon_length": 8, "mini_epochs": 2, "units": (16, 16)})
             with frames_unchecked():  # the attacks reach the real builtins: the jail is what holds them
                 results[name] = run_evaluation(settings)
+        results["jail_folders_left"] = set(Path(tempfile.gettempdir()).glob(f"envcoder-jail-{os.getpid()}-*")) - folders
         try:
             listener.accept()
             results["socket_reached"] = True
@@ -205,6 +218,7 @@ def test_a_file_that_hangs_is_stopped_where_it_hangs():
     for (name, message), verdict in zip(HANGS.items(), verdicts):
         assert not verdict.ok and message in verdict.error, (name, verdict.errors)
         assert str(files[name]) in verdict.error
+        assert list(verdict.errors) == [name] and "\x1b" not in verdict.error and "\n" not in verdict.error
 
 
 def _daemons() -> list[str]:
@@ -228,6 +242,22 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
         if path.is_file() and not path.is_symlink() and path.stat().st_size < 2**24:
             assert FAKE_KEY.encode() not in path.read_bytes(), path
     assert not (root / "corpus" / "candidates" / "huge.py").exists()  # refused files are not copied
+
+
+def test_forged_hand_overs_are_the_forger_s_own_failures(runs):
+    """A child that forged its hand-over (damaged bytecode, a TPU program, a size check on the data, a 2^31-step loop
+    reported as free), lied about which file it was checking, wrote terminal escapes or started a fork storm: the
+    run ended normally, each is left out (or, its size check removed, trains harmlessly) under its own name, on one
+    line with its escapes written out in every record, the fork storm stopped short by the jail's process limit, and
+    no jail folder of this run is left behind."""
+    root, results = runs
+    failures = {f.name: f.error for f in results["corpus"].failures}
+    assert not {"good", "helper_user"} & set(failures)
+    assert int(failures["fork_storm"].split("STARTED ")[1].split()[0]) < 300
+    for record in ("failures.json", "report.html", "results.json"):
+        text = (root / "corpus" / record).read_text()
+        assert "\x1b" not in text and "\x07" not in text, record
+    assert results["jail_folders_left"] == set()
 
 
 def test_contained_attacks_are_ranked_as_plain_programs(runs):

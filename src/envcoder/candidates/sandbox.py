@@ -333,7 +333,7 @@ class SandboxValidator:
         if answer is not None and isinstance(answer.get("verified"), dict):
             return {**reply, **answer["verified"]}
         why = (one_line(answer.get("error"), ERROR_CHARACTERS) if answer is not None else
-               self._lost(worker, name, path, ": its programs could not be verified"))
+               self._lost(worker, name, path, ": its programs could not be verified,"))
         variants = [data["name"] for data in reply["candidates"]]
         return {**reply, "candidates": [], "errors": {**reply["errors"], **{v: why for v in variants}}}
 

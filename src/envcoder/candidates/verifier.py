@@ -71,7 +71,7 @@ def verify_handover(request: Mapping, task, states: Mapping, on_phase: Callable[
     platforms = tuple(dict.fromkeys((str(request.get("platform")), "cpu")))
     read = {}
     for api in sorted(programs, key=lambda api: api != "curriculum"):  # the curriculum's shapes are other inputs
-        on_phase(api, "reading its program")
+        on_phase(api, "reading")
         blobs = programs[api]
         if not isinstance(blobs, list) or not 1 <= len(blobs) <= 2:
             raise CandidateError(file, "its hand-over holds no program list", function=api)
@@ -80,7 +80,7 @@ def verify_handover(request: Mapping, task, states: Mapping, on_phase: Callable[
     shapes = {name: tuple(int(d) for d in x.shape[1:]) for name, x in states.items() if hasattr(x, "shape")}
     verified, costs = {}, {}
     for api, exported in read.items():
-        on_phase(api, "checking its program's signature")
+        on_phase(api, "checking")
         names = sizes.function_params.get(api, {})
         arguments = abstract_arguments(api, states, sizes.action_dim, task.discrete, curriculum)
         if len(exported) != len(arguments):
@@ -89,9 +89,9 @@ def verify_handover(request: Mapping, task, states: Mapping, on_phase: Callable[
         for program, args in zip(exported, arguments):
             _check_inputs(program, names, args, file, api)
             _check_outputs(program, api, sizes, task, file, shapes)
-        on_phase(api, "checking its program's operations")
+        on_phase(api, "checking")
         canonical = [_canonical(program, file, api) for program in exported]
-        on_phase(api, "measuring its program's cost")
+        on_phase(api, "measuring")
         own = api_callable(api, task.defaults[api]) if api in task.defaults else None
         executables: list = []
         costs[api] = program_costs(own, names, [c for c, _ in canonical], arguments, request.get("cost_envs") or [64],
@@ -99,7 +99,7 @@ def verify_handover(request: Mapping, task, states: Mapping, on_phase: Callable[
         # Before it runs at the sample's size: at the run's own size the training process holds it to the same
         # bar and to the device's memory (`envcoder.candidates.costs.check_costs`).
         check_program_cost(costs[api], api, file, min(costs[api]["envs"]))
-        on_phase(api, "running its program")
+        on_phase(api, "running")
         for executable, args in zip(executables, arguments):
             _run_once(executable, costs[api]["envs"][0], names, args, states, file, api)
         verified[api] = [blob for _, blob in canonical]
