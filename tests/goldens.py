@@ -49,10 +49,17 @@ def cpu_kind() -> str:
     return "-".join([platform.machine() or "unknown", *[f for f in ISA if f in flags]])
 
 
+DERIVED = ("training_best", "training_best_std")
+"""Fields of a ranking row or a group added after the recordings, each computed from the training curve of the task
+fitness, which the recorded AUC already checks bit for bit: left out of the comparison."""
+
+
 def normalized(results: dict) -> dict:
     """`results.json` without what differs between identical runs: the timings, and the groups' order (the run's
-    layout, which follows the code's classes)."""
+    layout, which follows the code's classes); and without the `DERIVED` fields."""
     results = {k: v for k, v in results.items() if k != "timings"}
+    for key in ("groups", "ranking"):
+        results[key] = [{k: v for k, v in row.items() if k not in DERIVED} for row in results[key]]
     results["groups"] = sorted(results["groups"], key=lambda g: (g["candidate"], g["seed"]))
     return results
 

@@ -137,6 +137,17 @@ def test_tasks_describes_fitness_definitions_helpers_and_ppo_settings(capsys):
         assert text in out, text
 
 
+def test_tasks_lists_the_field_s_budget_and_eval_refuses_a_preset_the_task_lacks(tmp_path, capsys):
+    assert main(["tasks", "--task", "Ant"]) == 0
+    out = capsys.readouterr().out
+    for text in ("## Preset `isaac` (`--preset isaac`)", "IsaacGymEnvs' own Ant training", "- ppo.max_epochs: 500",
+                 "- envs_per_candidate: 4096", "- separate: False: rl_games' actor and critic share one MLP"):
+        assert text in out, text
+    assert main(["eval", "--task", "Cartpole", "--preset", "isaac", "--out", str(tmp_path / "o")]) == 2
+    assert "--preset isaac: task Cartpole has no such preset (its presets: none;" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_empty_candidate_directory(tmp_path, capsys):
     assert main(["eval", "--task", "Cartpole", "--functions", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "has no .py or .txt candidate files" in capsys.readouterr().err

@@ -57,8 +57,13 @@ def _eval(args) -> int:
     functions = BUNDLED_FUNCTIONS / task.name.lower() if not args.functions else (
         args.functions[0] if len(args.functions) == 1 else tuple(args.functions))
     out = args.out or Path("runs") / f"{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
+    try:
+        preset = task.preset(args.preset) if args.preset is not None else {}
+    except ValueError as err:
+        return _fail("eval", str(err))
+    envs = args.envs_per_candidate or preset.get("envs_per_candidate") or EvalSettings.envs_per_candidate
     settings = EvalSettings(**{
-        **_fields(EvalSettings, args), "task": task.key, "functions": functions, "out": out,
+        **_fields(EvalSettings, args), "envs_per_candidate": envs, "task": task.key, "functions": functions, "out": out,
         "shaper_types": tuple(dict.fromkeys(args.shaper_types)), "seeds": (args.seed,),
         "wandb_project": args.wandb_project if args.wandb else None, "overrides": {}})
     args.run_dir = out
@@ -153,6 +158,8 @@ def _auto(args) -> int:
         if args.task is None:
             return _fail("auto", "--task is required (or --resume RUN)")
         task = get_task(args.task)
+        if args.preset is not None:
+            task.preset(args.preset)  # a name it lacks: refused before anything is written
         initial = _initial_files(args.initial, task, args.shaper_types) if args.initial or not args.llm else ()
         out = args.out or Path("runs") / f"auto-{task.name.lower()}-{time.strftime('%Y%m%d-%H%M%S')}"
         settings = AutoSettings(**{
@@ -208,7 +215,7 @@ def _tasks(args) -> int:
         print(describe_isaac(task), end="")
         return 0
     settings = {algo: task_settings(task, algo) for algo in task.algorithms}
-    print(describe_task(task, settings=settings), end="")
+    print(describe_task(task, settings=settings, presets=task.presets), end="")
     return 0
 
 

@@ -118,7 +118,9 @@ def _run_options(parser, settings_class, command: str) -> None:
     """The options `eval` and `auto` share: what is trained, how, and within which limits."""
     option = functools.partial(_setting, parser, settings_class)
     option("task", "--task", note="Required unless --resume.")
-    option("envs_per_candidate", "--envs-per-candidate", "--envs_per_candidate", type=_positive_int)
+    option("envs_per_candidate", "--envs-per-candidate", "--envs_per_candidate", type=_positive_int,
+           **({"default": None, "note": "(default 256, or the --preset's)"} if command == "" else {}))
+    option("preset", "--preset", metavar="NAME", note="e.g. --preset isaac.")
     option("algo", "--algo", choices=tuple(ALGORITHMS), note="`envcoder tasks` lists each task's (default ppo).")
     option("config_file", "--config", type=Path, metavar="FILE",
            note="(rl_games names, or a section per algorithm; a run's ppo.yaml can be reused here)")

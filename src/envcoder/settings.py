@@ -31,8 +31,13 @@ class RunSettings:
     """The training algorithm (`envcoder.rl.config.ALGORITHMS`): every candidate is trained with it."""
     overrides: dict = dataclasses.field(default_factory=dict)
     """The algorithm's settings that override the task's and the --config file's (`ALGO.NAME=VALUE` arguments)."""
+    preset: str | None = None
+    """A named training budget of the task (`envcoder tasks --task T` lists them; `isaac`: IsaacGymEnvs' own
+    training of the task, the budget at which Eureka and the papers after it train each reward): its environments per
+    candidate and iterations where the command line gives none, its algorithm settings over the task's (None: the
+    task's defaults)."""
     config_file: Path | None = None
-    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml`."""
+    """A YAML file of the algorithm's settings applied over the task's `tasks/configs/<task>.yaml` (and a preset's)."""
     fitness: str | None = None
     """Which of the task's fitness definitions ranks the candidates (None: the task's default)."""
     rank_by: str = "final"

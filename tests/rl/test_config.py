@@ -90,3 +90,37 @@ def test_an_override_out_of_range_is_refused_with_its_rule(override, message):
         PPOConfig.resolve([("command-line override", parse_overrides([override]))])
     for field in dataclasses.fields(PPOConfig):  # the defaults are in range
         PPOConfig.resolve([("defaults", {field.name: getattr(PPOConfig(), field.name)})])
+
+
+def test_the_isaac_preset_is_isaacgymenvs_own_training_under_config_and_overrides(tmp_path):
+    """`--preset isaac`: IsaacGymEnvs' AntPPO.yaml (500 iterations, 2 minibatches of 4,096 × 16, gradients not
+    clipped), between the task's settings and the command line's; a preset a task lacks is named with the task's."""
+    from envcoder.runs.evaluation import EvalSettings
+    from envcoder.runs.job import resolved_setup
+
+    def config(**changes):
+        settings = EvalSettings(task="Ant", functions=tmp_path, out=tmp_path / "o", **changes)
+        return resolved_setup(settings)[3]
+    plain, isaac = config(), config(preset="isaac")
+    assert (plain.max_epochs, plain.truncate_grads) == (800, True)
+    assert (isaac.max_epochs, isaac.horizon_length, isaac.num_minibatches, isaac.mini_epochs, isaac.truncate_grads,
+            isaac.reward_scale, isaac.save_best_after) == (500, 16, 2, 4, False, 0.01, 200)
+    mine = config(preset="isaac", overrides={"learning_rate": 1e-3}, train_iterations=20)
+    assert (mine.learning_rate, mine.max_epochs, mine.truncate_grads) == (1e-3, 20, False)
+    assert get_task("Ant").preset("isaac")["envs_per_candidate"] == 4096
+    for name in ("Ant", "Humanoid", "Anymal"):  # every preset resolves, and splits 4,096 × horizon into 32,768s
+        preset = get_task(name).preset("isaac")
+        resolved = PPOConfig.resolve([("preset", preset["ppo"])])
+        assert 4096 * resolved.horizon_length // resolved.num_minibatches == 32768, name
+    with pytest.raises(ValueError, match=r"--preset fast: task Ant has no such preset \(its presets: isaac; "):
+        config(preset="fast")
+
+
+def test_best_in_training_is_the_curve_s_best_as_the_papers_report_it():
+    import math
+
+    from envcoder.runs.ranking import best_in_training
+
+    curve = {0: 0.5, 1: float("nan"), 2: 2.0, 3: 1.5}
+    assert best_in_training(curve) == 2.0 and best_in_training(curve, higher_is_better=False) == 0.5
+    assert math.isnan(best_in_training({})) and math.isnan(best_in_training({4: float("nan")}))

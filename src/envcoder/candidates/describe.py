@@ -14,10 +14,11 @@ from envcoder.shaping.helpers import HELPERS
 from envcoder.sim.randomization import FIELDS
 
 
-def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: dict[str, dict] | None = None) -> str:
+def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: dict[str, dict] | None = None,
+                  presets: dict[str, dict] | None = None) -> str:
     """Markdown: the task's control timing, state fields, fitness definitions, the default source of
     `shaper_types`, the helpers in a candidate's namespace and (with `settings`: algorithm -> its settings of the
-    task) its training settings."""
+    task) its training settings, and (with `presets`: `Task.presets`) its named budgets."""
     lines = [f"# {task.name}: {task.description}", "",
              f"Control step: {task.substeps} physics steps; episodes end after {task.max_episode_length} control "
              "steps (a time-out) or when compute_terminal says so (a failure).", "",
@@ -49,6 +50,17 @@ def describe_task(task, shaper_types: Sequence[str] = SHAPER_TYPES, settings: di
         lines += [f"## {algo.upper()} settings (`--algo {algo}`; {task.config_file.name}, rl_games names)", ""]
         lines += [f"- {key}: {value}" for key, value in values.items()] or [
             f"{task.config_file.name} sets none: the defaults of `--algo {algo}` apply"]
+        lines += [""]
+    for name, preset in (presets or {}).items():
+        lines += [f"## Preset `{name}` (`--preset {name}`)", "", " ".join(str(preset.get("about", "")).split()), ""]
+        if preset.get("envs_per_candidate"):
+            lines += [f"- envs_per_candidate: {preset['envs_per_candidate']} (where --envs-per-candidate is not given)"]
+        for algo, values in preset.items():
+            if isinstance(values, dict) and algo not in ("no_counterpart",):
+                lines += [f"- {algo}.{key}: {value}" for key, value in values.items()]
+        if preset.get("no_counterpart"):
+            lines += ["", "Settings of the original with no counterpart here:", ""]
+            lines += [f"- {key}: {why}" for key, why in preset["no_counterpart"].items()]
         lines += [""]
     return "\n".join(lines).rstrip() + "\n"
 

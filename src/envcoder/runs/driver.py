@@ -32,7 +32,7 @@ from envcoder.runs.job import DriverState, Job
 from envcoder.runs.pbt import Population
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.report import write_report
-from envcoder.runs.ranking import learning_auc
+from envcoder.runs.ranking import best_in_training, learning_auc
 from envcoder.runs.results import GroupResult, RunResults, print_results, ranked_results
 from envcoder.runs.schedule import RUNG_KEYS, carry_over, recent_means, rung_scores, survivors
 from envcoder.runs.watchdog import RunWatch
@@ -381,7 +381,9 @@ class TrainingDriver:
                 solved_at[g]))
         groups.sort(key=lambda row: self.position[f"{row.candidate}#{row.seed}"])  # the run's group order
         curves = self.run_dir.read_group_series("task_fitness")
-        groups = [dataclasses.replace(g, training_auc=learning_auc(curves.get((g.candidate, g.seed), {})))
+        higher = self.job.fitness.higher_is_better
+        groups = [dataclasses.replace(g, training_auc=learning_auc(curves.get((g.candidate, g.seed), {})),
+                                      training_best=best_in_training(curves.get((g.candidate, g.seed), {}), higher))
                   for g in groups]
         training_fitness = functools.partial(self.run_dir.read_series, key="task_fitness")  # {} where none
         results = ranked_results(self.job.task.name, self.job.fitness_name, fitness, self.settings.schedule, groups,

@@ -29,6 +29,8 @@ def resolved_setup(settings: EvalSettings, recorded: Path | None = None) -> tupl
         return task, fitness_name, fitness, algorithm(settings.algo).config.resolve(
             [(str(recorded), load_config_file(recorded, settings.algo))])
     layers = [(str(task.config_file), task_settings(task, settings.algo))]
+    if settings.preset is not None:
+        layers.append((f"--preset {settings.preset}", task.preset(settings.preset).get(settings.algo) or {}))
     if settings.config_file is not None:
         layers.append((str(settings.config_file), load_config_file(settings.config_file, settings.algo)))
     layers.append(("command-line override", settings.overrides))

@@ -47,6 +47,10 @@ class Ranked:
     NaN where no curve was recorded."""
     auc_std: float = 0.0
     """Its standard deviation over seeds."""
+    training_best: float = math.nan
+    """The best training iteration's task fitness (`best_in_training`), mean over seeds: the papers' measure."""
+    training_best_std: float = 0.0
+    """Its standard deviation over seeds."""
 
 
 def mean_ci(values, level: float = 0.95, bounds=(None, None)) -> tuple[float, float]:
@@ -78,6 +82,16 @@ def learning_auc(series: Mapping[int, float]) -> float:
     return float(np.mean(values))
 
 
+def best_in_training(series: Mapping[int, float], higher_is_better: bool = True) -> float:
+    """The best value of a training curve `{iteration: task fitness of the episodes finished then}` (the highest, or
+    the lowest where lower is better): what IsaacGymEnvs-based papers report (Eureka, RF-Agent: the best
+    `consecutive_successes` over training). NaN when the curve has no value."""
+    known = [v for v in series.values() if np.isfinite(v)]
+    if not known:
+        return math.nan
+    return float(max(known) if higher_is_better else min(known))
+
+
 def fitness_tied(a: Ranked, b: Ranked) -> bool:
     """Whether two candidates' mean fitness is the same (`FITNESS_TIE`): more seeds would not order them."""
     return bool(np.isfinite(a.fitness_mean) and np.isfinite(b.fitness_mean) and abs(a.fitness_mean - b.fitness_mean)
@@ -98,6 +112,7 @@ def rank(per_seed: dict[str, list[dict]], higher_is_better: bool = True, rank_by
     for name, runs in per_seed.items():
         fitness = np.array([r["task_fitness"] for r in runs], dtype=np.float64)
         auc = np.array([r.get("training_auc", math.nan) for r in runs], dtype=np.float64)
+        best = np.array([r.get("training_best", math.nan) for r in runs], dtype=np.float64)
         low, high = mean_ci(fitness, bounds=bounds)
         ranked.append(Ranked(
             name=name, fitness_mean=float(fitness.mean()),
@@ -106,7 +121,8 @@ def rank(per_seed: dict[str, list[dict]], higher_is_better: bool = True, rank_by
             shaped_return=float(np.mean([r["shaped_return"] for r in runs])),
             episode_length=float(np.mean([r["episode_length"] for r in runs])),
             eliminated_at=runs[0].get("eliminated_at_iteration"), auc=float(auc.mean()),
-            auc_std=float(auc.std(ddof=1)) if len(auc) > 1 else 0.0))
+            auc_std=float(auc.std(ddof=1)) if len(auc) > 1 else 0.0, training_best=float(best.mean()),
+            training_best_std=float(best.std(ddof=1)) if len(best) > 1 else 0.0))
     sign = -1.0 if higher_is_better else 1.0
 
     def speed(r: Ranked):

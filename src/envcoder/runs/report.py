@@ -108,7 +108,8 @@ def _ranking_html(results: dict) -> str:
 
     e, ranking, diverged = html.escape, results["ranking"], _diverged(results)
     table = ["<table><tr><th>rank</th><th class=name>candidate</th><th>task fitness</th><th>95% CI</th><th>seeds</th>"
-             "<th>AUC (learning speed)</th><th>P(beats next)</th><th>shaped return</th><th>episode length</th>"
+             "<th>AUC (learning speed)</th><th>best in training</th><th>P(beats next)</th><th>shaped return</th>"
+             "<th>episode length</th>"
              "<th>status</th></tr>"]
     record = RunResults.from_json(results)
     win = beats_next(record.ranking, record.win_probability, record.higher_is_better, record.rank_by)
@@ -121,6 +122,7 @@ def _ranking_html(results: dict) -> str:
         beats = win.get(r["name"], {}).get(following)
         table.append(f"<tr><td>{i}</td><td class=name>{e(r['name'])}</td><td>{_fmt(r['fitness_mean'])}</td>"
                      f"<td class=ci>{ci}</td><td>{r['seeds']}</td><td>{_fmt(r.get('auc'))}</td>"
+                     f"<td>{_fmt(r.get('training_best'))}</td>"
                      f"<td>{_fmt(beats, 2)}</td>"
                      f"<td>{_fmt(r['shaped_return'], 2)}</td>"
                      f"<td>{_fmt(r['episode_length'], 0)}</td><td class=status>{e(status)}</td></tr>")

@@ -47,6 +47,10 @@ class GroupResult:
     training_auc: float = math.nan
     """Learning speed: the area under the group's training curve of the task fitness
     (`envcoder.runs.ranking.learning_auc`)."""
+    training_best: float = math.nan
+    """The best task fitness of the episodes finished in any one training iteration (`envcoder.runs.ranking.
+    best_in_training`): the papers' measure (IsaacGymEnvs' `consecutive_successes` at its best over training), beside
+    the final deterministic evaluation's."""
 
     @classmethod
     def of(cls, group, means, last_fitness: float, diverged_at: int, solved_at: int,

@@ -205,6 +205,12 @@ class AutoSettings(RunSettings):
         sizes = {**SIZES[kind], **TASK_SIZES[kind].get(task.name, {})}
         task_epochs = task_settings(task, self.algo).get("max_epochs", ALGORITHMS[self.algo].config.max_epochs)
         sizes["train_iterations"] = self.overrides.get("max_epochs") or min(sizes["train_iterations"], task_epochs)
+        if self.preset is not None:  # the preset's budget, whole, in the search's evaluations and in the final
+            preset = task.preset(self.preset)
+            envs = preset.get("envs_per_candidate") or sizes["envs_per_candidate"]
+            epochs = (preset.get(self.algo) or {}).get("max_epochs") or sizes["train_iterations"]
+            sizes.update(envs_per_candidate=envs, final_envs_per_candidate=envs,
+                         train_iterations=self.overrides.get("max_epochs") or epochs)
         if not isinstance(sizes["final_envs_per_candidate"], int):  # on a CPU: the search's
             sizes["final_envs_per_candidate"] = self.envs_per_candidate or sizes["envs_per_candidate"]
         sizes.setdefault("halving_rungs", (self.copies or sizes["copies"]).bit_length() - 1)  # as many as halve them

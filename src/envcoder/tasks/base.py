@@ -121,7 +121,8 @@ class Task:
     Gym may take as arguments (`envcoder.candidates.isaac`); empty: the task has no Isaac counterpart."""
     training: Mapping[str, Mapping] | None = None
     """The training settings, a mapping per algorithm (`{"ppo": {"max_epochs": 100, "horizon_length": 32, ...}}`,
-    rl_games names as the built-in tasks' YAML files have them); None: `config_file`'s."""
+    rl_games names as the built-in tasks' YAML files have them), and optionally `"presets"` (`presets`); None:
+    `config_file`'s."""
     source: Path | None = None
     """The task file this task was read from (`envcoder.tasks.load_task_file`); None for a task of a package."""
     max_qvel: float = 100.0
@@ -170,10 +171,28 @@ class Task:
             raise ValueError(f"--algo {algo}: task {self.name} is trained with {', '.join(self.algorithms)}{hint}")
 
     def training_settings(self) -> dict:
-        """`config_file` as it is: a section of settings per algorithm (`envcoder.rl.config.task_settings` reads
-        one algorithm's)."""
+        """`config_file` as it is, less its presets: a section of settings per algorithm
+        (`envcoder.rl.config.task_settings` reads one algorithm's)."""
+        return {algo: dict(section) for algo, section in self._training().items() if algo != "presets"}
+
+    @property
+    def presets(self) -> dict[str, dict]:
+        """The task's named training budgets (`--preset NAME`), from `config_file`'s `presets:` section: each
+        `{"about": what it is, "envs_per_candidate": N, ALGO: {settings}, "no_counterpart": {setting: why}}`,
+        its algorithm settings in rl_games' names."""
+        return {name: dict(preset) for name, preset in (self._training().get("presets") or {}).items()}
+
+    def preset(self, name: str) -> dict:
+        """The preset `name`, or a `ValueError` that lists the task's."""
+        if name not in self.presets:
+            known = ", ".join(self.presets) or "none"
+            raise ValueError(f"--preset {name}: task {self.name} has no such preset (its presets: {known}; "
+                             f"`envcoder tasks --task {self.name}` describes them)")
+        return self.presets[name]
+
+    def _training(self) -> dict:
         if self.training is not None:
-            return {algo: dict(section) for algo, section in self.training.items()}
+            return dict(self.training)
         if not self.config_file.exists():
             return {}
         with open(self.config_file) as f:
