@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -279,9 +280,15 @@ def test_a_runs_settings_go_through_config_json_and_the_options_help_is_their_fi
             ("auto", AutoSettings, ("final_top", "llm", "concurrency", "task_description"))):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
-        text = " ".join(capsys.readouterr().out.split())
-        for field in fields:  # as a user reads it (`in_user_words`)
-            assert in_user_words(field_docs(settings_class)[field]) in text, (command, field)
+        text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps after a hyphen
+        module = sys.modules[settings_class.__module__]
+        for field in fields:  # as a user reads it (`in_user_words`), another setting named by its option
+            doc = in_user_words(field_docs(settings_class)[field], module).replace("- ", "-")
+            pattern = "".join(f"(?:`{part}`|--[\\w-]+)" if i % 2 else re.escape(part)
+                              for i, part in enumerate(doc.split("`")))
+            assert re.search(pattern, text), (command, field, doc)
+        for fragment in ("Off with --no-tensorboard", "jitter,)", "('s", "BUDGET_ITERATIONS", "`budget_minutes`"):
+            assert fragment not in text, (command, fragment)
 
 
 def test_an_interrupted_run_names_its_path_and_where_it_continues_from(tmp_path, monkeypatch, capsys):

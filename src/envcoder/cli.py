@@ -174,12 +174,25 @@ def _auto(args) -> int:
     return 0
 
 
+def _run_of(command: str, args) -> Path | None:
+    """The `envcoder eval` run that `RUN` (or `--run RUN`) names: itself, or an `envcoder auto` run's final
+    evaluation (`RUN/final/eval`), which trained its finds and starts again from scratch."""
+    run = args.run if args.run is not None else args.run_option
+    if run is None:
+        _fail(command, f"name the run: envcoder {command} RUN (an `envcoder eval` or `envcoder auto` run directory)")
+        return None
+    final = run / "final" / "eval"
+    return final if not (run / "results.json").exists() and (final / "results.json").exists() else run
+
+
 def _play(args) -> int:
     from envcoder.runs.play import play
 
+    run = _run_of("play", args)
+    if run is None:
+        return 2
     try:
-        play(args.run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width,
-             args.height)
+        play(run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width, args.height)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail("play", str(err))
     return 0
@@ -188,9 +201,13 @@ def _play(args) -> int:
 def _report(args) -> int:
     from envcoder.runs.report import write_report
 
-    if not (args.run / "results.json").exists():
-        return _fail("report", f"{args.run}/results.json does not exist: not a finished `envcoder eval` run")
-    print(write_report(args.run))
+    run = _run_of("report", args)
+    if run is None:
+        return 2
+    if not (run / "results.json").exists():
+        return _fail("report", f"{run}/results.json does not exist: not a finished `envcoder eval` run, nor an "
+                               "`envcoder auto` run with a final evaluation")
+    print(write_report(run))
     return 0
 
 

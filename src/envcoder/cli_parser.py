@@ -58,16 +58,17 @@ def _hosts(parser) -> None:
     parser.add_argument("--coordinator", default=None, metavar="HOST:PORT",
                         help="a multi-host run: process 0's address, or 'auto' to read it from the cluster's "
                              "environment (SLURM, Open MPI); every process runs the same command and process 0 writes "
-                             "the run directory (README: Many GPUs)")
+                             "the run directory (the guide's page Many GPUs and clusters, docs/guide/gpus.md)")
     parser.add_argument("--num-processes", dest="num_processes", type=_positive_int, default=None, metavar="N",
                         help="processes of a multi-host run (with --coordinator HOST:PORT)")
     parser.add_argument("--process-id", dest="process_id", type=int, default=None, metavar="I",
                         help="this process's index, 0 to N-1 (with --coordinator HOST:PORT)")
 
 
-def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwargs) -> None:
+def _setting(parser, settings_class, field: str, *flags, note: str = "", text: str | None = None, **kwargs) -> None:
     """An option for a field of a settings record (`EvalSettings`, `AutoSettings`): its destination is the field,
-    its help the field's doc (`field_docs`) with `note` (what the command line adds), its default the field's."""
+    its help the field's doc (`field_docs`) with `note` (what the command line adds), or `text` instead of the doc
+    (a switch that turns the field off says so), its default the field's."""
     from envcoder.settings import field_docs
 
     default = next(f.default for f in dataclasses.fields(settings_class) if f.name == field)
@@ -78,23 +79,34 @@ def _setting(parser, settings_class, field: str, *flags, note: str = "", **kwarg
     sized = getattr(module, "SIZES", {})  # defaults by device kind, and what a task changes of them
     if field in sized.get("gpu", {}):
         by_task = getattr(module, "TASK_SIZES", {})
-        gpu, cpu = ((f"{sized[kind][field]:,}" if isinstance(sized[kind][field], int) else sized[kind][field])
-                    + "".join(f", {task} {sizes[field]:,}" for task, sizes in by_task.get(kind, {}).items()
-                              if field in sizes) for kind in ("gpu", "cpu"))
-        note = " ".join(filter(None, (note, f"(default {gpu} on a GPU, {cpu} on a CPU)")))
+
+        def on(kind: str) -> str:
+            value = sized[kind][field]
+            tasks = [f"{task} {sizes[field]:,}" for task, sizes in by_task.get(kind, {}).items() if field in sizes]
+            shown = f"{value:,}" if isinstance(value, int) else value
+            return f"{shown} on a {kind.upper()}" + (f" ({', '.join(tasks)})" if tasks else "")
+        note = " ".join(filter(None, (note, f"(default {on('gpu')}, {on('cpu')})")))
     elif not note and shown is not None and not isinstance(shown, (bool, list, dict)):
         note = f"(default {shown})"
     if flags[0].startswith("-"):
         kwargs["dest"] = field
-    text = " ".join(filter(None, (in_user_words(field_docs(settings_class)[field]), note)))
-    parser.add_argument(*flags, help=text.replace("%", "%%"), **kwargs)  # argparse formats help with %
+    doc = text if text is not None else in_user_words(field_docs(settings_class)[field], module)
+    parser.add_argument(*flags, help=" ".join(filter(None, (doc, note))).replace("%", "%%"), **kwargs)  # % formats
 
 
-def in_user_words(doc: str) -> str:
+def in_user_words(doc: str, module=None) -> str:
     """A settings field's doc (written for whoever reads the code) as an option's help: references to envcoder's
-    code left out or replaced by what they hold (a constant's value), `None` said as the default it stands for."""
+    code left out or replaced by what they hold (a constant's value, of envcoder's or of `module`, the settings'
+    module), `None` said as the default it stands for. Other fields named in backquotes become their options
+    (`options_named`, once every option is known)."""
     import importlib
     import re
+
+    doc = re.sub(r"\s*\(`[\w.]+(?:\(\))?`'s `\w+`\)", "", doc)  # "(`module.function`'s `until`)"
+    doc = re.sub(r",\s*`envcoder\.[\w.]+`\)", ")", doc)  # "(…, `envcoder.search.proposers.OfflineProposer`)"
+    if module is not None:
+        doc = re.sub(r"`([A-Z][A-Z_]+)`", lambda m: f"{getattr(module, m.group(1))}" if isinstance(
+            getattr(module, m.group(1), None), (int, float)) else m.group(0), doc)
 
     def value_of(match) -> str:
         module, _, name = match.group(1).rpartition(".")
@@ -112,6 +124,17 @@ def in_user_words(doc: str) -> str:
     text = re.sub(r"\bNone (takes|follows)", r"by default it \1", text)
     text = text.replace("(default: ", "(by default ").replace("; default: ", "; by default ")
     return re.sub(r"\s+", " ", text).replace(" )", ")").replace("( ", "(").strip()
+
+
+def options_named(parser) -> None:
+    """In every option's help, a setting named in backquotes (`copies`, `budget_minutes`) as the option that sets
+    it (--copies, --budget): the help speaks of what a user types."""
+    import re
+
+    flags = {a.dest: next((f for f in a.option_strings if f.startswith("--")), None) for a in parser._actions}
+    for action in parser._actions:
+        if action.help:
+            action.help = re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1)) or m.group(0), action.help)
 
 
 def _run_options(parser, settings_class, command: str) -> None:
@@ -161,7 +184,8 @@ def _eval_parser(add_parser) -> None:
     option("rungs", "--rungs", type=_positive_int)
     ev.add_argument("--seeds", type=_positive_int, default=1,
                     help="independent seeds per candidate: every candidate is trained once per seed (default 1)")
-    option("tensorboard", "--no-tensorboard", action="store_false", note="Off with --no-tensorboard.")
+    option("tensorboard", "--no-tensorboard", action="store_false",
+           text="Write no TensorBoard event files (by default one set per candidate and seed, in <out>/tensorboard/).")
     ev.add_argument("--wandb", action="store_true",
                     help="also log to Weights & Biases: one W&B run per candidate and seed, grouped by run directory "
                          "(needs `pip install wandb` and `wandb login`, or WANDB_MODE=offline)")
@@ -229,8 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _eval_parser(add_parser)
     _auto_parser(add_parser)
+    for command in ("eval", "auto"):
+        options_named(sub.choices[command])
     pl = add_parser("play", help="run a trained candidate's policy: episode statistics and a video")
-    pl.add_argument("--run", type=Path, required=True, help="an `envcoder eval` run directory")
+    pl.add_argument("run", type=Path, nargs="?", default=None,
+                    help="an `envcoder eval` run directory, or an `envcoder auto` one (its final evaluation)")
+    pl.add_argument("--run", dest="run_option", type=Path, default=None, metavar="RUN", help="the same as RUN")
     pl.add_argument("--candidate", required=True, help="candidate name, as in the ranking")
     pl.add_argument("--seed", type=int, default=None, help="which seed's policy (default: the run's first)")
     pl.add_argument("--checkpoint", choices=("best", "last"), default="best",
@@ -238,10 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
     pl.add_argument("--video", type=Path, default=None,
                     help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
-    pl.add_argument("--width", type=_positive_int, default=480)
-    pl.add_argument("--height", type=_positive_int, default=360)
+    pl.add_argument("--width", type=_positive_int, default=480, help="the video's width in pixels (default 480)")
+    pl.add_argument("--height", type=_positive_int, default=360, help="the video's height in pixels (default 360)")
     report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")
-    report.add_argument("run", type=Path, help="an `envcoder eval` run directory")
+    report.add_argument("run", type=Path, nargs="?", default=None,
+                        help="an `envcoder eval` run directory, or an `envcoder auto` one (its final evaluation)")
+    report.add_argument("--run", dest="run_option", type=Path, default=None, metavar="RUN", help="the same as RUN")
     tasks = add_parser("tasks", help="list tasks, or describe one: state fields, defaults, fitness")
     tasks.add_argument("--task", default=None, help="task to describe: a name, or the path of a task file")
     tasks.add_argument("--check", default=None, metavar="FILE",

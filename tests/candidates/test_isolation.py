@@ -44,7 +44,9 @@ EXPECTED = {
     "missing_function": "defines none of the selected shaping functions",
     "misspelled": "(found compute_rewards: misspelled?)",
     "wrong_signature": "wrong signature",
-    "wrong_shape": "in compute_reward(): returned shape (68, 2), expected (68,)",
+    "wrong_shape": "in compute_reward(): returned shape (68, 2), expected (68,) (the first axis is the environments: "
+                   "validation runs it on 68 sample states",
+    "missing_field": "KeyError: 'pole_angle' (the task's state has no field 'pole_angle'",
     "wrong_dtype": "in compute_reward(): returned dtype int32, expected a float array",
     "nan_reward": "in compute_reward(): returned NaN or inf on the sample state",
     "forbidden_import": "import of 'subprocess' is not allowed",

@@ -152,6 +152,7 @@ def test_report_lists_every_candidate_and_embeds_valid_images(cartpole_run, tmp_
     assert "<b>Every policy fails early:</b> alive_bonus's episodes last longest, 60 of 500 steps on average" in page
     assert f"<b>{results['groups'][0]['candidate']}</b>: seed 0 diverged at iteration 7" in page
     assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert main(["report", "--run", str(copy)]) == 0  # RUN, or --run RUN as `play` takes it
 
 
 def test_out_directory_that_exists_is_refused(cartpole_run, capsys):

@@ -1745,15 +1745,26 @@ def test_auto_on_poor_starts_prints_a_page_that_says_first_whether_anything_was_
     assert sum(line.startswith("  halving rung") for line in lines) == 6
     assert sum(line.startswith("  population run") for line in lines) == 2
     summary = json.loads((out / "summary.json").read_text())
-    found = next(line for line in lines if "Found:" in line or "Nothing found" in line)
+    found = next(line for line in lines if "Found:" in line or "Nothing found" in line or "No find beats" in line)
     assert lines.index(found) < lines.index(next(line for line in lines if line.startswith("Best:"))), printed
     flat = " ".join(printed.split())
-    assert f"Found: {summary['best']['name']}" in flat and "the best starting file (init_" in flat, flat
+    from envcoder.search.summary import beats_references
+
+    if beats_references(summary):  # "Found" only where the final shows it beats both with P(beats) >= 0.9
+        assert f"Found: {summary['best']['name']}" in flat, flat
+    else:
+        assert "Found:" not in flat and "No find beats both the best starting file and the task default" in flat
+    assert "the best starting file (init_" in flat, flat
     assert "the task default: it is" in flat or "beats the task default" in flat
+    start = summary["found"]["against_start"]["name"]
+    for name in (summary["best"]["name"], start):  # the commands that act on the answer, as printed
+        assert f"envcoder play {out} --candidate {name} --video {out}/videos/{name}.gif" in printed, printed
+    assert f"envcoder report {out}" in printed and f"envcoder play {out} --candidate" in (out / "summary.md").read_text()
     assert (out / "best_readable.py").exists() and "```diff" in (out / "summary.md").read_text()
     finalists = {p.stem for p in (out / "final" / "candidates").glob("*.py")}
     for it in summary["iterations"]:
         if it["best"] not in finalists:
-            assert f"{it['best']} led iteration {it['iteration'] + 1} and is not in the final:" in flat, flat
+            assert f"{it['best']}, which led iteration {it['iteration'] + 1}, is not in the final under that name:" \
+                in flat, flat
     log = (out / "console.log").read_text()
     assert log.count("groups train together") == 2 and "groups train together" not in printed

@@ -132,9 +132,10 @@ def test_a_task_file_runs_through_eval_play_report_and_auto_from_another_folder(
     assert sorted(r["name"] for r in results["ranking"]) == ["alive_forward", "forward", "task_default",
                                                             "upright_forward"]
     assert json.loads((tmp_path / "run" / "config.json").read_text())["task"] == str(task.resolve())
-    envcoder("play", "--run", "run", "--candidate", "forward", "--episodes", "1")
-    envcoder("report", "run")
+    envcoder("play", "run", "--candidate", "forward", "--episodes", "1")  # RUN, or --run RUN: either works
+    envcoder("report", "--run", "run")
     envcoder("auto", "--task", task, "--initial", rewards, "--iterations", "1", "--candidates-per-iteration", "1",
              "--copies", "2", "--envs-per-candidate", "8", "--train-iterations", "3", "--final-seeds", "2",
              "--final-max-seeds", "2", "--out", "search")
     assert json.loads((tmp_path / "search" / "summary.json").read_text())["best"] is not None
+    assert "report.html" in envcoder("report", "search")  # an auto run: its final evaluation's

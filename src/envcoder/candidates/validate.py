@@ -155,11 +155,27 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
                 shaping_type.check(probe, fns[current])
     except CandidateError:
         raise
+    except KeyError as err:  # a state field the task does not have
+        raise CandidateError(file, f"failed on the sample state: KeyError: {_first_line(err)}{_fields_hint(err, state)}",
+                             function=current) from None
     except Exception as err:  # anything the candidate's code raised while running
         raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {_first_line(err)}",
                              function=current) from None
     return dataclasses.replace(candidate, obs_dim=probe.obs_dim, action_dim=int(probe.action_dim),
                                reward_components=probe.reward_components, critic_obs_dim=probe.critic_obs_dim)
+
+
+def _fields_hint(err: KeyError, state) -> str:
+    """For a key the state lacks: the task's state fields, and the closest one."""
+    import difflib
+
+    key = err.args[0] if err.args else None
+    fields = sorted(k for k in state if k != "curriculum")
+    if not isinstance(key, str) or key in state:
+        return ""
+    close = difflib.get_close_matches(key, fields, n=1)
+    return (f" (the task's state has no field {key!r}" + (f"; did you mean {close[0]!r}" if close else "") +
+            f"; its fields: {', '.join(fields)}; `envcoder tasks --task NAME` describes them)")
 
 
 def _first_line(err: BaseException) -> str:

@@ -67,8 +67,8 @@ from envcoder.search.population import (CARRIED, Halving, as_proposed, populatio
 from envcoder.search.proposers import OfflineProposer, Parent, Request, Sample, estimate_cost, make_proposer
 from envcoder.search.readable import readable_find
 from envcoder.search.state_terms import sample_states
-from envcoder.search.summary import (against, against_default, evaluation_table, finite_number, measured,
-                                     search_record, summary_text)
+from envcoder.search.summary import (against, against_default, commands_lines, evaluation_table, finite_number,
+                                     measured, search_record, summary_text)
 from envcoder.tasks import get_task
 from envcoder.text import console as text_console, plural, shown
 
@@ -604,10 +604,10 @@ class AutoRun:
             row = next((h for h in self.history if h["name"] == name and h["status"] == "ok"), None)
             if name is None or name in finalists or row is None:
                 continue
-            if row["source"] in starts:
-                why = "its code is a starting file's as written, which the final trains under the file's name"
-            elif row["source"] in sources:
-                why = f"its code is the same as {sources[row['source']]}'s, which the final trains"
+            if row["source"] in sources:  # the same code under the final's name (a start's own: the file's)
+                why = f"the final trains its code under the name {sources[row['source']]} (see the table)"
+            elif row["source"] in starts:
+                why = "its code is a starting file's as written"
             else:
                 place = ranked.index(name) + 1 if name in ranked else None
                 why = (f"among the search's finds it ranks {place} (by fitness, ties by learning speed), and the final "
@@ -688,12 +688,15 @@ class AutoRun:
             summary["found"] = self._found(top, finalists[top.name], starts, results)
             summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starts)
         summary["leaders_not_in_final"] = self._leaders_left(records, finalists)
+        summary["run"] = str(self.out)
         write_json(self.out / "summary.json", summary)
         (self.out / "summary.md").write_text(summary_text(summary))
         self.console.print(Markdown(summary_text(summary, terminal=True)))  # rendered, not as Markdown source
         if summary["best"] is not None:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",
                                markup=False, highlight=False, soft_wrap=True)  # paths stay whole, to copy
+            for line in commands_lines(summary, str(self.out)):
+                self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         return summary
 
     # ---- the whole run ----------------------------------------------------------------------------

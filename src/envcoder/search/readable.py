@@ -22,7 +22,8 @@ import re
 
 from envcoder.search.inline import inline_one
 from envcoder.search.tidy import (PREFIX, collapsed, imports_used, merged_terms, named_entries, quoted_like,
-                                  returned_literal, short_floats, split_pairs, unprefixed, unread, used)
+                                  returned_literal, rounded_constants, short_floats, split_pairs, unprefixed, unread,
+                                  used)
 from envcoder.text import parse as parse_source, unparse as unparse_source, wrapped
 
 
@@ -100,23 +101,26 @@ def readable_find(validator, out, source: str, starting: list[dict]) -> dict | N
         return {"file": None, "why": f"best.py could not be written flat in the sandbox ({err})",
                 "start": starting[0]["name"] if starting else None}
     same = same_programs(validator, found["as_found"], found["flat"])
-    (out / "best_readable.py").write_text(found["flat"])
+    (out / "best_readable.py").write_text(found["shown"])
     return {"file": "best_readable.py", "same_program": same, "start": starting[0]["name"] if starting else None,
             "change": found["change"], "diff": found["diff"], "inlined": found["inlined"]}
 
 
 def readable_text(source: str, start: str | None) -> dict | None:
-    """`source` flattened (`flat`; `inlined`: whether anything was), `source` with the names the flat file took
-    prefixes off renamed so (`as_found`: what it is compared with), and what changed from `start` (`change`, `diff`;
-    empty without one). A file with nothing to flatten is the find as it reads (what changed from the start is still
+    """`source` flattened (`flat`; `inlined`: whether anything was; `shown`: the same with its constants to 4
+    significant digits, `rounded_constants`, what best_readable.py holds), `source` with the names the flat file took
+    prefixes off renamed so (`as_found`: what it is compared with), and what changed from `start` (`change`, `diff`,
+    of `shown`; empty without one). A file with nothing to flatten is the find as it reads (what changed from the start is still
     said). Run in the sandbox (`SandboxValidator.jailed`): it parses candidate text."""
 
     flat = flatten(source)
     inlined = flat != source
     flat = wrapped(quoted_like(flat, start) if start is not None else flat) if inlined or source.startswith(
         "# offline: ") else source
-    words, diff = describe_change(start, flat, reward_terms) if start is not None else ("", "")
-    return {"flat": flat, "as_found": renamed(source, flat), "change": words, "diff": diff, "inlined": inlined}
+    shown = rounded_constants(flat)
+    words, diff = describe_change(start, shown, reward_terms) if start is not None else ("", "")
+    return {"flat": flat, "shown": shown, "as_found": renamed(source, flat), "change": words, "diff": diff,
+            "inlined": inlined}
 
 
 def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:
@@ -128,13 +132,43 @@ def describe_change(start: str, find: str, terms_of) -> tuple[str, str]:
     was = turned_terms(start)
     turned = [f"{t!r} {'rewards what it is written to penalize' if cost else 'is a cost'} (weight {value:.3g})"
               for t, (value, cost) in turned_terms(find).items() if t in after and t not in was]
+    old, new = module_numbers(start), module_numbers(find)
+    changed = [f"{name} {old[name]:.4g} → {new[name]:.4g}" for name in new if name in old and new[name] != old[name]]
+    largest = max((abs(v) for v in new.values()), default=0.0)
+    small = [f"{name} = {value:.3g}" for name, value in new.items()
+             if name not in old and largest > 0 and abs(value) < SMALL_WEIGHT * largest]
     words = "; ".join(filter(None, (
         f"terms added: {', '.join(added)}" if added else "", f"terms dropped: {', '.join(dropped)}" if dropped else "",
-        "the same terms, re-weighted or re-shaped" if not added and not dropped else "",
+        "the same terms, re-weighted or re-shaped" if not added and not dropped and not changed else "",
+        f"constants changed: {', '.join(changed)}" if changed else "",
+        f"new constants under {SMALL_WEIGHT:.1%} of the largest ({largest:.4g}), likely too small for their terms to "
+        f"matter: {', '.join(small)}" if small else "",
         f"signs the search turned: {', '.join(turned)}" if turned else "")))
     diff = "".join(difflib.unified_diff(start.splitlines(keepends=True), find.splitlines(keepends=True), "start",
                                         "find"))
     return words, diff
+
+
+SMALL_WEIGHT = 1e-3
+"""A constant a find adds at under this share of its largest constant is named as likely too small to matter."""
+
+
+def module_numbers(source: str) -> dict[str, float]:
+    """The module-level `NAME = <number>` constants of a file (`PARAMS` tables aside), by name without the prefixes
+    a search adds (`PREFIX`): what a find's description compares with its start's."""
+    try:
+        tree = parse_source(source)
+    except SyntaxError:
+        return {}
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
+            literal = getattr(value.operand if negated else value, "value", None)
+            if isinstance(literal, (int, float)) and not isinstance(literal, bool):
+                found[PREFIX.sub("", node.targets[0].id)] = float(-literal if negated else literal)
+    return found
 
 
 def turned_terms(source: str) -> dict[str, tuple[float, bool]]:

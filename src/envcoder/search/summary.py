@@ -35,8 +35,8 @@ def summary_text(summary: dict, terminal: bool = False) -> str:
                      f"{best['fitness_mean']:#.4g}{ci} over {plural(best['seeds'], 'seed')} in the final evaluation; "
                      f"its code is best.py.")
         for leader in summary.get("leaders_not_in_final") or []:
-            lines += ["", f"{leader['name']} led iteration {leader['iteration'] + 1} and is not in the final: "
-                          f"{leader['why']}."]
+            lines += ["", f"{leader['name']}, which led iteration {leader['iteration'] + 1}, is not in the final "
+                          f"under that name: {leader['why']}."]
         if summary.get("final_seeds"):
             lines += ["", f"Final evaluation: {summary['final_seeds']['verdict']}."]
         early = summary.get("episodes_end_early")
@@ -45,11 +45,14 @@ def summary_text(summary: dict, terminal: bool = False) -> str:
                           f"evaluation, {early['episode_length']:.0f} of {early['max_episode_length']:,} steps on "
                           "average; the ranking compares policies that all fail the task at this budget. Train "
                           "longer (--train-iterations) or with more environments (--envs-per-candidate)."]
+        commands = commands_lines(summary, summary.get("run") or "RUN")
+        if commands and not terminal:  # the terminal gets them as plain lines to copy (`run_auto`)
+            lines += ["", "To watch a policy and read the final's report:", "", "```bash", *commands, "```"]
         lines += ["", "| rank | candidate | fitness | 95% CI | seeds | AUC |", "|---:|---|---:|---|---:|---:|"]
         ranking = summary["final_ranking"]
         digits = fitness_digits([r["fitness_mean"] for r in ranking])
         for i, r in enumerate(ranking, 1):
-            auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"
+            auc = f"{r['auc']:.3f}" if finite_number(r.get("auc")) else "-"  # no training episode ended
             ci = f"[{r['ci_low']:.{digits}f}, {r['ci_high']:.{digits}f}]" if r["seeds"] > 1 else "-"
             lines.append(f"| {i} | {r['name']} | {r['fitness_mean']:.{digits}f} | {ci} | {r['seeds']} | {auc} |")
     readable = _readable_lines(summary.get("readable"))
@@ -99,7 +102,35 @@ def found_text(summary: dict) -> str:
     what = (f"the starting file {found['start_file']} with constants the search tuned" if kind == "tuned"
             else f"proposed in iteration {best['iteration'] + 1}")
     starts = (found.get("against_start") or {}).get("text") or "There was no starting file to compare it with."
-    return f"**Found: {best['name']}**, {what}. {starts} {default}"
+    if beats_references(summary):
+        return f"**Found: {best['name']}**, {what}. {starts} {default}"
+    return (f"**No find beats both the best starting file and the task default with P(beats) ≥ {FOUND_P:g}:** the "
+            f"best of the search is {best['name']}, {what}. {starts} {default}")
+
+
+FOUND_P = 0.9
+"""The probability with which a find must beat the best starting file and the task default in the final evaluation
+for the summary to say it was found."""
+
+
+def beats_references(summary: dict) -> bool:
+    """Whether the best file beats the best starting file (where there was one) and the task default in the final
+    evaluation with P(beats) ≥ `FOUND_P` each."""
+    references = [summary.get("task_default")] + ([(summary.get("found") or {}).get("against_start")]
+                                                  if (summary.get("found") or {}).get("against_start") else [])
+    return all(r is not None and (r.get("p_beats") or 0.0) >= FOUND_P for r in references)
+
+
+def commands_lines(summary: dict, run: str) -> list[str]:
+    """The commands that act on the search's answer: `envcoder play` for the best file and for the best starting
+    file of the final evaluation (`RUN` is the search's run directory: play and report take it as it is), and
+    `envcoder report`."""
+    lines = []
+    start = ((summary.get("found") or {}).get("against_start") or {}).get("name")
+    for label, name in (("the best file", (summary.get("best") or {}).get("name")), ("the best starting file", start)):
+        if name:
+            lines.append(f"envcoder play {run} --candidate {name} --video {run}/videos/{name}.gif   # {label}")
+    return lines + [f"envcoder report {run}   # the final evaluation's report.html"] if lines else []
 
 
 def _budget_note(it: dict) -> str:
@@ -148,7 +179,8 @@ def _readable_lines(readable: dict | None) -> list[str]:
                "NOT the same program in the sandbox's check: train best.py, which is the file that was ranked")
     how = ("written flat (helpers inlined, names kept" if readable.get("inlined", True) else
            "as it reads (flat already: nothing to inline, the start's quotes")
-    lines = ["", f"`{readable['file']}` is best.py {how}; {checked})."]
+    lines = ["", f"`{readable['file']}` is best.py {how}; {checked}; its constants to 4 significant digits, best.py "
+                 "holds them as they trained)."]
     if readable.get("start") and not readable["diff"].strip():
         lines += ["", f"best.py is the best starting file, {readable['start']}, as written: no diff."]
     elif readable.get("start"):
@@ -302,8 +334,8 @@ def against(results, best, other: str, label: str, higher_is_better: bool) -> di
     else:
         direction = "better" if verdict["difference"] > 0 else "worse" if verdict["difference"] < 0 else "no different"
         text = f"{best.name} is not shown to beat {label}: it is {direction} by {amount}{interval} ({p})."
-    return {**verdict, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low, "ci_high": default.ci_high,
-            "seeds": default.seeds, "text": text}
+    return {**verdict, "name": other, "fitness_mean": default.fitness_mean, "ci_low": default.ci_low,
+            "ci_high": default.ci_high, "seeds": default.seeds, "text": text}
 
 
 def _faster(a, b, higher_is_better: bool) -> bool:

@@ -344,3 +344,20 @@ def short_floats(tree: ast.Module) -> ast.Module:
         if np.isfinite(single) and float(single) == literal.value:
             literal.value = float(str(single))
     return tree
+
+
+READABLE_DIGITS = 4
+"""Significant digits of a module-level constant in a readable file (`rounded_constants`)."""
+
+_CONSTANT_LINE = re.compile(r"^([A-Za-z_]\w*\s*=\s*)(-?(?:\d+\.\d*|\.\d+)(?:[eE][-+]?\d+)?)(\s*(?:#.*)?)$", re.M)
+
+
+def rounded_constants(text: str, digits: int = READABLE_DIGITS) -> str:
+    """`text` with each module-level `NAME = <float>` line's number written to `digits` significant digits (a tuned
+    constant, `0.9498099088668823`, as `0.9498`): what a person reads. The program is the same (constants are its
+    inputs); its values differ below the fourth digit, so best.py, not this, is what trained."""
+    def shorter(match: re.Match) -> str:
+        value = float(match.group(2))
+        short = float(f"{value:.{digits}g}")
+        return f"{match.group(1)}{short!r}{match.group(3)}"
+    return _CONSTANT_LINE.sub(shorter, text)

@@ -81,7 +81,10 @@ def check_output(file, function, value, shape, kind):
     """`value` must have `shape` and be a finite float (`kind` "float") or a bool array."""
     value = jnp.asarray(value)
     if value.shape != shape:
-        raise CandidateError(file, f"returned shape {tuple(value.shape)}, expected {shape}", function=function)
+        envs = shape[0] if shape else None
+        raise CandidateError(file, f"returned shape {tuple(value.shape)}, expected {shape}" + (
+            f" (the first axis is the environments: validation runs it on {envs} sample states; return one value "
+            "per environment)" if envs else ""), function=function)
     if kind == "float" and not jnp.issubdtype(value.dtype, jnp.floating):
         raise CandidateError(file, f"returned dtype {value.dtype}, expected a float array", function=function)
     if kind == "bool" and value.dtype != jnp.bool_:
@@ -110,8 +113,9 @@ def _features(letter: str, field: str, function: str):
     def check(probe: Probe, fn) -> None:
         obs = jnp.asarray(probe.run(probe.file, function, fn, probe.state))
         if obs.ndim != 2 or obs.shape[0] != probe.num_envs:
-            raise CandidateError(probe.file, f"returned shape {tuple(obs.shape)}, expected [E, {letter}]",
-                                 function=function)
+            raise CandidateError(probe.file, f"returned shape {tuple(obs.shape)}, expected [E, {letter}] (E: the "
+                                             f"environments, {probe.num_envs} sample states in validation; {letter}: "
+                                             "the features, any number)", function=function)
         check_output(probe.file, function, obs, obs.shape, "float")
         setattr(probe, field, int(obs.shape[1]))
     return check
