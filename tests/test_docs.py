@@ -43,3 +43,22 @@ def test_the_generated_pages_are_what_the_code_makes_now():
     cli = (ROOT / "docs" / "guide" / "cli.md").read_text()
     assert "## envcoder eval" in cli and "--envs-per-candidate" in cli and "--seeds" in cli
     assert "| `dof_pos` |" in (ROOT / "docs" / "guide" / "tasks.md").read_text()
+
+
+def test_every_page_the_command_line_s_help_names_exists():
+    """The help of every command names pages of the repository by path (docs/guide/gpus.md, a benchmark page with
+    its section): each exists, and so does each section it names (§ N)."""
+    from envcoder.cli_parser import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # argparse keeps its subcommands only there
+    named = []
+    for name, command in commands.items():
+        text = " ".join(command.format_help().split()).replace("- ", "-")
+        for path, section in re.findall(r"(docs/[\w/.-]+\.md)(?: § (\d+))?", text):
+            page = ROOT / path
+            if not page.exists():
+                named.append(f"{name}: {path}")
+            elif section and not re.search(rf"^#+ {section}\.", page.read_text(), re.M):
+                named.append(f"{name}: {path} § {section}")
+    assert not named, named

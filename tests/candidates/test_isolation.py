@@ -109,6 +109,7 @@ EXPECTED = {
     # this process, and each is left out under its own name, on one line
     "fuzzed_program": "its program",  # refused, or the verifier died on it
     "tpu_program": "its program is made for the platforms ['tpu'], the run takes ['cpu']",
+    "host_callback_program": "its program calls 'xla_ffi_python_cpu_callback', an operation outside pure computation",
     "forged_cost_loop": "operations per environment and step at 8 environments",
     "lying_death": "lying_death.py in compute_reward() while tracing it: the validation process died (exit 3): Fatal "
                    "Python error: \\x1b]8;;http://evil\\x07click",

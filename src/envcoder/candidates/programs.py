@@ -5,8 +5,9 @@ its constants (`Candidate.function_params`) as an input.
 The candidate's process (`envcoder.candidates.worker`) traces its Python once per function (`export_function`); the
 verifier (`envcoder.candidates.verifier`) parses, checks, rewrites and measures each program; the training process
 loads only the verifier's programs (`Program`) and calls them where it would have called the function, vmapped over a
-class's groups (`envcoder.env.grouping`). It never imports or runs the candidate's code, nor parses its bytes. A function whose behaviour depends on the number of environments or
-groups cannot be traced with symbolic sizes: it fails validation instead of training.
+class's groups (`envcoder.env.grouping`). It never imports or runs the candidate's code, nor parses its bytes. A
+function whose behaviour depends on the number of environments or groups cannot be traced with symbolic sizes: it
+fails validation instead of training.
 """
 
 from __future__ import annotations

@@ -141,10 +141,10 @@ class SandboxValidator:
                  same_code_once: bool = False, run_envs: int | None = None):
         """`platform`: what the programs are compiled for (default: this process's JAX platform).
 
-        `run_envs`: the environments per group of the run the candidates are for; the worker measures each program's
-        cost and memory at that size too, besides its own two (`envcoder.candidates.pool.COST_ENVS`), so that a
-        program that is cheap at the sandbox's sizes and huge at the run's (a branch on the number of environments)
-        is refused before it trains (`envcoder.candidates.costs.check_costs`).
+        `run_envs`: the environments per group of the run the candidates are for; the verifier measures each program's
+        cost and memory at that size and at one of `envcoder.candidates.pool.COST_ENVS` (without it, at both), so
+        that a program that is cheap at the sandbox's sizes and huge at the run's (a branch on the number of
+        environments) is refused before it trains (`envcoder.candidates.costs.check_costs`).
 
         `same_code_once`: a file whose code differs from one that passed only in its float constants
         (`envcoder.candidates.constants`: the same lifted code, no sweep, no curriculum table) takes that file's
@@ -165,7 +165,10 @@ class SandboxValidator:
         self._passed: dict[tuple[str, str], Verdict] = {}
         self._passed_sources: dict[str, tuple[str, dict]] = {}  # a source that passed: its name and reply
         self.same_code_once = same_code_once
-        self.cost_envs = sorted({*COST_ENVS, *([run_envs] if run_envs else [])})
+        # The run's size and one other (for a cost that grows faster than the number of environments), each a
+        # compile in the verifier.
+        self.cost_envs = (sorted({run_envs, COST_ENVS[0] if run_envs >= COST_ENVS[-1] else COST_ENVS[-1]}) if run_envs
+                          else list(COST_ENVS))
         self._passed_code: dict[str, tuple[str, dict]] = {}  # the same for a code (`_code_key`) that passed
 
     @property

@@ -156,8 +156,8 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
     except CandidateError:
         raise
     except KeyError as err:  # a state field the task does not have
-        raise CandidateError(file, f"failed on the sample state: KeyError: {_first_line(err)}{_fields_hint(err, state)}",
-                             function=current) from None
+        raise CandidateError(file, f"failed on the sample state: KeyError: {_first_line(err)}"
+                                   f"{_fields_hint(err, state)}", function=current) from None
     except Exception as err:  # anything the candidate's code raised while running
         raise CandidateError(file, f"failed on the sample state: {type(err).__name__}: {_first_line(err)}",
                              function=current) from None
