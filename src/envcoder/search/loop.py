@@ -688,9 +688,8 @@ class AutoRun:
             summary["found"] = self._found(top, finalists[top.name], starts, results)
             summary["readable"] = readable_find(self.validator, self.out, finalists[top.name]["source"], starts)
         summary["leaders_not_in_final"] = self._leaders_left(records, finalists)
-        summary["run"] = str(self.out)
         write_json(self.out / "summary.json", summary)
-        (self.out / "summary.md").write_text(summary_text(summary))
+        (self.out / "summary.md").write_text(summary_text(summary, run=str(self.out)))
         self.console.print(Markdown(summary_text(summary, terminal=True)))  # rendered, not as Markdown source
         if summary["best"] is not None:
             self.console.print(f"best candidate: {self.out / 'best.py'}; summary: {self.out / 'summary.md'}",

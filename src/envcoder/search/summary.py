@@ -18,9 +18,10 @@ def finite_number(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def summary_text(summary: dict, terminal: bool = False) -> str:
+def summary_text(summary: dict, terminal: bool = False, run: str = "RUN") -> str:
     """summary.md's text; `terminal`: the shorter form `envcoder auto` prints at its end, without the diff, the
-    population's paragraph and the table of iterations (each iteration's lines were printed as it ran)."""
+    population's paragraph and the table of iterations (each iteration's lines were printed as it ran). `run`: the
+    search's run directory, in the commands that act on its answer."""
     better = "higher" if summary["higher_is_better"] else "lower"
     lines = [f"# envcoder auto: {summary['task']} — {summary['task_description']}", "",
              f"Proposer {summary['proposer']}; {_account(summary)}; task fitness `{summary['fitness']}` ({better} is "
@@ -45,7 +46,7 @@ def summary_text(summary: dict, terminal: bool = False) -> str:
                           f"evaluation, {early['episode_length']:.0f} of {early['max_episode_length']:,} steps on "
                           "average; the ranking compares policies that all fail the task at this budget. Train "
                           "longer (--train-iterations) or with more environments (--envs-per-candidate)."]
-        commands = commands_lines(summary, summary.get("run") or "RUN")
+        commands = commands_lines(summary, run)
         if commands and not terminal:  # the terminal gets them as plain lines to copy (`run_auto`)
             lines += ["", "To watch a policy and read the final's report:", "", "```bash", *commands, "```"]
         lines += ["", "| rank | candidate | fitness | 95% CI | seeds | AUC |", "|---:|---|---:|---|---:|---:|"]
