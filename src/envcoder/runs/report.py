@@ -129,6 +129,11 @@ def _ranking_html(results: dict) -> str:
     table.append("</table>")
     unseparated, tied = record.not_separable_from_best, record.tied_with_best
     notes = (f"<p>Not separable from the best at 95%: {e(', '.join(unseparated))}.</p>" if unseparated else "")
+    if any(r["seeds"] == 1 for r in ranking):
+        notes += "<p>95% CI and P(beats next) –: one seed (<code>--seeds 2</code> or more gives them).</p>"
+    if any(_fmt(r.get(key)) == "–" for r in ranking for key in ("auc", "training_best")):
+        notes += ("<p>AUC and best in training –: no training episode ended (episodes outlast training: train "
+                  "longer).</p>")
     if tied:
         notes += (f"<p>Tied with the best on task fitness, so ranked by learning speed (AUC: the mean training "
                   f"fitness over the iterations): {e(', '.join(tied))}.</p>")

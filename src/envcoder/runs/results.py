@@ -185,6 +185,10 @@ def print_results(console: Console, results: RunResults) -> None:
     print_table(console, lambda drop: ranking_table(results.ranking, f"{results.fitness}: {results.fitness_doc}",
                                                     beats, results.fitness_bounds, drop))
     best = results.ranking[0] if results.ranking else None
+    if any(r.seeds == 1 for r in results.ranking):
+        console.print("one seed: 95% CI and P(>next) are - (--seeds 2 or more gives them)", highlight=False)
+    if any(math.isnan(r.auc) for r in results.ranking):
+        console.print("AUC -: no training episode ended (episodes outlast training: train longer)", highlight=False)
     if results.tied_with_best:
         console.print(f"tied: {tied_names([best.name, *results.tied_with_best])} reach the same fitness "
                       f"({best.fitness_mean:.3f}, to within {FITNESS_TIE:g}); ranked by learning speed (AUC: the "
