@@ -110,6 +110,7 @@ EXPECTED = {
     "fuzzed_program": "its program",  # refused, or the verifier died on it
     "tpu_program": "its program is made for the platforms ['tpu'], the run takes ['cpu']",
     "host_callback_program": "its program calls 'xla_ffi_python_cpu_callback', an operation outside pure computation",
+    "data_size_check": "its program checks a condition on data where `jax.export` checks only the arguments' sizes",
     "forged_cost_loop": "operations per environment and step at 8 environments",
     "lying_death": "lying_death.py in compute_reward() while tracing it: the validation process died (exit 3): Fatal "
                    "Python error: \\x1b]8;;http://evil\\x07click",
@@ -132,8 +133,8 @@ HANGS = {
 """Files that hang, each stopped at its step's time limit (or the file's, for one that reports made-up steps):
 checked with a limit of their own (3 s: `test_a_file_that_hangs_is_stopped_where_it_hangs`), not the corpus run's
 10 s."""
-CONTAINED = ("coroutine_frame", "daemon", "data_size_check", "float_pytree", "forged_verdict", "pytree_getattr",
-             "square_memory", "unix_socket")
+CONTAINED = ("coroutine_frame", "daemon", "float_pytree", "forged_verdict", "pytree_getattr", "square_memory",
+             "unix_socket")
 """Attacks that pass validation: what they did ran in the jail's child only, and their programs are plain
 computation (ranked next to the good candidates, which they must not change)."""
 
@@ -249,9 +250,8 @@ def test_nothing_outside_the_sandbox_was_touched(runs):
 
 def test_forged_hand_overs_are_the_forger_s_own_failures(runs):
     """A child that forged its hand-over (damaged bytecode, a TPU program, a size check on the data, a 2^31-step loop
-    reported as free), lied about which file it was checking, wrote terminal escapes or started a fork storm: the
-    run ended normally, each is left out (or, its size check removed, trains harmlessly) under its own name, on one
-    line with its escapes written out in every record, the fork storm stopped short by the jail's process limit, and
+    reported as free, a host call), lied about which file it was checking, wrote terminal escapes or started a fork
+    storm: the run ended normally, each is left out under its own name, on one line with its escapes written out in every record, the fork storm stopped short by the jail's process limit, and
     no jail folder of this run is left behind."""
     root, results = runs
     failures = {f.name: f.error for f in results["corpus"].failures}

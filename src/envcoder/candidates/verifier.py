@@ -11,8 +11,8 @@ locked in and limited as a candidate's process is (`envcoder.candidates.jail`). 
 2. checks its inputs against what the trainer passes a function of that type (`abstract_arguments`) and its outputs
    against what the shaping type declares (`envcoder.candidates.programs.check_signature`);
 3. walks every operation against an allow-list (`check_operations`): StableHLO and CHLO computation, functions and
-   calls; no host, device-to-device or runtime operation, no custom call but `jax.export`'s own size checks, which it
-   removes (the training process checks its arguments' sizes itself, and a forged check could fail at any size);
+   calls; no host, device-to-device or runtime operation, no custom call but `jax.export`'s own size checks, each on
+   the arguments' sizes alone (a forged one on data could fail inside the training program);
 4. writes the module back as a new program (the canonical form) and, from here on, works on that alone;
 5. measures its costs with XLA's analyses (`envcoder.candidates.costs.program_costs`), refusing one far costlier than
    the task's own function, and runs it once on the task's sample states.
@@ -203,9 +203,18 @@ def _curriculum_shapes(programs, task, states) -> dict[str, tuple[int, ...]]:
     return {n: tuple(v.shape) for n, v in (out or {}).items()}
 
 
+SIZE_ARITHMETIC = frozenset({
+    "stablehlo.constant", "stablehlo.get_dimension_size", "stablehlo.compare", "stablehlo.add",
+    "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide", "stablehlo.remainder", "stablehlo.maximum",
+    "stablehlo.minimum", "stablehlo.and", "stablehlo.or", "stablehlo.not", "stablehlo.select", "stablehlo.convert",
+    "stablehlo.reshape", "stablehlo.negate", "stablehlo.sign", "stablehlo.abs"})
+"""What a size check's operands may be computed with: the arguments' sizes, constants and arithmetic on them."""
+
+
 def check_operations(module, file: str, api: str) -> None:
-    """Walk every operation of `module` (an MLIR module) against the allow-list, and remove `jax.export`'s size
-    checks (`SIZE_CHECK`): what remains computes and does nothing else."""
+    """Walk every operation of `module` (an MLIR module) against the allow-list: what it computes, and `jax.export`'s
+    size checks (`SIZE_CHECK`) on the arguments' sizes alone, so that none can fail on data, nor at any size the
+    trainer passes that the arguments' shapes allow."""
     def walk(operation):
         for region in operation.regions:
             for block in region.blocks:
@@ -214,7 +223,6 @@ def check_operations(module, file: str, api: str) -> None:
                     name = op.name
                     if name == "stablehlo.custom_call":
                         _size_check(op, file, api)
-                        op.erase()
                         continue
                     if name not in STRUCTURE_OPERATIONS and (
                             not name.startswith(COMPUTING_DIALECTS) or name in REFUSED_OPERATIONS):
@@ -234,11 +242,26 @@ def _size_check(op, file: str, api: str) -> None:
                                                                  "has_side_effect"}:
         raise CandidateError(file, f"its program calls {target[:60]!r}, an operation outside pure computation (a host "
                                    "callback or a library call): not allowed in shaping code", function=api)
+    if not all(_of_sizes(value) for value in op.operands):
+        raise CandidateError(file, "its program checks a condition on data where `jax.export` checks only the "
+                                   "arguments' sizes: it could fail inside the training program", function=api)
+
+
+def _of_sizes(value, depth: int = 0) -> bool:
+    """Whether `value` (an MLIR value) is computed from the arguments' sizes and constants alone
+    (`SIZE_ARITHMETIC`), not from an argument's data."""
+    owner = value.owner
+    if depth > 64 or not hasattr(owner, "operands") or getattr(owner, "name", None) not in SIZE_ARITHMETIC:
+        return False  # an argument itself (a block's), or any other operation
+    if owner.name == "stablehlo.get_dimension_size":
+        return True
+    return all(_of_sizes(operand, depth + 1) for operand in owner.operands)
 
 
 def _canonical(exported, file: str, api: str):
     """`(program, blob)`: `exported` with its module checked (`check_operations`) and written anew (serialized by
-    this process), then read back from those bytes: the program the training process will load."""
+    this process), then read back from those bytes: the program the training process will load, computing what the
+    child's did (the same module: a run's group order, which follows what its programs compute, stays as it was)."""
     from jax import export
     from jax._src.export import _export
     from jax._src.interpreters import mlir
