@@ -19,7 +19,9 @@ episode length by 9 steps (reference), the ranking stayed the same. Written agai
 training process began to key each program by what it computes rather than by the file's code (2026-12-06): two
 files' functions that compute the same now share one class of groups; reference's task fitness moved by 7e-5 (one
 evaluation episode ended earlier: episode length 498.31 -> 489.06), strict_termination's by 1e-7, the ranking stayed
-the same. The other kinds' recordings predate it: on those kinds, record again (tests/goldens.py). Slow: run with
+the same. The other kinds' recordings predate it: on those kinds, record again (tests/goldens.py). Another machine
+of the same flags gives other bits (`…-second-machine.json`, recorded 2026-12-07; the code before the verifier gave the
+same there), and either recording passes. Slow: run with
 `-m slow`; it runs `envcoder` in a process of its own, as a user does (`goldens.run_as_a_user`)."""
 
 import json
