@@ -192,7 +192,8 @@ def _play(args) -> int:
     if run is None:
         return 2
     try:
-        play(run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width, args.height)
+        play(run, args.candidate, args.seed, args.checkpoint, args.episodes, args.video, args.width, args.height,
+             trajectory=args.trajectory)
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         return _fail("play", str(err))
     return 0

@@ -266,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--episodes", type=_positive_int, default=1, help="deterministic episodes (default 1)")
     pl.add_argument("--video", type=Path, default=None,
                     help="write a video of the episodes, one after another: .mp4 (needs imageio-ffmpeg) or .gif")
+    pl.add_argument("--trajectory", type=Path, default=None,
+                    help="write the episodes' joint positions to this .npz for your own analysis: qpos [steps, "
+                         "episodes, nq] at the start of each control step (MuJoCo's order) and each episode's length "
+                         "(the steps after it belong to the next episode)")
     pl.add_argument("--width", type=_positive_int, default=480, help="the video's width in pixels (default 480)")
     pl.add_argument("--height", type=_positive_int, default=360, help="the video's height in pixels (default 360)")
     report = add_parser("report", help="write a run's report.html again (ranking, curves, components, failures)")

@@ -160,7 +160,8 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
 
     video = tmp_path / "good.mp4"
     status = main(["play", "--run", str(runs / "whole"), "--candidate", "good_upright", "--seed", "1",
-                   "--episodes", "2", "--video", str(video), "--width", "160", "--height", "120"])
+                   "--episodes", "2", "--video", str(video), "--width", "160", "--height", "120",
+                   "--trajectory", str(tmp_path / "good.npz")])
     assert status == 0, capsys.readouterr().err
     out = capsys.readouterr().out
     assert "good_upright#1 (best.npz" in out and "mean" in out
@@ -169,6 +170,9 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     lengths = [int(line.split("│")[3]) for line in out.splitlines() if line.count("│") == 5 and
                line.split("│")[1].strip().isdigit()]
     assert len(lengths) == 2 and all(1 <= n <= 500 for n in lengths)
+    with np.load(tmp_path / "good.npz") as saved:  # the episodes' poses, each control step's start
+        assert saved["qpos"].shape == (500, 2, 2) and list(saved["episode_length"]) == lengths
+        assert saved["qpos"][0, 0, 1] != saved["qpos"][1, 0, 1] and float(saved["control_dt"]) == pytest.approx(0.02)
     reader = imageio.get_reader(video)
     frames = sum(1 for _ in reader)
     assert frames == sum(lengths)  # one frame per control step of every episode

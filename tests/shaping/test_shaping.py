@@ -307,11 +307,15 @@ class RunawaySimulator(Simulator):
 
 @pytest.mark.slow  # 30 s
 @pytest.mark.parametrize("max_qvel, failures", [(100.0, 1.0), (1000.0, 0.0)])
-def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_sane_state(cartpole, max_qvel, failures):
+def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_sane_state_scoring_as_one(cartpole, max_qvel, failures):
     import dataclasses
 
+    from envcoder.tasks import Fitness
     task, _, state = cartpole
-    task = dataclasses.replace(task, max_qvel=max_qvel)
+    # 0.25 per step lived, 1.0 per step a failure cut off (lower is better, as for the Anymal's tracking error)
+    fitness = Fitness(step=lambda s: jnp.full(s["dof_pos"].shape[:1], 0.25), doc="test", higher_is_better=False,
+                      after_failure=lambda s: jnp.ones(s["dof_pos"].shape[:1]))
+    task = dataclasses.replace(task, max_qvel=max_qvel, fitness={"test": fitness})
     sim = RunawaySimulator(task.model_file, task.substeps)
     default = Candidate("default", None, "", {}, "default")
     config = PPOConfig.for_task(task, units=(16, 16))
@@ -322,6 +326,8 @@ def test_an_env_faster_than_max_qvel_ends_as_a_physics_failure_from_its_last_san
     env, info = jax.jit(trainer.env.step)(ts.env, actions, pool, ts.key)
     np.testing.assert_array_equal(info.physics_failures, failures)
     np.testing.assert_array_equal(info.done, bool(failures))
+    # The failed episode scores as failed from its first step: the step it lived earns nothing.
+    np.testing.assert_allclose(info.episode_fitness, 1.0 if failures else 0.25 / task.max_episode_length, rtol=1e-6)
     # A failed env was reset (to the pool's start state here); one below the limit keeps its stepped state.
     expected = ts.env.data.qvel if failures else np.full_like(ts.env.data.qvel, 150.0)
     np.testing.assert_array_equal(env.data.qvel, expected)

@@ -330,7 +330,12 @@ class GroupedEnv:
             remaining = (self.task.max_episode_length - progress).astype(fitness.dtype)
             fitness = fitness + jnp.where(terminal, remaining * jax.vmap(self.fitness.after_failure)(new_state), 0.0)
         episode_return = env.episode_return + reward
-        episode_fitness = env.episode_fitness + fitness
+        # An episode that the physics failed in scores as a failure at its first step, whatever it did before: a
+        # policy that drives the solver past its limits (feet flung through the floor, joints past their stops)
+        # gains no fitness by it.
+        failed = (self.task.max_episode_length * jax.vmap(self.fitness.after_failure)(new_state)
+                  if self.fitness.after_failure is not None else jnp.zeros_like(fitness))
+        episode_fitness = jnp.where(physics_ok, env.episode_fitness + fitness, failed)
         info = StepInfo(reward=reward, components=components, terminal=terminal, truncated=truncated, done=done,
                         episode_return=episode_return,
                         episode_fitness=episode_fitness / self.task.max_episode_length,

@@ -59,7 +59,10 @@ def _trained_candidate(run: Path, settings, task, candidate: str):
 
 def play(run: str | Path, candidate: str, seed: int | None = None, which: str = "best", episodes: int = 1,
          video: str | Path | None = None, width: int = 480, height: int = 360,
-         console: Console | None = None) -> PlayResult:
+         console: Console | None = None, trajectory: str | Path | None = None) -> PlayResult:
+    """Run `episodes` deterministic episodes of `candidate`'s policy from `run` and print their statistics; with
+    `video`, render them; with `trajectory`, write their `qpos [T, episodes, nq]` (at each control step's start)
+    and lengths to that .npz."""
     console = console or Console()
     run = Path(run)
     if video:
@@ -98,6 +101,10 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     table.add_row("mean", f"{np.mean(result.task_fitness):.4f}", f"{np.mean(result.episode_length):.0f}",
                   f"{np.mean(result.shaped_return):.2f}")
     console.print(table)
+    if trajectory:
+        np.savez_compressed(trajectory, qpos=out["qpos"][:, 0], episode_length=np.asarray(result.episode_length),
+                            task_fitness=np.asarray(result.task_fitness), control_dt=sim.control_dt)
+        console.print(f"trajectory: {trajectory}", highlight=False, soft_wrap=True)
     if video:
         console.print(f"rendering {int(np.sum(result.episode_length))} frames at {width}×{height}…", highlight=False)
         frames = render(sim, out["qpos"][:, 0], result.episode_length, width, height)

@@ -52,7 +52,9 @@ class Fitness:
     """One ground-truth measure of how well an episode did the task (never a candidate's own reward).
 
     An episode's task fitness is `(sum of step(state) over its steps + after_failure(state) × the steps a
-    failure cut off) / max_episode_length`: a mean per control step over the full episode length.
+    failure cut off) / max_episode_length`: a mean per control step over the full episode length. An episode that
+    the physics failed in (a state not finite or faster than the task's `max_qvel`) scores `after_failure` at every
+    step, as if it had failed at once.
     """
 
     step: Callable[[State], Any]
