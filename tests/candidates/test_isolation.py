@@ -513,3 +513,22 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
 
     assert memory_need(square, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
     assert memory_need(good, 1, 2048) < 1e-4 * 80 * 2**30
+
+
+def test_only_a_candidate_that_does_real_work_beside_the_others_is_named_heavy():
+    """Per environment and step: three candidates of a few operations (a constant, `1 - angle²`, the README's
+    good_upright, about 20) and one of a million. good_upright is 10× the median, yet a few dozen operations slow no
+    one; the million-operation one is named, with its ratio to the median."""
+    from types import SimpleNamespace
+
+    from envcoder.candidates.costs import COST_FLOOR, HEAVY_FACTOR, heavier_than_neighbours
+
+    def candidate(name, flops_per_env):
+        cost = {"envs": [64, 256], "flops": [flops_per_env * 64, flops_per_env * 256]}
+        return SimpleNamespace(name=name, functions={"compute_reward": SimpleNamespace(cost=cost)})
+
+    few = [candidate("alive", 1.0), candidate("angle", 2.0), candidate("poor", 2.0), candidate("good", 22.0)]
+    assert heavier_than_neighbours(few, 256) == []
+    assert heavier_than_neighbours(few + [candidate("heavy", 1e6)], 4096) == [("heavy", 1e6 / 2.0)]
+    edge = HEAVY_FACTOR * COST_FLOOR["flops"]  # over 10× the median, but not over 10× the floor: not named
+    assert heavier_than_neighbours(few + [candidate("edge", edge)], 256) == []

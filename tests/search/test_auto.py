@@ -1402,6 +1402,7 @@ def test_a_budget_ends_the_search_where_another_iteration_and_the_final_would_no
     assert main([*common, "--budget", "0.0001", "--out", str(tmp_path / "tight")]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "budget: 1 iteration in" in printed and "would pass 0.0001 min: the search ends here" in printed
+    assert "iteration 1 of at most 3 in 0.0001 min (iter_00)" in printed
     assert "past the budget: the final is made smaller to fit what is left, and a smaller iteration " \
            "(--candidates-per-iteration, --copies, --envs-per-candidate) fits it better" in printed
     # Nothing is left: the final trains its one find, the start and the default × 2 seeds (Cartpole's CPU default: 16).

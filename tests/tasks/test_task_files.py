@@ -66,9 +66,16 @@ def test_tasks_check_names_each_problem_of_a_task_being_written(hopper, capsys):
     assert "4 problem(s) in task Hopper" in err, err
     for line in ("state field qpos: declared [E, 7], build_state gives [E, 6]",
                  "compute_torque: returns [4, 2] for 4 environments; the model has 3 actuator(s): return [E, 3]",
-                 "sample_initial_state: a reset puts floor and shin",
+                 "sample_initial_state: a reset puts geoms into each other, deepest first: floor and foot",
                  "fitness forward_speed: reads 'root_vel', which the state lacks"):
         assert line in err, (line, err)
+    # Its advice, followed, clears it: the model's torso started as much higher as it says.
+    higher = int(err.split("start the robot at least ")[1].split(" cm higher")[0])
+    assert "floor and shin" in err and higher > 30
+    (hopper / "sunk.xml").write_text((hopper / "hopper.xml").read_text().replace(
+        'pos="0 0 1.25"', f'pos="0 0 {0.9 + higher / 100:.2f}"'))
+    assert main(["tasks", "--check", str(hopper / "bad.py")]) == 2
+    assert "3 problem(s)" in (err := capsys.readouterr().err) and "sample_initial_state" not in err, err
     (hopper / "nomodel.py").write_text(text.replace('model_file="sunk.xml"', 'model_file="missing.xml"'))
     assert main(["tasks", "--check", str(hopper / "nomodel.py")]) == 2
     assert "model_file" in (err := capsys.readouterr().err) and "missing.xml: does not load" in err, err

@@ -23,8 +23,9 @@ MEMORY_SHARE = 0.5
 """The share of the device's memory that one candidate's program may need for its temporaries at the run's size."""
 
 HEAVY_FACTOR = 10.0
-"""A candidate whose programs do this many times the median candidate's operations per environment and step is named
-before training (`heavier_than_neighbours`): the run steps all groups together, so it sets everyone's pace."""
+"""A candidate whose programs do this many times the median candidate's operations per environment and step (and this
+many times `COST_FLOOR`'s, so that a few dozen operations beside a constant are not "heavy") is named before training
+(`heavier_than_neighbours`): the run steps all groups together, so it sets everyone's pace."""
 
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
@@ -125,11 +126,13 @@ def check_costs(candidate, groups: int, envs: int, memory_bytes: int | None) -> 
 
 def heavier_than_neighbours(candidates, envs: int) -> list[tuple[str, float]]:
     """`(name, ratio)` of each candidate whose programs' operations per environment and step at `envs` environments
-    (`cost_at`) are over `HEAVY_FACTOR` × the median candidate's; needs three."""
+    (`cost_at`) are over `HEAVY_FACTOR` × the median candidate's and over `HEAVY_FACTOR` × `COST_FLOOR`'s; needs
+    three."""
     work = {c.name: sum(cost_at(f.cost, "flops", envs) for f in c.functions.values() if getattr(f, "cost", None))
             for c in candidates}
     measured_work = sorted(v for v in work.values() if v > 0)
     if len(measured_work) < 3:
         return []
     median = measured_work[len(measured_work) // 2]
-    return [(name, v / median) for name, v in work.items() if v > HEAVY_FACTOR * median]
+    floor = COST_FLOOR["flops"] * envs
+    return [(name, v / median) for name, v in work.items() if v > HEAVY_FACTOR * max(median, floor)]

@@ -5,6 +5,7 @@ a fitness that reads a field the state lacks, a default shaping that fails the c
 
 from __future__ import annotations
 
+import math
 import re
 
 import jax
@@ -106,15 +107,30 @@ def _reset(task, simulator, state: dict) -> list[str]:
         return [f"physics_from_state: gives qpos {list(qpos.shape)} for {CHECK_ENVS} environments; the model has "
                 f"nq = {model.nq}"]
     data = mujoco.MjData(model)
+    deepest: dict[tuple[str, str], float] = {}  # each overlapping pair's deepest overlap over the resets
+    floor_depth = 0.0  # the deepest overlap of a robot geom with the world's (the floor): how much higher to start
+    self_overlap = False  # two of the robot's own geoms overlap: its joints must start apart
     for e in range(CHECK_ENVS):
         data.qpos[:], data.qvel[:] = qpos[e], qvel[e]
         mujoco.mj_forward(model, data)
         for contact in data.contact[:data.ncon]:
             if contact.dist < -COLLISION_DEPTH:
-                names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom {g}" for g in contact.geom]
-                return [f"sample_initial_state: a reset puts {names[0]} and {names[1]} {-contact.dist * 100:.1f} cm "
-                        "into each other (start the robot higher, or its joints apart)"]
-    return []
+                pair = tuple(sorted(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom {g}"
+                                    for g in contact.geom))
+                deepest[pair] = max(deepest.get(pair, 0.0), -contact.dist)
+                if 0 in (model.geom_bodyid[contact.geom[0]], model.geom_bodyid[contact.geom[1]]):
+                    floor_depth = max(floor_depth, -contact.dist)
+                else:
+                    self_overlap = True
+    if not deepest:
+        return []
+    pairs = sorted(deepest.items(), key=lambda item: -item[1])
+    named = ", ".join(f"{a} and {b} {depth * 100:.1f} cm" for (a, b), depth in pairs[:4])
+    more = f" and {len(pairs) - 4} more pair(s)" if len(pairs) > 4 else ""
+    advice = ([f"start the robot at least {math.ceil((floor_depth + COLLISION_DEPTH) * 100)} cm higher"]
+              if floor_depth else []) + (["set its joints apart"] if self_overlap else [])
+    return [f"sample_initial_state: a reset puts geoms into each other, deepest first: {named}{more} "
+            f"({' and '.join(advice)})"]
 
 
 def _fitness(task, state: dict) -> list[str]:

@@ -362,7 +362,9 @@ class AutoRun:
         if drafts_file.exists():
             drafts = read_json(drafts_file)
         else:
-            self.console.rule(f"iteration {iteration + 1}/{self.s.iterations} ({iter_dir.name}): " + (
+            of = (f"{iteration + 1}/{self.s.iterations}" if self.s.budget_minutes is None else
+                  f"{iteration + 1} of at most {self.s.iterations} in {self.s.budget_minutes:g} min")
+            self.console.rule(f"iteration {of} ({iter_dir.name}): " + (
                 "copies of the starting files with random constants" if self.s.proposer == "random" else
                 f"{self.proposer.name} proposes {self.s.candidates_per_iteration} candidates"))
             drafts = self._draft(iteration, first_message)
