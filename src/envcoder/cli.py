@@ -82,8 +82,8 @@ def _eval(args) -> int:
 
 def _start_validation(args) -> None:
     """Start the sandbox's workers before the command's own imports and setup, so that their start (imports, the
-    sample states, the task's own functions compiled) runs beside those instead of after them (the README's Anymal
-    job on an H100: its first trained iteration 4 s sooner on average, docs/benchmarks/throughput.md § 8). Only
+    sample states, the task's own functions compiled) runs beside those instead of after them: the first trained
+    iteration comes seconds sooner (docs/benchmarks/throughput.md). Only
     where cores are to spare: on a small machine the workers' start would slow the command's own, and a run whose
     verdicts are all cached needs none."""
     import os

@@ -39,12 +39,12 @@ from envcoder import atomic
 XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
 """XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
 emitter by compiling and timing variants while it compiles, so the same program could compile to other kernels on
-another run; off, the README job compiled as fast and ran as fast (docs/benchmarks/throughput.md § 2)."""
+another run; off, the README job compiled as fast and ran as fast (docs/benchmarks/throughput.md)."""
 
 MIN_COMPILE_TIME_S = 0.0
 """Compilations faster than this are not written: none. JAX's default, 1 s, would leave the initialization's small
 functions out, and they add up to seconds on a GPU; at 0.2 s, an `auto` generation that changed only constants
-still compiled 20 small programs on an H100 (6.5 s of compiling and loading, against 45.7 s for the first;
+still compiled 20 small programs on a GPU (6.5 s of compiling and loading, against 45.7 s for the first;
 docs/benchmarks/search.md)."""
 
 

@@ -45,8 +45,8 @@ class RunSettings:
     saturated ceiling) by learning speed, the area under their training curve of the task fitness; "auc" ranks by
     learning speed first."""
     physics: str | None = None
-    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax"; docs/benchmarks/throughput.md § 2
-    and § 3 compare them). Candidates are validated on the JAX engine either way."""
+    """Physics engine for training and evaluation: "jax" or "warp" (None: "jax"; docs/benchmarks/throughput.md
+    compares them). Candidates are validated on the JAX engine either way."""
     validation_timeout_s: float = 120.0
     """Wall-clock seconds each step of a candidate's sandboxed validation (loading the file; tracing, compiling or
     running one function) may take."""

@@ -43,7 +43,7 @@ WORKER_XLA_FLAGS = "--xla_backend_optimization_level=0"
 """A worker compiles only to check: small programs on a few sample states, run once, never timed, and what it hands
 over is StableHLO that the training process compiles with its own settings. Without LLVM's optimizations its
 compiles take a third to a half less time (Anymal on the 2-core CPU machine: the sample rollout 2.6 → 1.7 s, the
-task's own functions 3.1 → 1.6 s; a worker's start 9.4 → 6.8 s on an H100 host; docs/benchmarks/throughput.md § 9)."""
+task's own functions 3.1 → 1.6 s; a worker's start 9.4 → 6.8 s on a GPU host; docs/benchmarks/throughput.md)."""
 
 
 def scratch_folder(folder: str) -> str:

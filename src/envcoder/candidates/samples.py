@@ -4,7 +4,7 @@ they were made from (`states_key`: MuJoCo's version, the task's model file, the 
 builds its states, and for a task file the file and its model folder). `task_states` gives them: shipped with
 envcoder where the shipped file's key is this code's (a first run on a new machine then starts without a rollout:
 the rollout, and the MJX import and model it needs, were 1.4-1.6 s of a worker's 3.5 s start on the GPU machine,
-docs/benchmarks/throughput.md § 11), else from the cache (`states_file`), else rolled out now and cached. A stale
+docs/benchmarks/throughput.md), else from the cache (`states_file`), else rolled out now and cached. A stale
 file is never used: a changed task, model or framework makes them again. The shipped files are written with
 
     python -m envcoder.candidates.samples

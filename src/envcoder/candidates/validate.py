@@ -62,7 +62,7 @@ def rollout_states(task, simulator, num_envs: int = SAMPLE_ENVS, steps: int = RO
     divides by a velocity, or takes a log of a height, shows its NaN here) and not only on the reference pose.
     MuJoCo C steps the physics, with the default controller at every physics step as in training, and the task
     builds its states from MJX data as in training: no MJX program is compiled, so a validation worker starts in
-    seconds (the MJX rollout it replaces compiled for 14-70 s on a 2-core CPU, docs/benchmarks/throughput.md § 4).
+    seconds (the MJX rollout it replaces compiled for 14-70 s on a 2-core CPU, docs/benchmarks/throughput.md).
     """
     start = sample_state(task, simulator, num_envs)
     nu = simulator.mj_model.nu

@@ -44,7 +44,7 @@ CORES = 8
 """The most CPU cores a worker (and the children it forks) runs on. XLA sizes its thread pools by the cores a process
 may use, and every thread's stack counts towards a child's memory limit (`RLIMIT_DATA`): on a 64-core host a child
 compiling an Ant reward failed to start threads under the default 4 GiB ("pthread_create() failed", exit -6); on 8
-cores of that host it passed (docs/benchmarks/search.md § 10). Several workers run at once, each on its own share."""
+cores of that host it passed (docs/benchmarks/search.md). Several workers run at once, each on its own share."""
 
 
 def _fewer_cores() -> None:

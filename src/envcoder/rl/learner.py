@@ -15,7 +15,7 @@ depends only on its candidate, its seed and the config.
 
 On one device an iteration runs as two programs, the rollout ("collect") and the update ("learn"), which compile
 at once (`envcoder.compile_cache.StagedIteration`): XLA compiles one program on one thread, and two programs
-compiled at once on a GPU took about the longer one's time (docs/benchmarks/throughput.md § 2). Over several
+compiled at once on a GPU took about the longer one's time (docs/benchmarks/throughput.md). Over several
 devices the group axis is sharded (`envcoder.rl.sharding`) and the iteration is one program.
 
 Usage:
@@ -360,15 +360,15 @@ class GroupedLearner:
         """Whether `evaluate` may compile while the run trains (`compile_evaluation`): not where a device steps more
         environments than `EVALUATION_ENVS`. XLA's compile takes device memory for its autotuning, and where the
         iteration's buffers fill most of a device, those allocations split its pool: 8,192 Ant groups × 256 envs on
-        an 80 GB H100 then found no block of 34.6 GiB for the second iteration with 48 GiB free (it compiles after
-        training there, and the run fits: docs/benchmarks/multigpu.md)."""
+        an 80 GB GPU then found no block of 34.6 GiB for the second iteration with 48 GiB free (compiled after
+        training, the run fits: docs/benchmarks/multigpu.md)."""
         return self.rows * self.envs_per_candidate <= EVALUATION_ENVS
 
     def compile_evaluation(self, train_state: TrainState) -> concurrent.futures.Future:
         """Compile `evaluate` for `train_state`'s shapes in a background thread, to overlap with training (start
         it once the iteration is compiled); the future gives the compiled function. The checkpoints' device copy
         (`snapshot`) is compiled first in the same thread: compiled at the first checkpoint, it stalled training
-        for about 0.5 s there (H100, README job)."""
+        for about 0.5 s there."""
         shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), train_state)
 
         def compile_():
@@ -386,7 +386,7 @@ class GroupedLearner:
         """Initial train state; every group's randomness comes from `group_key(name, seed)`. `prepare_iteration`
         (for a caller that trains next; one device): the iteration is traced for the state's shapes (`init` traced
         only) and compiled in the background first, `init`'s compile started once the rollout's stage compiles:
-        that stage is a cold start's critical path (docs/benchmarks/throughput.md § 2, § 13)."""
+        that stage is a cold start's critical path (docs/benchmarks/throughput.md)."""
         constants = self.plan.constants()
         keys_shape = jax.ShapeDtypeStruct((len(self.groups), 2), jnp.uint32)
         if self.sharding is None:

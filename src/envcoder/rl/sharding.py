@@ -73,8 +73,8 @@ def use_gspmd() -> None:
     """Partition the sharded programs with XLA's GSPMD instead of Shardy, JAX's default, for the rest of the process.
 
     Shardy crashes XLA's GPU compiler (a segmentation fault, no message) on any program that runs MJX's physics step
-    under `shard_map` over two or more GPUs; GSPMD compiles the same programs. Seen with JAX 0.11.2 on 2 and 4 H100s
-    and H200s; `benchmarks/multigpu_probe.py` is the smallest program that shows it (docs/benchmarks/multigpu.md).
+    under `shard_map` over two or more GPUs (JAX 0.11.2); GSPMD compiles the same programs.
+    `benchmarks/multigpu_probe.py` is the smallest program that shows it (docs/benchmarks/multigpu.md).
     Every group's rows stay on their device, so the partitioner has nothing to decide in these programs: the
     choice changes no result (the CPU's devices give the same numbers with either)."""
     jax.config.update("jax_use_shardy_partitioner", False)

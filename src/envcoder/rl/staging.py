@@ -31,8 +31,8 @@ class StagedIteration:
     """`learn((state, collect(state)))`, run as two programs that compile at once.
 
     XLA runs its optimization passes over one program on one thread, and on a GPU they are most of a compile: one
-    program in two halves, compiled in two threads, takes about the longer half's time instead of the sum (H100:
-    two programs of 33 s and 19 s compiled together in 33 s, docs/benchmarks/throughput.md § 2). The second
+    program in two halves, compiled in two threads, takes about the longer half's time instead of the sum
+    (docs/benchmarks/throughput.md). The second
     stage is traced while the first compiles. `collect` and `learn` are `jax.jit`s or `CachedJit`s; `learn` may
     donate its argument. Called, it takes and returns the pytrees; `lower(state).compile()` gives a callable that
     does, as `jax.jit`'s stages do; `prepare(shapes)` traces both stages ahead of the first call and compiles them

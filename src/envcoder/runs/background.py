@@ -72,7 +72,7 @@ GIL_SWITCH_INTERVAL_S = 2e-4
 """Python's thread switch interval while training. While the device trains, other threads run Python: the
 evaluation's tracing (seconds, cold) and the background writer. Python hands the GIL over every 5 ms by default, and
 the training loop waits for it at each of its many short calls, so the device starved for ~1 s per iteration while
-the evaluation traced (H200, cold: wall/device 0.82 against 0.97 with 0.2 ms; docs/benchmarks/throughput.md)."""
+the evaluation traced (cold: wall/device 0.82 against 0.97 with 0.2 ms; docs/benchmarks/throughput.md)."""
 
 
 @contextlib.contextmanager

@@ -174,12 +174,12 @@ def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, vali
 @contextlib.contextmanager
 def _simulator_while_validating(task, worlds: int | None):
     """The task's simulator (a future), built in a thread while the body runs the sandbox's validation: the
-    device's setup (the GPU backend, the model on it: ~1 s on an H100) needs no verdict. If the sandbox is still
+    device's setup (the GPU backend, the model on it: about a second) needs no verdict. If the sandbox is still
     validating then, the simulator traces its physics step ahead too (`Simulator.trace_ahead`), for `worlds`
     environments: the run's first rollout if every file is valid (`likely_count`). A trace not begun by the end of
     validation is left out: where the verdicts came from the cache at once (a warm run, whose programs the trace
-    cache holds too), it would only compete for the GIL with the run's start (0.7 s slower warm starts on an H100
-    with it), and a cold run's rollout traces what is left itself."""
+    cache holds too), it would only compete for the GIL with the run's start (warm starts were slower with it), and
+    a cold run's rollout traces what is left itself."""
     validated = threading.Event()
 
     def build() -> Simulator:
@@ -245,7 +245,7 @@ def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: Ru
     if os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
         hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
                      "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
-                     "way at 49 GiB of need on an 80 GB H100)")
+                     "way at 49 GiB of need on an 80 GB GPU)")
     if "evaluation" in stage:
         hints.insert(0, "evaluate fewer episodes at once: a smaller --evaluation-envs")
     device = "GPU" if jax.default_backend() == "gpu" else jax.default_backend().upper()

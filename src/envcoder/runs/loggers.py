@@ -33,7 +33,7 @@ def summary_writer_class():
 
     tensorboardX imports PyTorch wherever it is installed (to accept torch tensors, which envcoder never passes):
     3-5 s of a run's start on the GPU machine, a second set of CUDA libraries in a JAX process, and on a warm rerun
-    most of its time to the first iteration (H100: `init_s` 4.5 s, of which 3.1 s was this import). While
+    most of its time to the first iteration (`init_s` 4.5 s, of which 3.1 s was this import). While
     tensorboardX is imported, `import torch` fails as it does where torch is not installed; a PyTorch that the
     process imported already is used as it is.
     """

@@ -29,7 +29,7 @@ SIZES = {
             "final_top": 2},
 }
 """`envcoder auto`'s defaults by device kind: on an accelerator, the setting the search benchmark measures
-(docs/benchmarks/search.md: about 8 minutes of one H100 on Anymal); on a CPU, a small search; with what
+(docs/benchmarks/search.md: about 8 minutes of one GPU on Anymal); on a CPU, a small search; with what
 `TASK_SIZES` changes of either for a task. `train_iterations` is a cap on the task's own
 `max_epochs` (Cartpole's 60); on a CPU the final evaluation trains as many envs per candidate as the search's."""
 
@@ -41,16 +41,15 @@ TASK_SIZES = {
                          "final_seeds": 16, "final_max_seeds": 16}},
 }
 """What `SIZES` changes for a task, by device kind. On a GPU, the Humanoid: at 256 or 512 envs per group × 300
-iterations a Humanoid has hardly begun to learn (docs/benchmarks/search.md § 19, § 26: 0.4 and 0.27 m/s at most), so
-the search cannot rank its candidates; at 1,024 envs the same files end at 0 to 2.1 m/s (§ 26). So its search trains
+iterations a Humanoid has hardly begun to learn (0.4 and 0.27 m/s at most), so the search cannot rank its
+candidates; at 1,024 envs the same files end at 0 to 2.1 m/s (docs/benchmarks/search.md). So its search trains
 in the final's groups: 6 files (5 children and the start) × 2 copies × 1,024 envs (the start trains one copy: 11
 groups), about as many environments as the 49 groups of 256 of `SIZES["gpu"]`. With a halving rung and two finds in
-the final that took about 12 minutes on one H200 (§ 26); without the rung (each file ranked by its better copy) and
-with the best find alone in the final, 7 minutes from launch (§ 27). On a CPU, Cartpole: by 30 training iterations
+the final that took about 12 minutes on one GPU; without the rung (each file ranked by its better copy) and with
+the best find alone in the final, 7 minutes from launch. On a CPU, Cartpole: by 30 training iterations
 its fitness alone and its own shaping both reach the ceiling (1.0), so the search cannot rank there; at 20 the
 shaping is ahead (0.949 against 0.771, 32 seeds each), and telling files that far apart takes more copies and a final
-of 16 seeds. Five searches from the fitness alone at these sizes reach a median HNS of 1.23, at `SIZES["cpu"]` 0.58
-(§ 31)."""
+of 16 seeds. Five searches from the fitness alone at these sizes reach a median HNS of 1.23, at `SIZES["cpu"]` 0.58."""
 
 SIZED = tuple(dict.fromkeys([*SIZES["gpu"], *(name for tasks in TASK_SIZES.values() for sizes in tasks.values()
                                                 for name in sizes)]))
@@ -263,7 +262,7 @@ class AutoSettings(RunSettings):
         `training_seconds`, each evaluation's training after its first iteration: proposing, validating, compiling),
         its population run's training and its halving rungs' times the rungs of `copies`, is scaled by
         max(1, G / its groups), G the next iteration's groups at most; the mean of those. A run is taken to train
-        no faster with fewer groups (on a GPU below its capacity it hardly does: docs/benchmarks/search.md § 36) and
+        no faster with fewer groups (on a GPU below its capacity it hardly does: docs/benchmarks/search.md) and
         no more than in proportion with more, so that the estimate is not short of what the iteration takes. A
         search without copies: the iterations' mean."""
         if self.proposer not in POPULATION_PROPOSERS:

@@ -47,8 +47,7 @@ ALIVE_FLOOR = 1.0
 carries (`rewards_only_the_fitness(..., negated=True)`: a sparse Anymal start, `-|command - velocity|`). Such a
 reward is negative at every step, so a policy learns to end its episodes early (the sparse start's copies lasted
 about 15 steps); over ten Anymal searches, those whose first children drew an alive bonus of weight 1 or more
-scored a median HNS of 1.17, the others 0.70, and only half of the searches drew one (docs/benchmarks/search.md
-§ 33). A parent of any other kind draws its state terms as before."""
+scored a median HNS of 1.17, the others 0.70, and only half of the searches drew one (docs/benchmarks/search.md). A parent of any other kind draws its state terms as before."""
 
 def fitness_term_source(step, name: str = "_task_fitness") -> str:
     """A task fitness's per-step function (`Fitness.step`) as candidate code named `name`, the module-level numbers

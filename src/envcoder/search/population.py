@@ -20,7 +20,7 @@ as a researcher will use them, trained from the start, and over more than one se
 no exploit step) take the second place of its first rung, with 4 copies or more, where the population run did not
 rank them first: an exploit step judges a copy on a few iterations of one run and can take over constants that would
 have learned (an Anymal alive bonus whose agents stand before they track). On Anymal every winner of six searches
-was a file as proposed (docs/benchmarks/search.md § 18).
+was a file as proposed (docs/benchmarks/search.md).
 
 A seeds search (`--proposer seeds`) is this without population-based training: every copy starts from the file's
 own constants and no exploit step runs, so each file has one set of constants, which the halving rungs train again

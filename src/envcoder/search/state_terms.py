@@ -43,7 +43,7 @@ sample states (a random policy's rollout: `envcoder.candidates.validate.rollout_
 is the same for every task, but its size is not: a Humanoid's summed squared torques are 55 times an Ant's (3.2e4
 against 576 on the sample states), so the top of the effort cost's range charged a Humanoid 319 per step. Every
 first child of a sparse Humanoid start whose costs took 2.5 per step or more fell at once (9 of 9), and none of 116
-first children of sparse Ant starts with costs below 1.5 per step failed (docs/benchmarks/search.md § 27). Where a
+first children of sparse Ant starts with costs below 1.5 per step failed (docs/benchmarks/search.md). Where a
 cost's top weight gives more than this, its range is scaled down to end there (its decades kept)."""
 
 

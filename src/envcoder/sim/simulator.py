@@ -32,7 +32,7 @@ from envcoder.sim.randomization import ModelRandomizer
 
 MJX_MESH_MODULE = "mujoco.mjx._src.mesh"
 """MJX's mesh preprocessing: it imports trimesh (with NetworkX) and SciPy's spatial module, 1.3-1.5 s of the 2.2-2.5 s
-that importing MJX takes on the GPU machine (docs/benchmarks/throughput.md § 10), and it is used only by models with
+that importing MJX takes on the GPU machine (docs/benchmarks/throughput.md), and it is used only by models with
 mesh or height-field collisions, none of envcoder's tasks. It is loaded when one of its names is first read."""
 
 

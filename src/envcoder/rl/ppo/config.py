@@ -82,7 +82,7 @@ class PPOConfig(AlgorithmSettings):
     update_block_envs: int = 262_144
     """Environments whose groups' PPO epochs run at once. A run with more updates its groups in blocks of this
     many environments, one block after another: the update's working memory (Ant: ~73 KiB per environment) is
-    that of one block, not of the whole run (docs/benchmarks/scaling.md § 10). The update is the same."""
+    that of one block, not of the whole run (docs/benchmarks/scaling.md). The update is the same."""
 
 
 @dataclasses.dataclass(frozen=True)
