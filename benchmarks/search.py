@@ -54,7 +54,7 @@ time on each GPU of `--gpus`; a seed whose search ended before is kept), then th
 (the Humanoid's finds at 4,096 envs × 300 and Cartpole's at 64 × 20, where their sparse start and default
 separate: `VERIFY_ARGS`). With `--starts` the searches start from other files, a folder of them or one file; from
 the poor starts, the row is the gap closed per search, each against the start that was best in it: a line per such
-start, and a count over all of them where there are several (search.md § 30):
+start, and a count over all of them where there are several (archive/search.md § 30):
 
     python benchmarks/search.py hns --task Anymal --starts benchmarks/search_starts/anymal \
         --search-seeds 20 21 22 23 24 25 26 27 28 29 --gpus 0 1 2 3 --verify-seeds 4 --out runs/poor_anymal
@@ -183,7 +183,7 @@ def pooled_references(fitness: dict[str, list[float]], pool: list[Path], task: s
                       arguments: list[str], finds: dict[str, str] | None = None) -> dict[str, list[float]]:
     """`fitness` with the starts' and the task default's runs of other verifies (`pool`: their `--out` folders, the
     same task retrained with the same arguments) added: the references HNS divides by, measured again. A seed
-    trained in two verifies counts twice (training on the GPU is not bitwise repeatable: search.md § 23). A find
+    trained in two verifies counts twice (training on the GPU is not bitwise repeatable: archive/search.md § 23). A find
     (`finds`: this verify's, their source by name) that another verify retrained too, the same file under the same
     name, has its runs pooled as well: a second verify of the same searches on other seeds."""
     finds = finds or {}
@@ -452,7 +452,7 @@ VERIFY_ARGS = {"default": "--envs-per-candidate 1024 --iterations 300",
                "cartpole": "--envs-per-candidate 64 --iterations 20"}
 """`hns`' retraining budget by task (`envcoder eval`'s own arguments): the search's final's, 1,024 envs × 300
 iterations, except where the sparse start and the task default are not separable there. The Humanoid's sparse reward
-is ahead of its default at 1,024 envs (search.md § 28) and its runs are bimodal (a run learns to run or does not);
+is ahead of its default at 1,024 envs (archive/search.md § 28) and its runs are bimodal (a run learns to run or does not);
 at IsaacGymEnvs' 4,096 envs every run learns and the default is ahead (§ 29: 5.35 against 4.76 m/s, 6 seeds each,
 P(default ahead) = 0.97), so its HNS is defined there. Cartpole's two reach the ceiling (1.0) by 30 iterations; at
 64 envs × 20 the default is ahead (§ 31: 0.949 against 0.771, 32 seeds each)."""

@@ -21,7 +21,7 @@ phases, before the command starts; `outside` measures what starting work ahead o
 The first `eval` is cold, the second finds the first's caches (`--first-only`: each ends once its first iteration is
 recorded, as does `outside --first-only`). The line "first iteration's metrics recorded" is what
 a user waits for: the first trained iteration. Each validation worker's start and each file's check are marked too.
-docs/benchmarks/throughput.md § 5 and § 9 read these timelines.
+docs/benchmarks/archive/throughput.md § 5 and § 9 read these timelines.
 
     ENVCODER_CACHE_DIR=/tmp/fresh python benchmarks/timeline.py sandbox --task Anymal --workers 4
 

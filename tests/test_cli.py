@@ -393,7 +393,7 @@ def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():
     code = "import sys, envcoder.cli; print('mujoco' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     # Building its parser imports the shaping API, but not MJX: `eval` launches the sandbox's workers right after
-    # parsing, and MJX's imports (1-2 s) would come before them (docs/benchmarks/throughput.md § 8).
+    # parsing, and MJX's imports (1-2 s) would come before them (docs/benchmarks/archive/throughput.md § 8).
     code = "import sys, envcoder.cli; envcoder.cli.build_parser(); print('mujoco.mjx' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
     # `--version` answers before any of that: no JAX, no MuJoCo.

@@ -112,7 +112,7 @@ def test_a_population_tunes_the_weights_a_move_adds_not_the_terms_or_the_tasks_t
 
 def test_the_fitness_is_not_added_to_a_reward_that_is_the_fitness():
     """Half of a sparse Ant start's children once added the task's fitness to itself, a reward only scaled (PPO
-    normalizes values and advantages: it trained as the start, docs/benchmarks/search.md § 24). A sparse start written
+    normalizes values and advantages: it trained as the start, docs/benchmarks/archive/search.md § 24). A sparse start written
     as its fitness (Ant, Humanoid, Cartpole) now gets only the terms its state offers; Anymal's fitness is an error,
     added through a kernel (a term of its own), and a child with other terms may still weigh the fitness anew."""
     folder = BENCHMARKS / "search_starts" / "sparse"
@@ -405,7 +405,7 @@ def test_a_costs_weight_is_drawn_for_its_size_on_the_tasks_sample_states():
     with a torque of 10 N·m on each of its 8 joints: the effort cost is 8 × 10² = 800, so its range [1e-6, 0.01] ends
     at 2 / 800 = 0.0025 and starts 4 decades below; at 5 N·m (200 × 0.01 = 2) it stays as it is, and a bonus is
     never scaled. On the Humanoid's own sample states no cost that a sparse start's child draws takes more than 2 per
-    step; with the ranges alone, its effort cost took up to 319 (docs/benchmarks/search.md § 27)."""
+    step; with the ranges alone, its effort cost took up to 319 (docs/benchmarks/archive/search.md § 27)."""
     import numpy as np
 
     from envcoder.search.state_terms import COST_SIZE, sample_states, term_sizes

@@ -259,7 +259,7 @@ def test_the_physics_step_traced_ahead_serves_any_number_of_worlds_and_steps_as_
 def test_the_physics_step_traced_ahead_for_a_run_s_environments_traces_it_batched_there(monkeypatch):
     """With `worlds`, `trace_ahead` also traces the step under a `vmap` over that many environments, in its thread
     (JAX keeps that batched trace: a rollout of as many environments traced later spent 1.8 -> 0.8 s tracing on the
-    CPU, docs/benchmarks/throughput.md § 13); later rollouts of any size trace no MJX step of their own. With
+    CPU, docs/benchmarks/archive/throughput.md § 13); later rollouts of any size trace no MJX step of their own. With
     `wanted()` false (the run's validation is over) nothing is traced ahead."""
     import threading
 
