@@ -20,14 +20,14 @@ import numpy as np
 FEET = ("foot_1", "foot_2", "foot_3", "foot_4")
 
 
-def record(runs: list[Path], episodes: int, out: Path) -> None:
+def record(runs: list[Path], episodes: int, out: Path, seeds: int | None = None) -> None:
     from envcoder.runs.play import play
 
     out.mkdir(parents=True, exist_ok=True)
     for run in runs:
         config = json.loads((run / "config.json").read_text())
         for candidate in config["candidates"]:
-            for seed in config["seeds"]:
+            for seed in config["seeds"][:seeds]:
                 target = out / f"{run.name}__{candidate}__{seed}.npz"
                 if not target.exists():
                     play(run, candidate, seed, episodes=episodes, trajectory=target)
@@ -57,8 +57,8 @@ def measure(path: Path) -> dict:
             height.append(qpos[t, e, 2])
         speed.append((qpos[int(length) - 1, e, 0] - qpos[0, e, 0]) / (dt * max(int(length) - 1, 1)))
     depth, past = np.asarray(depth), np.degrees(np.asarray(past))
-    return {"episodes": len(lengths), "episode_length": float(np.mean(lengths)), "task_fitness": float(np.mean(saved["task_fitness"])),
-            "speed_m_per_s": float(np.mean(speed)),
+    return {"episodes": len(lengths), "episode_length": float(np.mean(lengths)),
+            "task_fitness": float(np.mean(saved["task_fitness"])), "speed_m_per_s": float(np.mean(speed)),
             "foot_depth_mm": {"mean": 1000 * float(depth.mean()), "p99": 1000 * float(np.percentile(depth, 99)),
                               "max": 1000 * float(depth.max())},
             "joint_past_limit_deg": {"p50": float(np.percentile(past, 50)), "p99": float(np.percentile(past, 99)),
@@ -69,9 +69,10 @@ def measure(path: Path) -> dict:
 def analyze(folder: Path, out: Path | None) -> None:
     rows = {path.stem: measure(path) for path in sorted(folder.glob("*.npz"))}
     for name, row in rows.items():
+        joints = row["joint_past_limit_deg"]
         print(f"{name:60s} {row['speed_m_per_s']:6.2f} m/s | feet {row['foot_depth_mm']['mean']:5.1f} mm mean "
-              f"{row['foot_depth_mm']['p99']:5.1f} p99 | joints past limit p99 {row['joint_past_limit_deg']['p99']:5.1f} deg, "
-              f"{100 * row['joint_past_limit_deg']['steps_over_5deg']:4.1f}% of steps > 5 deg | airborne "
+              f"{row['foot_depth_mm']['p99']:5.1f} p99 | joints past limit p99 {joints['p99']:5.1f} deg, "
+              f"{100 * joints['steps_over_5deg']:4.1f}% of steps > 5 deg | airborne "
               f"{100 * row['airborne_steps']:4.1f}% | torso max {row['torso_height_max_m']:.2f} m")
     if out:
         out.write_text(json.dumps(rows, indent=1) + "\n")
@@ -83,13 +84,14 @@ def main() -> None:
     rec = sub.add_parser("record")
     rec.add_argument("runs", type=Path, nargs="+")
     rec.add_argument("--episodes", type=int, default=8)
+    rec.add_argument("--seeds", type=int, default=None, help="each candidate's first this many seeds (default all)")
     rec.add_argument("--out", type=Path, required=True)
     ana = sub.add_parser("analyze")
     ana.add_argument("folder", type=Path)
     ana.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.command == "record":
-        record(args.runs, args.episodes, args.out)
+        record(args.runs, args.episodes, args.out, args.seeds)
     else:
         analyze(args.folder, args.out)
 

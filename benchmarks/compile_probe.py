@@ -43,7 +43,7 @@ def build(args):
 
     from envcoder.rl.ppo.config import PPOConfig
     from envcoder.rl.ppo.learner import GroupedPPO
-    from envcoder.candidates.prepare import build_candidates
+    from trusted import build_candidates
     from envcoder.runs.evaluation import EvalSettings
     from envcoder.candidates import SHAPER_TYPES, Candidate
     from envcoder.candidates.validate import sample_state, validate_candidate

@@ -58,7 +58,7 @@ def wall(args) -> dict:
     from envcoder.compile_cache import enable_compilation_cache
     from envcoder.rl.ppo.config import PPOConfig
     from envcoder.rl.ppo.learner import GroupedPPO
-    from envcoder.candidates.prepare import build_candidates
+    from trusted import build_candidates
     from envcoder.runs.evaluation import EvalSettings, run_evaluation
     from envcoder.candidates import SHAPER_TYPES
     from envcoder.candidates.validate import sample_state, validate_candidate
@@ -125,7 +125,7 @@ def worker(args) -> dict:
     from envcoder.compile_cache import XLA_OPTIONS, enable_compilation_cache, xla_options
     from envcoder.rl.ppo.config import PPOConfig
     from envcoder.rl.ppo.learner import GroupedPPO
-    from envcoder.candidates.prepare import build_candidates
+    from trusted import build_candidates
     from envcoder.runs.evaluation import EvalSettings
     from envcoder.candidates import SHAPER_TYPES
     from envcoder.candidates.validate import sample_state, validate_candidate

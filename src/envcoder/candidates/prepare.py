@@ -17,11 +17,11 @@ from rich.console import Console
 
 from envcoder.candidates.costs import check_costs, cost_at, heavier_than_neighbours
 from envcoder.candidates.files import LoadFailure, candidate_files, check_name, read_source
-from envcoder.candidates.load import TASK_DEFAULT, load_candidates, task_default_candidate
+from envcoder.candidates.load import TASK_DEFAULT, task_default_candidate
 from envcoder.candidates.jail import Jail
 from envcoder.candidates.pool import default_workers
 from envcoder.candidates.sandbox import SandboxValidator
-from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates, expand_sweeps
+from envcoder.candidates.variants import MAX_VARIANTS, cross_candidates
 from envcoder.shaping.api import CandidateError
 from envcoder.text import one_line
 
@@ -38,16 +38,6 @@ class CandidateSettings(Protocol):
     envs_per_candidate: int
     validation_timeout_s: float
     validation_memory_gib: float
-
-
-def build_candidates(settings: CandidateSettings):
-    """`(candidates, load failures)`: the files of `settings.functions`, sweeps expanded, crossed if asked,
-    loaded in this process without the sandbox (for trusted files, e.g. the benchmarks' bundled ones)."""
-    candidates, failures = load_candidates(settings.functions, settings.shaper_types)
-    candidates = expand_sweeps(candidates)
-    if settings.cross:
-        candidates = cross_candidates(candidates, settings.shaper_types)
-    return candidates, failures
 
 
 def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxValidator | None = None,
