@@ -1,6 +1,7 @@
 """The guide and the README: every relative link leads to something, and the pages generated from the code are
 current (CI's `mkdocs build --strict` checks both for the site too: docs/hooks.py)."""
 
+import importlib
 import importlib.util
 import re
 from pathlib import Path
@@ -62,3 +63,35 @@ def test_every_page_the_command_line_s_help_names_exists():
             elif section and not re.search(rf"^#+ {section}\.", page.read_text(), re.M):
                 named.append(f"{name}: {path} § {section}")
     assert not named, named
+
+
+DOTTED = re.compile(r"`(envcoder(?:\.[A-Za-z_]\w*)+)")
+
+
+def _resolves(name: str) -> bool:
+    """Whether `envcoder.a.b.C.d` names something: the longest importable module, then attributes."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attribute in parts[cut:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
+
+
+def test_every_dotted_name_the_guide_and_the_code_mention_exists():
+    """A module, class or function named as `envcoder.x.y` (in backquotes) in the README, the guide or a docstring
+    or comment of the package is one that imports: a rename leaves no stale name behind."""
+    named: dict[str, set[str]] = {}
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md")),
+                 *sorted((ROOT / "src" / "envcoder").rglob("*.py"))]:
+        for match in DOTTED.finditer(path.read_text()):
+            named.setdefault(match.group(1), set()).add(str(path.relative_to(ROOT)))
+    assert len(named) > 50  # the scan finds what it should
+    stale = {name: sorted(where) for name, where in named.items() if not _resolves(name)}
+    assert not stale, stale

@@ -295,7 +295,7 @@ def _convert(args) -> int:
 
 
 def _check_task(name: str) -> int:
-    """`envcoder tasks --check FILE`: a line per problem of the task (`envcoder.tasks.check`), status 2 where there
+    """`envcoder tasks --check FILE`: a line per problem of the task (`envcoder.candidates.task_check`), status 2 where there
     is one; else what was checked."""
     from envcoder.tasks import UnknownTaskError, get_task
     from envcoder.candidates.task_check import check_task

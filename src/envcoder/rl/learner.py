@@ -14,7 +14,7 @@ updates are single-policy functions vmapped over the group axis. Nothing mixes a
 depends only on its candidate, its seed and the config.
 
 On one device an iteration runs as two programs, the rollout ("collect") and the update ("learn"), which compile
-at once (`envcoder.compile_cache.StagedIteration`): XLA compiles one program on one thread, and two programs
+at once (`envcoder.rl.staging.StagedIteration`): XLA compiles one program on one thread, and two programs
 compiled at once on a GPU took about the longer one's time (docs/benchmarks/throughput.md). Over several
 devices the group axis is sharded (`envcoder.rl.sharding`) and the iteration is one program.
 
