@@ -37,7 +37,7 @@ import numpy as np
 from envcoder import atomic
 
 XLA_OPTIONS = {"gpu": {"xla_gpu_experimental_enable_fusion_autotuner": False}}
-"""XLA options of the trainer's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
+"""XLA options of the learner's programs, per backend. On a GPU, XLA's fusion autotuner picks each fusion's
 emitter by compiling and timing variants while it compiles, so the same program could compile to other kernels on
 another run; off, the README job compiled as fast and ran as fast (docs/benchmarks/throughput.md)."""
 
@@ -174,7 +174,7 @@ def _file_digest(path: Path) -> str:
 
 def _module_digest(name: str) -> str:
     """'' for envcoder's modules and the libraries' (the code fingerprint and the versions cover them), else the
-    hash of the module's file: a test's or a user's simulator, task or trainer."""
+    hash of the module's file: a test's or a user's simulator, task or learner."""
     module = sys.modules.get(name)
     file = getattr(module, "__file__", None)
     if name.split(".")[0] in ("envcoder", "jax", "jaxlib", "mujoco", "numpy", "builtins", "optax", "flax") or \
@@ -204,7 +204,7 @@ class CachedJit:
     """`jax.jit(function)` whose traced program is kept in the trace cache (see the module docstring).
 
     `key` must name everything the trace depends on besides envcoder's own code and the argument shapes (the
-    trainer's: its candidates' code and constants, settings and sizes). The program runs as
+    learner's: its candidates' code and constants, settings and sizes). The program runs as
     `jax.jit(exported.call)` both when it is traced and when it is loaded, so the two compile to the same XLA
     program and share the compilation cache's entry. A function that `jax.export` cannot serialize (a custom
     call without a stability guarantee, such as MuJoCo Warp's kernels) runs as a plain `jax.jit`, traced every

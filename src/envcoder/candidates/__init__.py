@@ -1,7 +1,7 @@
 """One home for candidates: a file is vetted (`files`), then, in a jailed worker process only (`sandbox`, the parent's
 side; `worker`, the worker's; `jail`), checked statically against the security policy (`policy`), loaded (`load`),
 validated on a sample state (`validate`) and handed over as programs (`programs`), and expanded into its variants
-(`variants`: sweeps and crossing) before a trainer sees it.
+(`variants`: sweeps and crossing) before a learner sees it.
 
     from envcoder.candidates import Candidate, CandidateError, load_candidate, expand_sweeps
 

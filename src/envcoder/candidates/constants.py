@@ -3,7 +3,7 @@ candidates whose code differs only in them share one trace and one compiled prog
 
 `lift_constants` rewrites a file's syntax tree: every float literal in the body of a function the file defines
 becomes a module-level constant `_K_<n>` (numbered in order of appearance), and every module-level constant that
-is a float literal (`SIGMA = 0.25`, `W = -1e-3`) stays a constant of its own name. The trainer then calls the
+is a float literal (`SIGMA = 0.25`, `W = -1e-3`) stays a constant of its own name. The learner then calls the
 functions with the constants swapped in as traced per-group values (`call_with_params`), as it does for a `PARAMS`
 sweep. Integers stay literals (they are sizes, indices and exponents), and so do the numbers of a comparison (a
 threshold: `height > 0.8`, `|angle| < 0.2` says what counts, and a search that scales it by orders of magnitude

@@ -47,7 +47,7 @@ def program_costs(fn: Callable | None, params: Mapping[str, float], programs: Se
     """What `programs` (deserialized `jax.export` programs of one function) cost at one group of each of `sizes`
     environments (`arguments`: `abstract_arguments`' shapes), as `measured` counts them compiled for the CPU: `flops`,
     `bytes`, `temporary`, one value per size, the largest over its programs; and `own`: the same of `fn`, the task's
-    own function of its type as the trainer calls it, per environment at the first size (None where it has none, or
+    own function of its type as the learner calls it, per environment at the first size (None where it has none, or
     it does not take these arguments). `cost_at` extrapolates them to a run's size: two sizes show a cost that grows
     faster than the number of environments. `compiled`: where given, each program's executable at the first size is
     appended to it (to run it without compiling it again)."""

@@ -23,7 +23,7 @@ def check_handover(fn: Callable, params: Mapping[str, float], programs: Sequence
                    state: Mapping, file: str, api: str) -> None:
     """In the worker: each exported program (`export_function`'s, for `arguments`, `abstract_arguments`' shapes)
     run on the sample `state` `[E, ...]` at two batch sizes (`HANDOVER_SIZES`), against `fn` (the Python function
-    as the trainer calls it, one group at a time, with its constants `params`, traced at the batch's concrete size)
+    as the learner calls it, one group at a time, with its constants `params`, traced at the batch's concrete size)
     on the same inputs: the same outputs, dtypes and shapes, values equal up to rounding. A program that does
     otherwise than the function that was validated (a trace that tells symbolic sizes apart) is refused; one too big
     or too slow to run at the sample's size fails here, in the jail, not in training. Inputs and comparisons stay

@@ -495,7 +495,7 @@ def check_conversion(original, converted, task, states) -> str | None:
     import jax
     import numpy as np
 
-    def reward(candidate):  # the program as the trainer calls it: constants and states of one group
+    def reward(candidate):  # the program as the learner calls it: constants and states of one group
         program = candidate.functions["compute_reward"]
         constants = candidate.function_params.get("compute_reward", {})
         params = {name: np.asarray([constants[name]], np.float32) for name in program.param_names}

@@ -64,7 +64,7 @@ class Candidate:
     literals (a file that needs one as a Python number)."""
     obs_dim: int | None = None
     """The policy's observation size, as validation found it (`envcoder.candidates.validate.validate_candidate`);
-    None: not validated (a trainer refuses it)."""
+    None: not validated (a learner refuses it)."""
     reward_components: tuple[str, ...] = ()
     """The names of its reward's components, as validation found them."""
     critic_obs_dim: int | None = None
@@ -112,7 +112,7 @@ def _check_signature(fn: ast.FunctionDef, api_name: str, file: str) -> None:
 
 
 def api_callable(api_name: str, fn: Callable) -> Callable:
-    """`fn` as the trainer calls it: with every argument of the API, its optional ones included (which `fn` may
+    """`fn` as the learner calls it: with every argument of the API, its optional ones included (which `fn` may
     ignore), and `sample_physics` with the keys of all environments `[E, 2]` (it is written for one)."""
     if getattr(fn, "group_batched", False):  # a program handed over by the worker: called as it was exported
         return fn
@@ -296,7 +296,7 @@ def call_with_params(fn: Callable, params: Mapping, *args):
 
     The constants are globals of the candidate's own namespace; they are swapped in for the call
     only. Under `jax.vmap` this traces the function once for all variants of a file. The swap holds a lock:
-    the trainer traces its evaluation in a background thread while the main thread traces the iteration.
+    the learner traces its evaluation in a background thread while the main thread traces the iteration.
     """
     if not params:
         return fn(*args)
@@ -334,7 +334,7 @@ def source_api(candidate: Candidate, api_name: str, defaults: Mapping[str, Calla
 
 
 def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) -> dict[str, Callable]:
-    """The full set of shaping functions for a candidate, its own called with its constants as the trainer calls
+    """The full set of shaping functions for a candidate, its own called with its constants as the learner calls
     them (`with_constants`), and the task's defaults for the rest."""
     resolved = {}
     for api in SHAPER_TYPES:
@@ -346,7 +346,7 @@ def resolve_functions(candidate: Candidate, defaults: Mapping[str, Callable]) ->
 
 
 def with_constants(fn: Callable, params: Mapping[str, float]) -> Callable:
-    """`fn` with its constants `params` swapped in as the trainer swaps them: traced float32 values, vmapped over
+    """`fn` with its constants `params` swapped in as the learner swaps them: traced float32 values, vmapped over
     the groups that share its code (here one), so that a function that needs a constant as a Python number fails
     here as it would in training."""
     values = {name: jnp.asarray([value], jnp.float32) for name, value in params.items()}

@@ -1,4 +1,4 @@
-"""Candidates ready for a trainer: every file of a run's candidate folder vetted, then read, validated and traced in
+"""Candidates ready for a learner: every file of a run's candidate folder vetted, then read, validated and traced in
 the sandbox's jailed workers, handed over as programs (no file's code runs here), and expanded into its variants
 (sweeps, crossing).
 

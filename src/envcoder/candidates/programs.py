@@ -35,7 +35,7 @@ FORBIDDEN_OPERATIONS = ("stablehlo.send", "stablehlo.recv", "stablehlo.infeed", 
 
 def abstract_arguments(api: str, state: Mapping, action_dim: int, discrete: bool,
                        curriculum: Mapping[str, tuple[int, ...]]) -> list[tuple]:
-    """The arguments the trainer calls `api` with (after `envcoder.candidates.api_callable`), as shapes with the
+    """The arguments the learner calls `api` with (after `envcoder.candidates.api_callable`), as shapes with the
     group count `g` and environments per group `e` symbolic: one tuple per way it is called (a curriculum is first
     called without previous values). `state`: a sample state `[E, ...]` (the task's fields); `curriculum`: the
     shapes of the candidate's own curriculum values (what its functions see as `state["curriculum"]`)."""
@@ -66,7 +66,7 @@ def abstract_arguments(api: str, state: Mapping, action_dim: int, discrete: bool
 
 def export_function(fn: Callable, param_names: Sequence[str], arguments: list[tuple], platform: str,
                     file: str, api: str) -> list[str]:
-    """`fn` (one environment group's function, as the trainer calls it: `api_callable`) vmapped over groups, with
+    """`fn` (one environment group's function, as the learner calls it: `api_callable`) vmapped over groups, with
     its constants `param_names` swapped in from an input `{name: [g]}`, exported for `platform` once per argument
     shape of `arguments`; the programs as text (base64). Raises `CandidateError` when a trace fails (e.g. the
     function depends on the number of environments)."""
@@ -179,7 +179,7 @@ class Program:
             fitted = _fit((params, *args), skeleton)
             if fitted is not _MISMATCH:
                 return exported.call(*fitted)
-        raise ValueError(f"{self.file}: {self.api}() was validated for other arguments than the trainer passes "
+        raise ValueError(f"{self.file}: {self.api}() was validated for other arguments than the learner passes "
                          "(an envcoder bug: please report it)")
 
     def left_out(self) -> "Program":
@@ -238,7 +238,7 @@ def _fit(value, skeleton):
 def check_against(candidate, task=None) -> None:
     """The sizes of a validated candidate's programs are those validation found (`candidate.obs_dim`, ...), and with
     `task` every output of every program has the dtype, rank and trailing shape its shaping type declares
-    (`check_signature`): a hand-over that disagrees with itself or with the trainer is refused here rather than
+    (`check_signature`): a hand-over that disagrees with itself or with the learner is refused here rather than
     failing inside the training program."""
     for api, kind in SHAPING_TYPES.items():
         if kind.size is None:
@@ -256,7 +256,7 @@ def check_against(candidate, task=None) -> None:
 
 def check_signature(exported: export.Exported, api: str, sizes, task, file: str,
                     state_shapes: Mapping[str, tuple] | None = None) -> None:
-    """Every output of `exported` (the program of `api`, batched `[g, e, ...]`) as the trainer takes it, exactly:
+    """Every output of `exported` (the program of `api`, batched `[g, e, ...]`) as the learner takes it, exactly:
     float32 where a float is declared (a complex or float64 reward would end the run inside the training program),
     bool for a termination, the declared rank and trailing shape, reward components named as validation found
     (`sizes`: the validated candidate). `state_shapes`: each state field's shape after the environment axis (default
@@ -267,7 +267,7 @@ def check_signature(exported: export.Exported, api: str, sizes, task, file: str,
     f32 = np.dtype(np.float32)
 
     def refuse(what: str):
-        raise CandidateError(file, f"its program {what}: the trainer takes what the shaping type declares "
+        raise CandidateError(file, f"its program {what}: the learner takes what the shaping type declares "
                                    "(`envcoder tasks` shows it)", function=api)
     expect = functools.partial(_expect, refuse=refuse)
     fields = functools.partial(_fields, refuse=refuse)

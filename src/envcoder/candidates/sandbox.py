@@ -56,7 +56,7 @@ class Verdict:
     candidates: tuple["Candidate", ...] = ()
     """The file's variants that passed (the file itself where it sweeps nothing), each validated (with its sizes)
     and with its functions as the worker's programs (`envcoder.candidates.programs.Program`, shared by the
-    variants; the task's own functions for the task's own shaping): as a trainer takes them."""
+    variants; the task's own functions for the task's own shaping): as a learner takes them."""
     errors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Why, per variant that failed (or for the file, when it could not be loaded)."""
 

@@ -135,7 +135,7 @@ def validate_candidate(task, simulator, candidate: Candidate, state=None, on_pha
     type's output as the registry says (`envcoder.shaping.api.SHAPING_TYPES`, in `CHECK_ORDER`).
 
     Raises `CandidateError` with the file, function and reason; returns the candidate validated: with the sizes
-    found (`obs_dim`, `action_dim`, `reward_components`, `critic_obs_dim`), as a trainer takes it. `on_phase(function,
+    found (`obs_dim`, `action_dim`, `reward_components`, `critic_obs_dim`), as a learner takes it. `on_phase(function,
     what)` is told before each function is traced, compiled and run (the sandbox reports it when a step hangs).
     """
     state = sample_state(task, simulator) if state is None else state

@@ -8,7 +8,7 @@ a process of its own (`verify_handover`, in a fresh child of a sandbox worker, w
 locked in and limited as a candidate's process is (`envcoder.candidates.jail`). For each program it:
 
 1. deserializes it and checks its platforms (the run's and the CPU, nothing else), its devices and effects;
-2. checks its inputs against what the trainer passes a function of that type (`abstract_arguments`) and its outputs
+2. checks its inputs against what the learner passes a function of that type (`abstract_arguments`) and its outputs
    against what the shaping type declares (`envcoder.candidates.programs.check_signature`);
 3. walks every operation against an allow-list (`check_operations`): StableHLO and CHLO computation, functions and
    calls; no host, device-to-device or runtime operation, no custom call but `jax.export`'s own size checks, each on
@@ -84,7 +84,7 @@ def verify_handover(request: Mapping, task, states: Mapping, on_phase: Callable[
         names = sizes.function_params.get(api, {})
         arguments = abstract_arguments(api, states, sizes.action_dim, task.discrete, curriculum)
         if len(exported) != len(arguments):
-            raise CandidateError(file, f"its hand-over holds {len(exported)} program(s), the trainer calls it in "
+            raise CandidateError(file, f"its hand-over holds {len(exported)} program(s), the learner calls it in "
                                        f"{len(arguments)} way(s)", function=api)
         for program, args in zip(exported, arguments):
             _check_inputs(program, names, args, file, api)
@@ -157,7 +157,7 @@ def _read(blob, file: str, api: str, platforms: tuple[str, ...]):
 
 
 def _check_inputs(exported, names, args: tuple, file: str, api: str) -> None:
-    """The program takes exactly what the trainer passes: its constants `{name: [g]}` and `args` (the shapes of
+    """The program takes exactly what the learner passes: its constants `{name: [g]}` and `args` (the shapes of
     `abstract_arguments`, the sizes `g` and `e` symbolic)."""
     import jax
     import jax.numpy as jnp
@@ -168,7 +168,7 @@ def _check_inputs(exported, names, args: tuple, file: str, api: str) -> None:
     given = [(tuple(str(d) for d in a.shape), str(a.dtype)) for a in exported.in_avals]
     wanted = [(tuple(str(d) for d in a.shape), str(a.dtype)) for a in leaves]
     if exported.in_tree != jax.tree.structure((expected, {})) or given != wanted:
-        raise CandidateError(file, "its program takes other arguments than the trainer passes a function of its type "
+        raise CandidateError(file, "its program takes other arguments than the learner passes a function of its type "
                                    f"(with the constants {sorted(names)})", function=api)
 
 
@@ -214,7 +214,7 @@ SIZE_ARITHMETIC = frozenset({
 def check_operations(module, file: str, api: str) -> None:
     """Walk every operation of `module` (an MLIR module) against the allow-list: what it computes, and `jax.export`'s
     size checks (`SIZE_CHECK`) on the arguments' sizes alone, so that none can fail on data, nor at any size the
-    trainer passes that the arguments' shapes allow."""
+    learner passes that the arguments' shapes allow."""
     def walk(operation):
         for region in operation.regions:
             for block in region.blocks:

@@ -1,6 +1,6 @@
 """Groups (candidate × seed) and dispatch of shaping functions over the group axis.
 
-All state arrays inside the trainer are `[G, E, ...]`. Candidates whose code is identical form a
+All state arrays inside the learner are `[G, E, ...]`. Candidates whose code is identical form a
 *class*: their function is traced once and vmapped over the class's groups. A candidate handed over by the sandbox
 brings its functions as programs already batched over groups (`envcoder.candidates.programs.Program`,
 `group_batched`): they are called with the class's rows as they are, never traced from Python here. Distinct codes are

@@ -52,8 +52,8 @@ class StagedIteration:
     def prepare(self, state, meanwhile: Callable[[], None] | None = None) -> None:
         """Trace both stages for `state` (arrays or `jax.ShapeDtypeStruct`s) now and compile them in background
         threads: the first call with a state of this signature waits only for what is left of the compile. What
-        the trainer does before its `init` runs; `meanwhile()` is called once the first stage compiles, before the
-        second is traced (the trainer starts `init`'s compile there). A stage that fails to trace is left to that
+        the learner does before its `init` runs; `meanwhile()` is called once the first stage compiles, before the
+        second is traced (the learner starts `init`'s compile there). A stage that fails to trace is left to that
         call, which traces it again and raises the error where it always has."""
         signature = call_signature(state)
         if signature in self._compiled:

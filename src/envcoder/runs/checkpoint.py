@@ -65,7 +65,7 @@ def read_progress(directory: Path) -> dict:
 
 def load_train_state(directory: Path, template):
     """`(train_state, progress)` saved by `save_train_state`, shaped like `template` (the shapes of a fresh state
-    from `trainer.host_shapes`); the state as numpy arrays.
+    from `learner.host_shapes`); the state as numpy arrays.
     A damaged file (truncated, or not written by envcoder) is a `ValueError` that says so."""
     path = directory / "train_state.npz"
     try:

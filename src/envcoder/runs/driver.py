@@ -61,8 +61,8 @@ class TrainingDriver:
         self.validation_s = validation_s
         self.watch = RunWatch(job, run_dir, self.state, restart, resume)  # the stage, the limits, what hung
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
-        self.trainer = self._rung_trainer()
-        self.population = Population.of_run(self.settings, job, self.trainer, read_progress(
+        self.learner = self._rung_learner()
+        self.population = Population.of_run(self.settings, job, self.learner, read_progress(
             run_dir.checkpoints).get("population", []) if self.resumed else [])  # None unless the run asks for it
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
         self.timings, self.tensorboard, self.wandb = {}, None, None
@@ -70,26 +70,26 @@ class TrainingDriver:
 
     # ---- the current rung ---------------------------------------------------------------------------
 
-    def _rung_trainer(self):
+    def _rung_learner(self):
         """The current rung's learner, with its labels, reported components and env steps per iteration."""
-        trainer = self.job.make_trainer(self.state.survivors, self.job.schedule[self.state.rung].envs_per_candidate)
-        self.labels = trainer.labels
+        learner = self.job.make_learner(self.state.survivors, self.job.schedule[self.state.rung].envs_per_candidate)
+        self.labels = learner.labels
         # Components are reported only for the candidates that define them.
-        self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in trainer.groups])
-                               for n in trainer.component_names}
-        self.steps_per_iteration = len(trainer.labels) * trainer.envs_per_candidate * self.config.horizon_length
-        self.watch.trainer = trainer
-        return trainer
+        self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in learner.groups])
+                               for n in learner.component_names}
+        self.steps_per_iteration = len(learner.labels) * learner.envs_per_candidate * self.config.horizon_length
+        self.watch.learner = learner
+        return learner
 
     def _announce(self) -> None:
-        trainer, settings, schedule = self.trainer, self.settings, self.job.schedule
-        count = len({g.candidate.name for g in trainer.groups})
-        kind = trainer.devices[0].device_kind
-        devices = kind if len(trainer.devices) == 1 else f"{len(trainer.devices)} × {kind}"
+        learner, settings, schedule = self.learner, self.settings, self.job.schedule
+        count = len({g.candidate.name for g in learner.groups})
+        kind = learner.devices[0].device_kind
+        devices = kind if len(learner.devices) == 1 else f"{len(learner.devices)} × {kind}"
         self.console.print(f"[bold]{self.job.task.name}[/bold]: {plural(count, 'candidate')} × "
                            f"{plural(len(settings.seeds), 'seed')} × "
-                           f"{trainer.envs_per_candidate} envs = {self.steps_per_iteration // self.config.horizon_length} "
-                           f"environments in one process on {devices}, {trainer.physics} physics", highlight=False)
+                           f"{learner.envs_per_candidate} envs = {self.steps_per_iteration // self.config.horizon_length} "
+                           f"environments in one process on {devices}, {learner.physics} physics", highlight=False)
         if len(schedule) > 1:
             self.console.print("successive halving: " + "; ".join(
                 f"iterations {a}–{r.end - 1}: {plural(r.candidates, 'candidate')} × {r.envs_per_candidate} envs"
@@ -101,12 +101,12 @@ class TrainingDriver:
         start = time.perf_counter()
         state, run_dir = self.state, self.run_dir
         with self.watch.compiling("compiling the initialization and the training iteration"):  # traced here,
-            train_state = self.trainer.init(prepare_iteration=True)                             # compiled meanwhile
+            train_state = self.learner.init(prepare_iteration=True)                             # compiled meanwhile
         state.last_fitness, state.best_written = np.full(len(self.labels), np.nan), np.full(len(self.labels), -2)
         if self.resumed:
-            host_state, progress = load_train_state(run_dir.checkpoints, self.trainer.host_shapes(train_state))
+            host_state, progress = load_train_state(run_dir.checkpoints, self.learner.host_shapes(train_state))
             _check_progress(progress, self.job.iterations, len(self.labels), run_dir.checkpoints)
-            train_state = self.trainer.to_device(host_state)
+            train_state = self.learner.to_device(host_state)
             state.first = state.done = progress["iteration"]
             state.last_fitness = np.array(progress["last_fitness"], dtype=np.float64)
             state.reported_divergence = set(progress["reported_divergence"])
@@ -123,8 +123,8 @@ class TrainingDriver:
                                                                   if k != "candidates"}, self.settings.wandb_project)
         self.start_time = start
         self.timings = {"validation_s": self.validation_s, "init_s": time.perf_counter() - start,
-                        "resumed_after_iteration": state.first, "physics": self.trainer.physics,
-                        "devices": len(self.trainer.devices), "rungs": []}
+                        "resumed_after_iteration": state.first, "physics": self.learner.physics,
+                        "devices": len(self.learner.devices), "rungs": []}
         return train_state
 
     # ---- records ------------------------------------------------------------------------------------
@@ -135,19 +135,19 @@ class TrainingDriver:
         allows (the device runs on while the copy is read back), else read back now."""
         if self.watch.halving is not None:  # the checkpoint before the hang is where each half of a search restarts
             return
-        trainer, labels, best_written = self.trainer, self.labels, self.state.best_written  # this rung's
-        snapshot = trainer.snapshot(train_state)
+        learner, labels, best_written = self.learner, self.labels, self.state.best_written  # this rung's
+        snapshot = learner.snapshot(train_state)
         progress = self.state.progress()
         if self.population is not None:
             progress["population"] = list(self.population.lineage)
-        host = trainer.to_host(train_state) if snapshot is None else None
+        host = learner.to_host(train_state) if snapshot is None else None
         if not self.run_dir.writes:
             return
         checkpoints = self.run_dir.checkpoints
 
         def write():
-            write_checkpoint(checkpoints, host if snapshot is None else trainer.to_host(snapshot), progress, labels,
-                             trainer.obs_dims, trainer.action_dims, best_written)
+            write_checkpoint(checkpoints, host if snapshot is None else learner.to_host(snapshot), progress, labels,
+                             learner.obs_dims, learner.action_dims, best_written)
         self.writer.submit(write)
 
     def record(self, iteration: int, metrics: dict, elapsed: float) -> bool:
@@ -193,10 +193,10 @@ class TrainingDriver:
         state, schedule = self.state, self.job.schedule
         rung_start = schedule[state.rung - 1].end if state.rung else 0
         window = recent_means(state.history, rung_start, state.done)
-        score, scores = rung_scores(window, state.last_fitness, [g.candidate.name for g in self.trainer.groups])
+        score, scores = rung_scores(window, state.last_fitness, [g.candidate.name for g in self.learner.groups])
         keep = survivors(scores, schedule[state.rung + 1].candidates, self.job.fitness.higher_is_better)
-        diverged_at, solved_at = self.trainer.group_status(train_state)
-        for g, group in enumerate(self.trainer.groups):
+        diverged_at, solved_at = self.learner.group_status(train_state)
+        for g, group in enumerate(self.learner.groups):
             if group.candidate.name not in keep:
                 state.eliminated.append(GroupResult.of(group, (score[g], window["episode_length"][g], window[
                     "shaped_return"][g]), state.last_fitness[g], diverged_at[g], solved_at[g], state.done).to_json())
@@ -214,14 +214,14 @@ class TrainingDriver:
             state.next_survivors = self.end_rung(train_state)
         self.writer.close()  # every record of this rung is written (the checkpoint's best_written included)
         self.writer = BackgroundWriter(max_pending=64)
-        old_labels, host = self.labels, self.trainer.to_host(train_state)
+        old_labels, host = self.labels, self.learner.to_host(train_state)
         del train_state
         state.rung, state.survivors, state.next_survivors = state.rung + 1, state.next_survivors, None
-        self.trainer = self._rung_trainer()
+        self.learner = self._rung_learner()
         rows = np.array([old_labels.index(label) for label in self.labels])
         with self.watch.compiling("initializing the next rung and compiling its iteration"):
-            fresh = self.trainer.to_host(self.trainer.init(prepare_iteration=True))
-        train_state = self.trainer.to_device(carry_over(host, rows, fresh))
+            fresh = self.learner.to_host(self.learner.init(prepare_iteration=True))
+        train_state = self.learner.to_device(carry_over(host, rows, fresh))
         del host, fresh
         state.last_fitness, state.best_written = state.last_fitness[rows], state.best_written[rows]
         moved = {int(before): after for after, before in enumerate(rows)}
@@ -235,7 +235,7 @@ class TrainingDriver:
     def train_rung(self, train_state):
         """Train the current rung from `state.first` to its end (or until every group is solved or diverged):
         `(train state, stopped)`."""
-        state, trainer = self.state, self.trainer
+        state, learner = self.state, self.learner
         last_rung = state.rung == len(self.job.schedule) - 1
         self.rung_first, rung_end = state.first, self.job.schedule[state.rung].end
         pending = None  # (iteration, metrics on the device) dispatched and not yet read
@@ -243,11 +243,11 @@ class TrainingDriver:
         for iteration in range(state.first, rung_end):
             with (self.watch.compiling("compiling the training iteration") if iteration == state.first else
                   self.watch.running(f"dispatching training iteration {iteration}")):
-                train_state, metrics = trainer.iteration(train_state)
+                train_state, metrics = learner.iteration(train_state)
             self.interrupt.check()
             # Compiled now: the evaluation compiles meanwhile (after training where a device is full).
-            if self.evaluation_compiled is None and last_rung and trainer.compiles_evaluation_early:
-                self.evaluation_compiled = trainer.compile_evaluation(train_state)
+            if self.evaluation_compiled is None and last_rung and learner.compiles_evaluation_early:
+                self.evaluation_compiled = learner.compile_evaluation(train_state)
             for leaf in metrics.values():
                 leaf.copy_to_host_async()
             out_of_time = self.until is not None and time.time() >= self.until and iteration + 1 < rung_end
@@ -263,7 +263,7 @@ class TrainingDriver:
                 now = time.perf_counter()
                 if item[0] == state.first:
                     self.timings["rungs"].append({"rung": state.rung, "candidates": len(state.survivors),
-                                                  "envs_per_candidate": trainer.envs_per_candidate,
+                                                  "envs_per_candidate": learner.envs_per_candidate,
                                                   "first_iteration": state.first, "first_iteration_s": now - tick})
                     if state.first == self.timings["resumed_after_iteration"]:
                         self.timings["first_iteration_s"] = now - tick  # includes compilation
@@ -317,7 +317,7 @@ class TrainingDriver:
         try:
             with self.interrupt, training_progress(self.console, self.job.iterations,
                                                    self.state.first) as (self.progress, self.bar):
-                diverged_at, solved_at = self.trainer.group_status(train_state)
+                diverged_at, solved_at = self.learner.group_status(train_state)
                 self.state.reported_solved = set(np.flatnonzero(solved_at >= 0).tolist())
                 stopped = _all_done(diverged_at >= 0, solved_at >= 0)  # resumed, stopped
                 if stopped:
@@ -344,7 +344,7 @@ class TrainingDriver:
     def _peak_memory(self, stage: str) -> None:
         """Record the most device memory any of the run's devices has held so far (GiB), after `stage`: the
         stages' figures together say which stage raised it (timings' "peak_memory_gib"; none on a CPU)."""
-        peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in self.trainer.devices
+        peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in self.learner.devices
                  if d.process_index == jax.process_index()]
         if peaks and None not in peaks:
             self.timings.setdefault("peak_memory_gib", {})[stage] = round(max(peaks) / 2**30, 2)
@@ -354,14 +354,14 @@ class TrainingDriver:
     def run(self) -> RunResults:
         """Train, evaluate each policy deterministically, rank, and write the results and the report."""
         train_state = self.train()
-        trainer, console, fitness = self.trainer, self.console, self.job.fitness
-        episodes = ("one full episode per environment" if trainer.evaluation_envs == trainer.envs_per_candidate else
-                    f"one full episode in each of {trainer.evaluation_envs} of its {trainer.envs_per_candidate} environments")
+        learner, console, fitness = self.learner, self.console, self.job.fitness
+        episodes = ("one full episode per environment" if learner.evaluation_envs == learner.envs_per_candidate else
+                    f"one full episode in each of {learner.evaluation_envs} of its {learner.envs_per_candidate} environments")
         console.print(f"evaluating each policy deterministically over {episodes}…", highlight=False)
         tick = time.perf_counter()
         with self.watch.compiling("compiling the evaluation"):
-            evaluate = trainer.evaluate if self.evaluation_compiled is None else self.evaluation_compiled.result()
-            evaluate = evaluate.lower(train_state).compile() if evaluate is trainer.evaluate else evaluate
+            evaluate = learner.evaluate if self.evaluation_compiled is None else self.evaluation_compiled.result()
+            evaluate = evaluate.lower(train_state).compile() if evaluate is learner.evaluate else evaluate
         with self.watch.running("the final evaluation"):
             evaluation = jax.device_get(evaluate(train_state))
         self.watch.past_hang(evaluated=True)
@@ -369,11 +369,11 @@ class TrainingDriver:
         self._peak_memory("evaluation")
         self.watch.stage = "writing the results"
         self.timings["total_s"] = time.perf_counter() - self.start_time
-        self.timings["xla"], self.timings["traces"] = self.compile_meter.read(), trainer.traces()
+        self.timings["xla"], self.timings["traces"] = self.compile_meter.read(), learner.traces()
 
-        diverged_at, solved_at = trainer.group_status(train_state)
+        diverged_at, solved_at = learner.group_status(train_state)
         groups = [GroupResult(**row) for row in self.state.eliminated]
-        for g, group in enumerate(trainer.groups):
+        for g, group in enumerate(learner.groups):
             if group.candidate.name in self.job.left_out:  # hung in training: among the failures instead
                 continue
             groups.append(GroupResult.of(group, (np.mean(evaluation[k][g]) for k in (

@@ -140,14 +140,14 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                      settings.rungs, functools.partial(_batch_fits, config))
     physics = _physics(settings)
 
-    def make_trainer(names, envs_per_candidate: int):
-        """The trainer of the candidates `names` (a rung's survivors), each group with `envs_per_candidate` envs."""
+    def make_learner(names, envs_per_candidate: int):
+        """The learner of the candidates `names` (a rung's survivors), each group with `envs_per_candidate` envs."""
         return algorithm(settings.algo).learner(task, [c for c in valid if c.name in names], config,
                                                 envs_per_candidate, settings.seeds,
                                                 simulator if physics == simulator.physics else None,
                                                 fitness=fitness_name, physics=physics, devices=settings.devices,
                                                 evaluation_envs=settings.evaluation_envs)
-    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_trainer, left_out)
+    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_learner, left_out)
     return _train(job, run_dir, console, resume, validation_s, restart, until)
 
 
@@ -163,7 +163,7 @@ def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, vali
     except (jax.errors.JaxRuntimeError, MemoryError) as err:
         if not isinstance(err, MemoryError) and "RESOURCE_EXHAUSTED" not in str(err):
             raise
-        stage = driver.watch.stage if driver is not None else "building the trainer"
+        stage = driver.watch.stage if driver is not None else "building the learner"
         if driver is not None:
             reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
             driver.watch.out_of_memory(f"out of device memory while {stage}: {reason}")

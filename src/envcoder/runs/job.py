@@ -51,7 +51,7 @@ class Job:
     candidates: list[Candidate]  # the valid ones, in the run's order
     failures: list[LoadFailure]
     schedule: list[Rung]
-    make_trainer: Callable  # (candidate names, envs per candidate) -> GroupedLearner
+    make_learner: Callable  # (candidate names, envs per candidate) -> GroupedLearner
     left_out: frozenset = frozenset()  # candidates that hung in training: they run inert and are not ranked
 
     @property

@@ -92,7 +92,7 @@ class Population:
         self._sharded_copy = None
 
     @classmethod
-    def of_run(cls, settings, job, trainer, lineage: list[dict]) -> "Population | None":
+    def of_run(cls, settings, job, learner, lineage: list[dict]) -> "Population | None":
         """The populations of a run (`settings.population`; None when it has none), its `lineage` so far (a
         resumed run's, from its checkpoint)."""
         if settings.population is None:
@@ -102,7 +102,7 @@ class Population:
         chosen = settings.population
         if chosen.interval is None:
             chosen = dataclasses.replace(chosen, interval=max(1, job.iterations // 10))
-        population = cls(chosen, trainer.plan, trainer.labels, job.fitness.higher_is_better, trainer.sharding)
+        population = cls(chosen, learner.plan, learner.labels, job.fitness.higher_is_better, learner.sharding)
         population.lineage = list(lineage)
         return population
 

@@ -81,12 +81,12 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
                   f"deterministic episode(s) from {path.name} (a first run compiles for a minute or two)…",
                   highlight=False)
     sim = Simulator(task.model_file, task.substeps)
-    trainer = algorithm(settings.algo).learner(task, [chosen], config, episodes, (seed,), sim, fitness=fitness_name)
-    ts = trainer.init()
+    learner = algorithm(settings.algo).learner(task, [chosen], config, episodes, (seed,), sim, fitness=fitness_name)
+    ts = learner.init()
     params, obs_rms, meta = load_policy(path, jax.tree.map(lambda x: x[0], ts.params),
                                         jax.tree.map(lambda x: x[0], ts.obs_rms))
     ts = ts._replace(params=jax.tree.map(lambda x: x[None], params), obs_rms=jax.tree.map(lambda x: x[None], obs_rms))
-    out = jax.device_get(trainer.evaluate_recorded(ts))
+    out = jax.device_get(learner.evaluate_recorded(ts))
     result = PlayResult(task_fitness=[float(x) for x in out["task_fitness"][0]],
                         episode_length=[int(x) for x in out["episode_length"][0]],
                         shaped_return=[float(x) for x in out["shaped_return"][0]],

@@ -157,7 +157,7 @@ def guard(limit_s: float, describe: Callable[[], str], prefix: str = "envcoder",
 def describe_compile(what: str, limit_s: float, candidates: Sequence, now_tracing: Callable[[], tuple | None],
                      setting: str) -> Callable[[], str]:
     """The message for a compile (trace + XLA) that ran past `limit_s`: the candidates whose code was being traced
-    (`now_tracing()`: the trainer's plan's `GroupPlan.now_tracing`), or, when the trace was done, the candidates
+    (`now_tracing()`: the learner's plan's `GroupPlan.now_tracing`), or, when the trace was done, the candidates
     whose code the compiled program holds."""
     def describe() -> str:
         tracing = now_tracing()
@@ -203,18 +203,18 @@ class RunWatch:
         self.halving = hung[-1] if hung and "bisecting" in hung[-1] else None
         """The hang whose candidate this run is finding by halves (`bisect`): checkpoints wait till then."""
         self.stage = "starting"
-        self.trainer = None
+        self.learner = None
         """The current rung's learner: its candidates are the suspects."""
 
     @property
     def candidates(self) -> list:
-        return list({g.candidate.name: g.candidate for g in self.trainer.groups}.values())
+        return list({g.candidate.name: g.candidate for g in self.learner.groups}.values())
 
     def compiling(self, what: str):
         """A compile: past `--compile-timeout` the process ends with a message naming what it traced..."""
         self.stage = what
         limit = self.settings.compile_timeout_s
-        return guard(limit, describe_compile(what, limit, self.candidates, lambda: self.trainer.plan.now_tracing(),
+        return guard(limit, describe_compile(what, limit, self.candidates, lambda: self.learner.plan.now_tracing(),
                                              "--compile-timeout"))
 
     def running(self, what: str):
@@ -236,7 +236,7 @@ class RunWatch:
         if not self.stage.startswith(("compiling the training", "dispatching training", "training iteration",
                                       "the final evaluation")):
             return
-        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.trainer.envs_per_candidate)
+        heavy = memory_suspects(self.candidates, len(self.settings.seeds), self.learner.envs_per_candidate)
         if heavy or self.halving is not None:
             self._leave_out(message, suspects=heavy)
 

@@ -328,7 +328,7 @@ def unprefixed(tree: ast.Module) -> ast.Module:
 def short_floats(tree: ast.Module) -> ast.Module:
     """Each module-level `NAME = <float>` whose value is a float32 written out in full (a population's tuned
     constant, `0.9498099088668823`) as the shortest number that is the same float32 (`0.9498099`), where only
-    functions read `NAME`: the trainer passes such constants to the program as float32 (`envcoder.candidates.
+    functions read `NAME`: the learner passes such constants to the program as float32 (`envcoder.candidates.
     constants`), so the program and its inputs stay as they were."""
     read_outside = {n.id for s in tree.body if not isinstance(s, ast.FunctionDef) for n in ast.walk(s)
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

@@ -4,7 +4,7 @@
 broadcastable to the field's shape (a scalar `mass` scales every body). Fields it leaves out keep their neutral
 value, and a run in which no candidate randomizes anything steps the task's model exactly as before. Model
 fields are applied to one environment's `mjx.Model` inside the vmapped step (MJX batches a model field that is
-traced per environment); the others are the trainer's (pushes, observation noise, action latency).
+traced per environment); the others are the learner's (pushes, observation noise, action latency).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ FIELDS: Mapping[str, PhysicsField] = {
 """Every field `sample_physics` may return, by name."""
 
 MODEL_FIELDS = ("friction", "mass", "com_offset", "motor_strength", "joint_damping", "gravity")
-"""The fields that change the physics model; the rest act in the trainer."""
+"""The fields that change the physics model; the rest act in the learner."""
 
 
 def field_shape(name: str, mj_model: mujoco.MjModel) -> tuple[int, ...]:

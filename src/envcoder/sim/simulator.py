@@ -1,6 +1,6 @@
 """MJCF loading and physics stepping with substeps, on MuJoCo MJX.
 
-The functions here act on one environment; the trainer vmaps them over all environments of all
+The functions here act on one environment; the learner vmaps them over all environments of all
 candidates at once (`[G, E]`), so physics is one batched computation whatever the candidates are.
 
 Two physics engines run the same model: MJX's JAX implementation (`physics="jax"`, every platform) and
@@ -294,7 +294,7 @@ class Simulator:
 
     def place(self, qpos: jnp.ndarray, qvel: jnp.ndarray) -> mjx.Data:
         """Physics data at `qpos [..., nq]`, `qvel [..., nv]` (any leading axes), derived quantities not computed:
-        the next `physics_step` computes them from these, as `reset` would. What the trainer resets environments
+        the next `physics_step` computes them from these, as `reset` would. What the learner resets environments
         with: a forward pass of its own would add a second copy of MJX's pipeline to the compiled program (a
         quarter of the training iteration's kernels)."""
         return self.broadcast(self._data0, qpos.shape[:-1]).replace(qpos=qpos, qvel=qvel)

@@ -79,7 +79,7 @@ class Fitness:
 class Task:
     """A simulation task that candidates shape.
 
-    `build_state` describes one environment (the trainer vmaps it over all of them); the default shaping
+    `build_state` describes one environment (the learner vmaps it over all of them); the default shaping
     functions and the fitness functions take states with a leading environment axis `[E, ...]`;
     `physics_from_state` broadcasts over leading axes.
     """

@@ -5,7 +5,7 @@ to 0), its own epochs over the iteration's samples in minibatches of its own siz
 actor's PPO loss has no critic term. It reads the candidate's own critic observation (`CRITIC_OBSERVATION`) where
 there is one (the usual asymmetric actor-critic), else the actor's observation.
 
-These are one group's functions; the grouped trainer vmaps them over the group axis as the rest of PPO.
+These are one group's functions; the grouped learner vmaps them over the group axis as the rest of PPO.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Pure PPO math for one candidate: GAE, minibatches, learning-rate schedules and the loss (the policy's
 distributions are `envcoder.rl.distributions`').
 
-The grouped trainer vmaps these over the candidate axis; nothing here knows about groups.
+The grouped learner vmaps these over the candidate axis; nothing here knows about groups.
 """
 
 from __future__ import annotations
