@@ -66,11 +66,6 @@ def rungs(schedule: str, candidates: int, envs_per_candidate: int, iterations: i
     return out
 
 
-def rung_of(rungs_: list[Rung], iteration: int) -> int:
-    """The index of the rung that trains iteration `iteration` (the last rung for `iteration` past the end)."""
-    return next((r for r, rung in enumerate(rungs_) if iteration < rung.end), len(rungs_) - 1)
-
-
 def survivors(scores: dict[str, float], keep: int, higher_is_better: bool) -> list[str]:
     """The `keep` best candidates by `scores` (NaN scores last), in `scores`' order."""
     sign = -1.0 if higher_is_better else 1.0
