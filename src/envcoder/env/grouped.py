@@ -18,6 +18,7 @@ fitness, and resets the environments whose episode ended from the pool.
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Sequence
 
@@ -97,27 +98,24 @@ class GroupedEnv:
                     np.float32),
                 "obs_mask": (np.arange(self.obs_dim_max)[None, :] < self.obs_dims[:, None]).astype(np.float32)}
 
+    def _view(self, **changes) -> "GroupedEnv":
+        """A view of these environments that differs only in `changes` (everything else shared)."""
+        view = copy.copy(self)
+        view.__dict__.update(changes)
+        return view
+
     def localized(self, plan: GroupPlan, rows: int, action_mask, obs_mask) -> "GroupedEnv":
         """The environment as one device of a sharded run sees it: its `rows` groups, their plan and masks."""
-        view = object.__new__(GroupedEnv)
-        view.__dict__.update(self.__dict__)
-        view.plan, view.rows, view.action_mask, view.obs_mask = plan, rows, action_mask, obs_mask
-        return view
+        return self._view(plan=plan, rows=rows, action_mask=action_mask, obs_mask=obs_mask)
 
     def reading(self, constants: dict) -> "GroupedEnv":
         """The environment whose shaping functions, traced, read their constants from `constants` (a learner's
         program's input: `GroupPlan.reading`)."""
-        view = object.__new__(GroupedEnv)
-        view.__dict__.update(self.__dict__)
-        view.plan = self.plan.reading(constants)
-        return view
+        return self._view(plan=self.plan.reading(constants))
 
     def with_envs(self, envs_per_candidate: int) -> "GroupedEnv":
         """The same groups with `envs_per_candidate` environments each (the final evaluation's, JAX physics)."""
-        view = object.__new__(GroupedEnv)
-        view.__dict__.update(self.__dict__)
-        view.envs_per_candidate = envs_per_candidate
-        return view
+        return self._view(envs_per_candidate=envs_per_candidate)
 
     def _curriculum_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every curriculum value's name and shape over all candidates (a candidate that lacks one holds 0)."""

@@ -91,15 +91,6 @@ class GroupedLearner:
         self.env = env = GroupedEnv(task, candidates, envs_per_candidate, seeds, simulator, fitness, physics)
         self.evaluation_envs = evaluation_envs_per_group(evaluation_envs, -(-len(env.groups) // len(self.devices)),
                                                          envs_per_candidate, env.physics)
-        self.plan, self.groups, self.sim, self.physics = env.plan, env.groups, env.sim, env.physics
-        self.fitness_name, self.fitness = env.fitness_name, env.fitness
-        self.discrete = env.discrete  # a policy over `action_dims` discrete actions, else a continuous one
-        self.obs_dims, self.action_dims = env.obs_dims, env.action_dims
-        self.obs_dim_max, self.action_dim_max = env.obs_dim_max, env.action_dim_max
-        # An asymmetric actor-critic where some candidate gives its critic observations of its own.
-        self.asymmetric, self.critic_obs_dims, self.critic_obs_dim_max = (env.asymmetric, env.critic_obs_dims,
-                                                                          env.critic_obs_dim_max)
-        self.component_names = env.component_names
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
         sizes = list(zip(self.obs_dims.tolist(), self.action_dims.tolist(),
                          (self.critic_obs_dims.tolist() if self.asymmetric else [None] * len(self.groups))))
@@ -129,6 +120,31 @@ class GroupedLearner:
                                              compiler_options=options)
         self.device_copy = jax.jit(lambda tree: jax.tree.map(jnp.copy, tree))
         self.compiled_device_copy = None  # `device_copy` compiled ahead for the train state (`compile_evaluation`)
+
+    # The environments' sizes and plan, read through `env` (a view of the learner has its own env: `reading`,
+    # `on_device`). `discrete`: a policy over `action_dims` discrete actions, else a continuous one; `asymmetric`: an
+    # actor-critic where some candidate gives its critic observations of its own.
+    plan = property(lambda self: self.env.plan)
+    groups = property(lambda self: self.env.groups)
+    sim = property(lambda self: self.env.sim)
+    physics = property(lambda self: self.env.physics)
+    fitness_name = property(lambda self: self.env.fitness_name)
+    fitness = property(lambda self: self.env.fitness)
+    discrete = property(lambda self: self.env.discrete)
+    obs_dims = property(lambda self: self.env.obs_dims)
+    action_dims = property(lambda self: self.env.action_dims)
+    obs_dim_max = property(lambda self: self.env.obs_dim_max)
+    action_dim_max = property(lambda self: self.env.action_dim_max)
+    asymmetric = property(lambda self: self.env.asymmetric)
+    critic_obs_dims = property(lambda self: self.env.critic_obs_dims)
+    critic_obs_dim_max = property(lambda self: self.env.critic_obs_dim_max)
+    component_names = property(lambda self: self.env.component_names)
+
+    def _view(self, **changes) -> "GroupedLearner":
+        """A view of this learner that differs only in `changes` (everything else shared)."""
+        view = copy.copy(self)
+        view.__dict__.update(changes)
+        return view
 
     # ---- what an algorithm provides ---------------------------------------------------------------
 
@@ -182,11 +198,9 @@ class GroupedLearner:
     def on_device(self, local: dict) -> "GroupedLearner":
         """The learner as one device of a sharded run sees it: its rows of the per-group constants and its plan
         (`local`: its slice of `GroupSharding.local`)."""
-        view = copy.copy(self)
-        view.plan = self.plan.localized(local["plan"])
-        view.env = self.env.localized(view.plan, self.rows, local["action_mask"], local["obs_mask"])
-        view.action_mask, view.dims_class, view.inert = local["action_mask"], local["dims_class"], local["inert"]
-        return view
+        env = self.env.localized(self.plan.localized(local["plan"]), self.rows, local["action_mask"], local["obs_mask"])
+        return self._view(env=env, action_mask=local["action_mask"], dims_class=local["dims_class"],
+                          inert=local["inert"])
 
     def _sharded_iteration(self, ts: TrainState):
         specs = _state_specs()
@@ -254,10 +268,7 @@ class GroupedLearner:
     def reading(self, constants: dict) -> "GroupedLearner":
         """The learner whose shaping functions, traced, read their constants from `constants` (the train state's:
         its programs' input, so that candidates that differ only in constants share them; `GroupPlan.reading`)."""
-        view = copy.copy(self)
-        view.env = self.env.reading(constants)
-        view.plan = view.env.plan
-        return view
+        return self._view(env=self.env.reading(constants))
 
     def _conclude(self, ts: TrainState, env: EnvState, traj: Transition, next_key, new: dict, updates: dict):
         """The next train state and the iteration's metrics, from the rollout's `env` and `traj` and the update's
