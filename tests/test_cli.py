@@ -144,8 +144,10 @@ def test_tasks_lists_the_field_s_budget_and_eval_refuses_a_preset_the_task_lacks
     for text in ("## Preset `isaac` (`--preset isaac`)", "IsaacGymEnvs' own Ant training", "- ppo.max_epochs: 500",
                  "- envs_per_candidate: 4096", "- separate: False: rl_games' actor and critic share one MLP"):
         assert text in out, text
-    assert main(["eval", "--task", "Cartpole", "--preset", "isaac", "--out", str(tmp_path / "o")]) == 2
-    assert "--preset isaac: task Cartpole has no such preset (its presets: none;" in capsys.readouterr().err
+    assert main(["eval", "--task", "CartpoleDiscrete", "--preset", "isaac", "--out", str(tmp_path / "o")]) == 2
+    assert "--preset isaac: task CartpoleDiscrete has no such preset (its presets: none;" in capsys.readouterr().err
+    assert main(["eval", "--task", "Cartpole", "--preset", "isaak", "--out", str(tmp_path / "o")]) == 2
+    assert "--preset isaak: task Cartpole has no such preset (its presets: isaac;" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
