@@ -194,6 +194,9 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
         assert image.size == (80, 60) and sum(durations) == pytest.approx(lengths[0] * 20, rel=0.01)  # 50 fps
     assert main(["play", "--run", str(runs / "whole"), "--candidate", "nope"]) == 2
     assert "has no candidate 'nope'" in capsys.readouterr().err
+    assert main(["play", str(runs / "whole"), "--candidate", "good_upright", "--trajectory",
+                 str(tmp_path / "none" / "poses.npz")]) == 2
+    assert "poses.npz: its folder does not exist (make it first)" in capsys.readouterr().err
 
 
 @pytest.mark.slow  # 20 s here: a fresh process renders a GIF

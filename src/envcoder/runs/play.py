@@ -67,6 +67,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     run = Path(run)
     if video:
         check_video_writer(Path(video))
+    if trajectory and not Path(trajectory).resolve().parent.is_dir():
+        raise FileNotFoundError(f"--trajectory {trajectory}: its folder does not exist (make it first)")
     settings = settings_from_run(run)
     task, fitness_name, _, config = resolved_setup(settings, run / f"{settings.algo}.yaml")
     seed = settings.seeds[0] if seed is None else seed
