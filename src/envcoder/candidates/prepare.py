@@ -81,8 +81,8 @@ def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxVa
     if console is not None:
         for name, ratio in heavier_than_neighbours(candidates, settings.envs_per_candidate):
             console.print(f"{one_line(name)} computes {ratio:,.0f}× the operations per environment and step of the "
-                          "median candidate: every group of the run waits for it at every step (compute less per environment, or "
-                          "train it in a run of its own)", markup=False, highlight=False)
+                          "median candidate: every group of the run waits for it at every step (compute less per "
+                          "environment, or train it in a run of its own)", markup=False, highlight=False)
     if settings.cross and candidates:
         candidates = cross_candidates(candidates, settings.shaper_types)
     return candidates + defaults, failures
