@@ -72,7 +72,7 @@ class FakeEvaluations:
         self.values, self.seconds, self.calls, self.outs, self.untils = values, seconds, [], [], []
         self.episode_length = episode_length
 
-    def __call__(self, settings, console=None, resume=False, validator=None, restart=None, until=None):
+    def __call__(self, plan, console=None, resume=False, validator=None, restart=None, until=None):
         import time
 
         from envcoder.candidates import TASK_DEFAULT, candidate_files
@@ -80,6 +80,7 @@ class FakeEvaluations:
         from envcoder.runs.results import GroupResult, ranked_results
         from envcoder.tasks import get_task
 
+        settings = plan.settings
         names = [p.stem for p in candidate_files(settings.functions)]
         names += [TASK_DEFAULT] if settings.task_default else []
         self.calls.append((names, settings.seeds))

@@ -69,7 +69,8 @@ def test_a_run_too_large_for_memory_is_refused_in_one_line_with_what_fits(tmp_pa
     """`--seeds 100000000` would list a hundred million seeds and then the kernel's out-of-memory killer would end it:
     refused before anything is allocated or written, with the sizes and the most seeds that fit; the seeds it names
     pass the same check. `auto` is checked the same way, its final evaluation too."""
-    from envcoder.runs.evaluation import EvalSettings, check_sizes
+    from envcoder.runs.evaluation import EvalSettings
+    from envcoder.runs.job import Plan
 
     out = tmp_path / "o"
     assert main(["eval", "--task", "Cartpole", "--seeds", "100000000", "--out", str(out)]) == 2
@@ -78,13 +79,13 @@ def test_a_run_too_large_for_memory_is_refused_in_one_line_with_what_fits(tmp_pa
     assert "4 candidate(s) × 100,000,000 seed(s) × 256 environments need at least" in err, err
     fit = int(err.split("at most ")[1].split(" seed(s) fit")[0].replace(",", ""))
     assert 1 <= fit < 100_000_000
-    check_sizes(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out), seeds=fit // 2)
+    Plan.of(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out)).check_sizes(seeds=fit // 2)
     assert main(["eval", "--task", "Cartpole", "--seeds", "1000", "--envs-per-candidate", "1000000",
                  "--out", str(out)]) == 2  # too many environments: the most that fit at these seeds
     err = capsys.readouterr().err
     envs = int(err.split("; or at most ")[1].split(" environments per candidate")[0].replace(",", ""))
-    check_sizes(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out, envs_per_candidate=envs // 2),
-                seeds=1000)
+    Plan.of(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=out, envs_per_candidate=envs // 2)
+            ).check_sizes(seeds=1000)
     assert main(["auto", "--task", "Cartpole", "--final-seeds", "100000000", "--final-max-seeds", "100000000",
                  "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -387,6 +388,40 @@ def test_the_task_default_trains_as_a_candidate_named_task_default(tmp_path, mon
     failures = json.loads((out / "failures.json").read_text())
     assert [f["name"] for f in failures] == ["task_default"] and "rename the file" in failures[0]["error"]
     assert json.loads((out / "config.json").read_text())["task_default"] is True
+
+
+def test_eval_resolves_its_plan_once_and_counts_its_files_once(tmp_path, monkeypatch):
+    """The command line resolves the run once into a `Plan` (task, fitness, algorithm settings, likely candidate
+    count) that every layer takes: over a whole `envcoder eval`, the settings are resolved once and the candidate
+    files counted once. A plan for other seeds or output keeps its resolution; other files are counted again;
+    another training length is resolved anew."""
+    import dataclasses
+
+    from envcoder.candidates import variants
+    from envcoder.runs import job
+    from envcoder.runs.driver import TrainingDriver
+    from envcoder.runs.eval_settings import EvalSettings
+    from envcoder.runs.job import Plan
+
+    resolved, counted = [], []
+    of, count = Plan.of.__func__, variants.likely_count
+    monkeypatch.setattr(Plan, "of", classmethod(lambda cls, *a, **k: resolved.append(1) or of(cls, *a, **k)))
+    monkeypatch.setattr(job, "likely_count", lambda settings: counted.append(1) or count(settings))
+    monkeypatch.setattr(TrainingDriver, "run", lambda self: None)
+    assert main(["eval", "--task", "Cartpole", "--seeds", "2", "--envs-per-candidate", "8",
+                 "--out", str(tmp_path / "o")]) == 0
+    assert (len(resolved), len(counted)) == (1, 1)
+
+    plan = Plan.of(EvalSettings(task="Cartpole", functions=BUNDLED / "cartpole", out=tmp_path / "p"))
+    assert plan.likely_candidates == len(list((BUNDLED / "cartpole").glob("*.py")))
+    other = plan.with_settings(seeds=(5, 6), out=tmp_path / "q", envs_per_candidate=4)
+    assert other.config is plan.config and other.task is plan.task and len(counted) == 2
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "good.py").write_text((BUNDLED / "cartpole" / "good_upright.py").read_text())
+    assert plan.with_settings(functions=mine, task_default=True).likely_candidates == 2 and len(counted) == 3
+    longer = plan.for_settings(dataclasses.replace(plan.settings, train_iterations=7))
+    assert longer.config.max_epochs == 7 and plan.config.max_epochs != 7 and len(resolved) == 3
 
 
 def test_the_command_line_imports_no_mujoco_before_it_knows_the_command():

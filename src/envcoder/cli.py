@@ -24,8 +24,8 @@ def _eval(args) -> int:
     import time
 
     from envcoder.rl.config import parse_overrides
-    from envcoder.runs.evaluation import (EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, check_sizes,
-                                          run_evaluation)
+    from envcoder.runs.evaluation import EvalSettings, NoValidCandidatesError, OutOfGPUMemoryError, run_evaluation
+    from envcoder.runs.job import Plan
     from envcoder.runs.eval_settings import settings_from_run
     from envcoder.candidates.sandbox import SandboxError
     from envcoder.tasks import UnknownTaskError, get_task
@@ -70,10 +70,11 @@ def _eval(args) -> int:
     if args.wandb and importlib.util.find_spec("wandb") is None:
         return _fail("eval", "--wandb needs the wandb package: pip install wandb (or envcoder[wandb])")
     try:
-        settings = dataclasses.replace(settings, algo=args.algo, overrides=parse_overrides(args.overrides, args.algo))
-        check_sizes(settings, seeds=args.seeds)  # before the seeds are listed: --seeds 100000000 is refused at once
-        settings = dataclasses.replace(settings, seeds=tuple(range(args.seed, args.seed + args.seeds)))
-        run_evaluation(settings, restart=_restart("eval", out, args))
+        plan = Plan.of(dataclasses.replace(settings, algo=args.algo,
+                                           overrides=parse_overrides(args.overrides, args.algo)))
+        plan.check_sizes(seeds=args.seeds)  # before the seeds are listed: --seeds 100000000 is refused at once
+        run_evaluation(plan.with_settings(seeds=tuple(range(args.seed, args.seed + args.seeds))),
+                       restart=_restart("eval", out, args))
     except (FileNotFoundError, FileExistsError, NoValidCandidatesError, OutOfGPUMemoryError, SandboxError,
             ValueError) as err:
         return _fail("eval", str(err))

@@ -139,7 +139,7 @@ def test_the_likely_number_of_candidates_is_read_without_running_a_file(tmp_path
     import dataclasses
     from pathlib import Path
 
-    from envcoder.candidates.prepare import likely_count
+    from envcoder.candidates.variants import likely_count
     from envcoder.runs.eval_settings import EvalSettings
 
     reward = "def compute_reward(state, action):\n    return state.obs[..., 0]\n"

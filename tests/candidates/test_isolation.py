@@ -509,7 +509,8 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
                                              "50% of the device's"):
         check_costs(square, 16, 64, 2**27)
     # What the device's memory running out in training suspects: the candidates that need a share of it.
-    from envcoder.candidates.prepare import OOM_SUSPECT_SHARE, memory_need
+    from envcoder.candidates.costs import memory_need
+    from envcoder.runs.memory import OOM_SUSPECT_SHARE
 
     assert memory_need(square, 1, 2048) > OOM_SUSPECT_SHARE * 80 * 2**30
     assert memory_need(good, 1, 2048) < 1e-4 * 80 * 2**30

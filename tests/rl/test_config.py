@@ -96,11 +96,11 @@ def test_the_isaac_preset_is_isaacgymenvs_own_training_under_config_and_override
     """`--preset isaac`: IsaacGymEnvs' AntPPO.yaml (500 iterations, 2 minibatches of 4,096 × 16, gradients not
     clipped), between the task's settings and the command line's; a preset a task lacks is named with the task's."""
     from envcoder.runs.evaluation import EvalSettings
-    from envcoder.runs.job import resolved_setup
+    from envcoder.runs.job import Plan
 
     def config(**changes):
         settings = EvalSettings(task="Ant", functions=tmp_path, out=tmp_path / "o", **changes)
-        return resolved_setup(settings)[3]
+        return Plan.of(settings).config
     plain, isaac = config(), config(preset="isaac")
     assert (plain.max_epochs, plain.truncate_grads) == (800, True)
     assert (isaac.max_epochs, isaac.horizon_length, isaac.num_minibatches, isaac.mini_epochs, isaac.truncate_grads,

@@ -241,7 +241,7 @@ def test_a_torque_mapping_that_controls_by_itself_is_flagged():
     (it ranked first at 1.000 from iteration 0, with no note, before); a PD-style mapping is not flagged."""
     import jax.numpy as jnp
 
-    from envcoder.candidates.prepare import OWN_CONTROL_SHARE, policy_share
+    from envcoder.candidates.own_control import OWN_CONTROL_SHARE, policy_share
     from envcoder.tasks import get_task
 
     task = get_task("Cartpole")

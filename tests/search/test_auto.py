@@ -507,7 +507,8 @@ def test_a_resumed_search_goes_on_with_a_cut_off_evaluation_only_where_it_record
     Ctrl-C would, and each records what it was asked for.)"""
     calls, stop = [], [True]
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
+    def evaluate(plan, console=None, resume=False, validator=None, restart=None, until=None):
+        settings = plan.settings
         calls.append((settings.out, resume, (settings.out / "config.json").exists()))
         settings.out.mkdir(parents=True, exist_ok=True)
         (settings.out / "config.json").write_text(json.dumps(settings.to_config()))
@@ -546,7 +547,8 @@ def test_halving_search_uses_two_rungs_feeds_back_who_was_dropped_and_evaluates_
     stood in for: their training is tested in test_schedule.py.)"""
     seen = []
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
+    def evaluate(plan, console=None, resume=False, validator=None, restart=None, until=None):
+        settings = plan.settings
         seen.append((settings.schedule, settings.rungs))
         names = sorted(p.stem for p in settings.functions.glob("*.py"))
         ranking = [{"name": name, "fitness_mean": 0.9 - 0.1 * i, "fitness_std": 0.0, "ci_low": 0.9 - 0.1 * i,
@@ -674,11 +676,11 @@ def test_auto_validates_the_files_it_trains_once_and_its_evaluation_checks_nothi
     monkeypatch.setattr(pool.Worker, "check", lambda self, name, *rest: checked.append(name) or check(self, name, *rest))
     fake = FakeEvaluations(lambda name, seed: 0.4 if name == "task_default" else zlib.crc32(name.encode()) % 90 / 100)
 
-    def evaluate(settings, console=None, resume=False, validator=None, restart=None, until=None):
+    def evaluate(plan, console=None, resume=False, validator=None, restart=None, until=None):
         before = len(checked)
-        candidates, failures = sandboxed_candidates(settings, get_task("Cartpole"), validator)
+        candidates, failures = sandboxed_candidates(plan.settings, get_task("Cartpole"), validator)
         evaluated.append((sorted(c.name for c in candidates), checked[before:], failures))
-        return fake(settings, console, resume, validator, restart)
+        return fake(plan, console, resume, validator, restart)
     monkeypatch.setattr(evaluation, "evaluate_once", evaluate)
     (tmp_path / "starts").mkdir()
     source = (HERE / "candidates" / "auto" / "poor_weights.py").read_text()
@@ -1564,10 +1566,10 @@ def test_a_resumed_search_trains_its_final_at_the_sizes_its_budget_chose(tmp_pat
 
     fake = FakeEvaluations(lambda name, seed: 0.2 if name == "task_default" else 0.5)
 
-    def stopped_in_the_final(settings, *args, **kwargs):
-        if Path(settings.out).parent.name == "final":
+    def stopped_in_the_final(plan, *args, **kwargs):
+        if Path(plan.settings.out).parent.name == "final":
             raise KeyboardInterrupt
-        return fake(settings, *args, **kwargs)
+        return fake(plan, *args, **kwargs)
     monkeypatch.setattr(evaluation, "evaluate_once", stopped_in_the_final)
     out = tmp_path / "run"
     assert main(["auto", "--task", "Cartpole", "--initial", str(HERE / "candidates" / "auto" / "poor_weights.py"),

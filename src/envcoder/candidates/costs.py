@@ -124,6 +124,13 @@ def check_costs(candidate, groups: int, envs: int, memory_bytes: int | None) -> 
                 "compute less per environment, or run fewer environments"), function=api)
 
 
+def memory_need(candidate, groups: int, envs: int) -> float:
+    """The most working memory (bytes) one of a candidate's programs needs at `groups` groups of `envs` environments,
+    from the worker's measurements (`cost_at`); 0 where none was measured (the task's own shaping)."""
+    costs = [getattr(f, "cost", None) for f in candidate.functions.values()]
+    return max([cost_at(c, "temporary", envs) * groups for c in costs if c] or [0.0])
+
+
 def heavier_than_neighbours(candidates, envs: int) -> list[tuple[str, float]]:
     """`(name, ratio)` of each candidate whose programs' operations per environment and step at `envs` environments
     (`cost_at`) are over `HEAVY_FACTOR` × the median candidate's and over `HEAVY_FACTOR` × `COST_FLOOR`'s; needs

@@ -1,5 +1,5 @@
 """Candidates made from candidates: the variants of a file's `PARAMS` sweep, and the product of files across
-shaping types (`--cross`)."""
+shaping types (`--cross`); and how many a folder of files likely gives, read without running one (`likely_count`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,12 @@ import dataclasses
 import hashlib
 import itertools
 import math
+import re
 from typing import Sequence
 
+from envcoder.candidates.files import candidate_files, read_source
 from envcoder.candidates.load import MAX_VARIANTS, Candidate
-from envcoder.shaping.api import CRITIC_OBSERVATION, OBSERVATION
+from envcoder.shaping.api import CRITIC_OBSERVATION, OBSERVATION, CandidateError
 from envcoder.text import parse as parse_source
 
 
@@ -135,3 +137,46 @@ def _value_name(value) -> str:
     """A swept value as a file name can hold it: its exact shortest repr, so that no two values share a name (0.5
     and 0.5000001 stay apart)."""
     return repr(float(value)).replace("+", "")
+
+
+def likely_count(settings) -> int | None:
+    """How many candidates `envcoder.candidates.prepare.sandboxed_candidates(settings)` gives if every file is valid, read without running a
+    file: one per file, a sweep's variants for a `PARAMS` table written as literals (one for any other), the task's
+    default; None for a crossed run or a folder that cannot be listed. A guess for work that is worth starting
+    before the verdicts (`Simulator.trace_ahead`); nothing depends on it being right."""
+    if settings.cross:
+        return None
+    try:
+        paths = candidate_files(settings.functions)
+    except (OSError, ValueError):
+        return None
+    count = 1 if settings.task_default else 0
+    for path in paths:
+        try:
+            count += _sweep_size(read_source(path))
+        except (OSError, CandidateError):  # counts once; the sandbox says why
+            count += 1
+    return count
+
+
+_TABLE = re.compile(r"^PARAMS\s*=\s*\{([^{}]*)\}", re.M)
+_NUMBER = r"[-+]?(?:\d[\d_]*\.?[\d_]*|\.\d[\d_]*)(?:[eE][-+]?\d+)?"
+_ENTRY = re.compile(rf"\s*(['\"])\w+\1\s*:\s*[\[(]\s*{_NUMBER}(?:\s*,\s*{_NUMBER})*\s*,?\s*[\])]\s*(?:,|$)")
+
+
+def _sweep_size(source: str) -> int:
+    """The variants of a file's `PARAMS` table where it is a plain `{"NAME": [numbers], ...}` literal, read as text
+    (the training process parses no candidate's text: the sandbox expands sweeps); 1 for a file without one, or any
+    other."""
+    table = _TABLE.search(source)
+    if table is None:
+        return 1
+    body, sizes, at = table.group(1).strip(), [], 0
+    while at < len(body):
+        entry = _ENTRY.match(body, at)
+        if entry is None or entry.end() == at:
+            return 1
+        sizes.append(len(re.findall(_NUMBER, entry.group(0).split(":", 1)[1])))
+        at = entry.end()
+    size = math.prod(sizes)
+    return size if 0 < size <= MAX_VARIANTS else 1  # a larger one is refused by the sandbox

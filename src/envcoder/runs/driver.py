@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from rich.console import Console
 
-from envcoder.candidates.prepare import own_control
+from envcoder.candidates.own_control import own_control
 from envcoder.compile_cache import CompileMeter
 from envcoder.runs.background import (BackgroundWriter, DeferredInterrupt, progress_text, steps_rate,
                                       training_progress)

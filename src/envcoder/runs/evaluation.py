@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import os
 import platform
 import sys
 import threading
@@ -23,14 +22,14 @@ from envcoder.rl.config import algorithm, minibatch_size
 from envcoder.rl.typed_settings import Settings
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.driver import TrainingDriver
-from envcoder.runs.job import Job, resolved_setup
-from envcoder.runs.memory import RunTooLargeError, check_run_fits
+from envcoder.runs.job import Job, Plan
+from envcoder.runs.memory import RunTooLargeError, available_device_bytes, out_of_memory_message
 from envcoder.runs.results import RunResults
 from envcoder.runs.eval_settings import EvalSettings
 from envcoder.runs.schedule import rungs
 from envcoder.runs.seed_rounds import evaluate_until_separable
 from envcoder.candidates import LoadFailure, candidate_files
-from envcoder.candidates.prepare import likely_count, sandboxed_candidates
+from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.candidates.sandbox import SandboxValidator
 from envcoder.sim import Simulator
 from envcoder.text import console as text_console, shown
@@ -64,10 +63,11 @@ def _check_same_candidates(run_dir: RunDirectory, valid) -> None:
                              f"(the run's copy is {saved})")
 
 
-def run_evaluation(settings: EvalSettings, console: Console | None = None, resume: bool = False,
+def run_evaluation(settings: EvalSettings | Plan, console: Console | None = None, resume: bool = False,
                    validator: SandboxValidator | None = None, restart: Sequence[str] | None = None,
                    until: float | None = None) -> RunResults:
-    """Run the whole job (`envcoder.runs.driver`) and return its results (what `results.json` holds); with
+    """Run the whole job (`envcoder.runs.driver`) of `settings` (or of their `Plan`, resolved here where not yet)
+    and return its results (what `results.json` holds); with
     `settings.seeds_until_separable`, in rounds of seeds (`envcoder.runs.seed_rounds`). With `resume`, continue the
     run in `settings.out` from its last checkpoint (see `settings_from_run`). `validator`: a sandbox to validate
     the candidates with (default: a new one for this run). `restart`: the `envcoder` arguments that continue the
@@ -75,45 +75,35 @@ def run_evaluation(settings: EvalSettings, console: Console | None = None, resum
     it (`envcoder.runs.watchdog`); None (a library call): the watchdog ends the process. `until`: a time
     (`time.time()`) after which training stops at the next iteration and the policies are evaluated as they are
     (timings' "out_of_time"; `envcoder auto --budget`); not with rounds of seeds, nor over several processes."""
-    if settings.seeds_until_separable is not None:
-        return evaluate_until_separable(settings, functools.partial(evaluate_once, restart=restart), console, resume,
+    plan = settings if isinstance(settings, Plan) else Plan.of(settings)
+    if plan.settings.seeds_until_separable is not None:
+        return evaluate_until_separable(plan, functools.partial(evaluate_once, restart=restart), console, resume,
                                         validator)
-    return evaluate_once(settings, console, resume, validator, restart=restart, until=until)
+    return evaluate_once(plan, console, resume, validator, restart=restart, until=until)
 
 
-def check_sizes(settings: EvalSettings, candidates: int | None = None, seeds: int | None = None,
-                what: str = "") -> None:
-    """Refuse (`RunTooLargeError`, one line with what would fit) a run whose sizes cannot fit in memory, before it
-    allocates any of them (`envcoder.runs.memory.check_run_fits`): `candidates` of `seeds` seeds (None: the files'
-    likely count, `likely_count`, and `settings.seeds`' count; `what`: whose sizes they are, for the message)."""
-    task, _, _, config = resolved_setup(settings)
-    candidates = candidates if candidates is not None else likely_count(settings)
-    if candidates:
-        check_run_fits(task, config, candidates, seeds if seeds is not None else len(settings.seeds),
-                       settings.envs_per_candidate, settings.evaluation_envs, settings.devices, what)
-
-
-def evaluate_once(settings: EvalSettings, console: Console | None = None, resume: bool = False,
+def evaluate_once(plan: Plan, console: Console | None = None, resume: bool = False,
                   validator: SandboxValidator | None = None, restart: Sequence[str] | None = None,
                   until: float | None = None) -> RunResults:
-    """`run_evaluation` in one round of seeds, whatever `settings.seeds_until_separable` (which config.json
+    """`run_evaluation` of `plan` in one round of seeds, whatever its `seeds_until_separable` (which config.json
     records, for a resumed run)."""
     lead = jax.process_index() == 0  # of a multi-host run, only process 0 writes and prints
     console = console or text_console(quiet=not lead)  # a message is a line: never cut in a value
-    task, fitness_name, fitness, config = resolved_setup(settings)
+    settings, task, fitness_name, config = plan.settings, plan.task, plan.fitness_name, plan.config
     candidate_files(settings.functions)  # a missing or empty directory is reported before anything else
-    check_sizes(settings)
+    plan.check_sizes()
     run_dir = RunDirectory(settings.out, resume, writes=lead)  # fails now, before any compiling, if --out is taken
-    count = likely_count(settings)
+    count = plan.likely_candidates
     with _simulator_while_validating(task, count and count * len(settings.seeds) * settings.envs_per_candidate) \
             as simulator:
         tick = time.perf_counter()
-        valid, failures = sandboxed_candidates(settings, task, validator, console=console)
+        memory, _ = available_device_bytes(1)
+        valid, failures = sandboxed_candidates(settings, task, validator, console=console, memory=memory)
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
     if valid:
         try:
-            check_sizes(settings, len(valid))
+            plan.check_sizes(len(valid))
         except RunTooLargeError:
             run_dir.discard()
             raise
@@ -134,7 +124,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
     if resume:
         _check_same_candidates(run_dir, valid)
     else:
-        _write_run_records(run_dir, settings, task, fitness_name, config, valid)
+        _write_run_records(run_dir, plan, valid)
 
     schedule = rungs(settings.schedule, len(valid), settings.envs_per_candidate, config.max_epochs,
                      settings.rungs, functools.partial(_batch_fits, config))
@@ -147,7 +137,7 @@ def evaluate_once(settings: EvalSettings, console: Console | None = None, resume
                                                 simulator if physics == simulator.physics else None,
                                                 fitness=fitness_name, physics=physics, devices=settings.devices,
                                                 evaluation_envs=settings.evaluation_envs)
-    job = Job(settings, task, fitness_name, fitness, config, valid, failures, schedule, make_learner, left_out)
+    job = Job(plan, valid, failures, schedule, make_learner, left_out)
     return _train(job, run_dir, console, resume, validation_s, restart, until)
 
 
@@ -167,8 +157,8 @@ def _train(job: Job, run_dir: RunDirectory, console: Console, resume: bool, vali
         if driver is not None:
             reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
             driver.watch.out_of_memory(f"out of device memory while {stage}: {reason}")
-        raise OutOfGPUMemoryError(_out_of_memory_message(err, len(job.candidates) * len(settings.seeds), settings,
-                                                         run_dir, stage)) from err
+        raise OutOfGPUMemoryError(out_of_memory_message(err, len(job.candidates) * len(settings.seeds),
+                                                        settings.envs_per_candidate, run_dir.path, stage)) from err
 
 
 @contextlib.contextmanager
@@ -228,41 +218,15 @@ def _batch_fits(config: Settings, envs_per_candidate: int) -> bool:
     return batch % minibatch_size(config, batch) == 0
 
 
-def _out_of_memory_message(err, groups: int, settings: EvalSettings, run_dir: RunDirectory, stage: str) -> str:
-    """What to do when the device runs out of memory (`stage`: what the run was doing): the sizes involved and the
-    settings that matter."""
-    reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
-    limit = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
-    limit_text = f" of the {limit / 2**30:.1f} GiB JAX may use" if limit else ""
-    hints = ["train fewer environments at once: a smaller --envs-per-candidate, fewer --seeds, or the candidates "
-             "split over several runs"]
-    try:
-        fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
-    except ValueError:
-        fraction = 0.0
-    if fraction < 0.95:
-        hints.append("let JAX use more of the GPU: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (JAX's default is 0.75)")
-    if os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
-        hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
-                     "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
-                     "way at 49 GiB of need on an 80 GB GPU)")
-    if "evaluation" in stage:
-        hints.insert(0, "evaluate fewer episodes at once: a smaller --evaluation-envs")
-    device = "GPU" if jax.default_backend() == "gpu" else jax.default_backend().upper()
-    return (f"out of {device} memory{limit_text} while {stage}, {groups} policies × {settings.envs_per_candidate} "
-            f"envs ({groups * settings.envs_per_candidate} environments): {reason}. To fix: " + "; or ".join(hints) +
-            f". {run_dir.path} keeps its records and last checkpoint: after changing only XLA_PYTHON_CLIENT_* "
-            f"settings, --resume continues it.")
-
-
 def _physics(settings: EvalSettings) -> str:
     """The run's physics engine: the one asked for, else JAX."""
     return settings.physics or "jax"
 
 
-def _write_run_records(run_dir, settings, task, fitness_name, config, valid) -> None:
+def _write_run_records(run_dir, plan: Plan, valid) -> None:
     """config.json (the settings as resolved: the fitness's and the physics engine's names, the iterations, the
     algorithm's settings), the candidates' sources and the algorithm's settings file."""
+    settings, task, fitness_name, config = plan.settings, plan.task, plan.fitness_name, plan.config
     resolved = dataclasses.replace(settings, task=task.key, fitness=fitness_name, physics=_physics(settings),
                                    train_iterations=config.max_epochs)
     run_dir.write_config({**resolved.to_config(), settings.algo: dataclasses.asdict(config),

@@ -1,6 +1,7 @@
-"""What a run trains (`Job`, resolved by `envcoder.runs.evaluation` before any training; its task, fitness and
-algorithm settings by `resolved_setup`, which `envcoder play` uses too) and what the training driver
-(`envcoder.runs.driver`) keeps between iterations (`DriverState`, whose progress a checkpoint records)."""
+"""What a run is: its settings resolved once (`Plan`: the task, the fitness, the algorithm's settings, the likely
+candidate count, checked against memory), what it trains (`Job`: the plan and its validated candidates, made by
+`envcoder.runs.evaluation` before any training) and what the training driver (`envcoder.runs.driver`) keeps between
+iterations (`DriverState`, whose progress a checkpoint records)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,16 @@ from typing import Callable
 import numpy as np
 
 from envcoder.candidates import Candidate, LoadFailure
+from envcoder.candidates.variants import likely_count
 from envcoder.rl.config import AlgorithmSettings, algorithm, load_config_file, task_settings
 from envcoder.runs.eval_settings import EvalSettings
+from envcoder.runs.memory import check_run_fits
 from envcoder.runs.schedule import Rung
 from envcoder.tasks import Fitness, Task, get_task
 
 
-def resolved_setup(settings: EvalSettings, recorded: Path | None = None) -> tuple:
-    """`(task, fitness name, fitness, the algorithm's settings)` of a run's `settings` (`EvalSettings`): the
-    algorithm's settings in their layers, the task's, the --config file's, the command line's, `--iterations`, in
-    that order; or, with `recorded` (a run's `<algo>.yaml`, what `envcoder play` reads), those the run trained
-    with."""
+def _resolved(settings: EvalSettings, recorded: Path | None) -> tuple:
+    """`(task, fitness name, fitness, the algorithm's settings)` of a run's `settings`: `Plan.of`'s."""
     task = get_task(settings.task)
     fitness_name, fitness = task.get_fitness(settings.fitness)
     task.check_algorithm(settings.algo)
@@ -39,20 +39,88 @@ def resolved_setup(settings: EvalSettings, recorded: Path | None = None) -> tupl
     return task, fitness_name, fitness, algorithm(settings.algo).config.resolve(layers)
 
 
+RESOLVED_FROM = ("task", "fitness", "algo", "preset", "config_file", "overrides", "train_iterations")
+"""The settings a plan's task, fitness and algorithm settings are resolved from (`_resolved`)."""
+
+COUNTED_FROM = ("functions", "task_default", "cross")
+"""The settings a plan's likely candidate count is read from (`likely_count`)."""
+
+
 @dataclasses.dataclass(frozen=True)
-class Job:
-    """What a run trains: resolved by `envcoder.runs.evaluation.run_evaluation` before any training."""
+class Plan:
+    """A run's settings resolved once, by the command line or `run_evaluation`'s entry: every layer below takes the
+    plan and none resolves the settings again."""
 
     settings: EvalSettings
     task: Task
     fitness_name: str
     fitness: Fitness
     config: AlgorithmSettings  # the algorithm's resolved settings
+    likely_candidates: int | None
+    """How many candidates the files likely give, read once (`envcoder.candidates.variants.likely_count`)."""
+
+    @classmethod
+    def of(cls, settings: EvalSettings, recorded: Path | None = None) -> Plan:
+        """The plan of `settings`: the algorithm's settings in their layers, the task's, the --config file's, the
+        command line's, `--train-iterations`, in that order; or, with `recorded` (a run's `<algo>.yaml`, what
+        `envcoder play` reads), those the run trained with."""
+        return cls(settings, *_resolved(settings, recorded), likely_count(settings))
+
+    def with_settings(self, **changes) -> Plan:
+        """The plan with `changes` to its settings (`for_settings`)."""
+        return self.for_settings(dataclasses.replace(self.settings, **changes))
+
+    def for_settings(self, settings: EvalSettings) -> Plan:
+        """The plan of `settings`: this one's resolution where they resolve alike (the same `RESOLVED_FROM`; their
+        seeds, output or sizes may differ; other files are counted again), else resolved anew."""
+        if any(getattr(settings, name) != getattr(self.settings, name) for name in RESOLVED_FROM):
+            return Plan.of(settings)
+        same_files = all(getattr(settings, name) == getattr(self.settings, name) for name in COUNTED_FROM)
+        return dataclasses.replace(self, settings=settings,
+                                   likely_candidates=self.likely_candidates if same_files else likely_count(settings))
+
+    def check_sizes(self, candidates: int | None = None, seeds: int | None = None, what: str = "") -> None:
+        """Refuse (`envcoder.runs.memory.RunTooLargeError`, one line with what would fit) a run whose sizes cannot
+        fit in memory, before it allocates any of them (`check_run_fits`): `candidates` of `seeds` seeds (None: the
+        likely count and the settings' seeds; `what`: whose sizes they are, for the message)."""
+        candidates = candidates if candidates is not None else self.likely_candidates
+        if candidates:
+            s = self.settings
+            check_run_fits(self.task, self.config, candidates, seeds if seeds is not None else len(s.seeds),
+                           s.envs_per_candidate, s.evaluation_envs, s.devices, what)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What a run trains: its plan and its validated candidates, made by `envcoder.runs.evaluation.run_evaluation`
+    before any training."""
+
+    plan: Plan
     candidates: list[Candidate]  # the valid ones, in the run's order
     failures: list[LoadFailure]
     schedule: list[Rung]
     make_learner: Callable  # (candidate names, envs per candidate) -> GroupedLearner
     left_out: frozenset = frozenset()  # candidates that hung in training: they run inert and are not ranked
+
+    @property
+    def settings(self) -> EvalSettings:
+        return self.plan.settings
+
+    @property
+    def task(self) -> Task:
+        return self.plan.task
+
+    @property
+    def fitness_name(self) -> str:
+        return self.plan.fitness_name
+
+    @property
+    def fitness(self) -> Fitness:
+        return self.plan.fitness
+
+    @property
+    def config(self) -> AlgorithmSettings:
+        return self.plan.config
 
     @property
     def iterations(self) -> int:

@@ -1,4 +1,6 @@
-"""What a run's sizes need of memory, checked before anything of that size is allocated: `check_run_fits`.
+"""Device and host memory: what the devices may use (`available_device_bytes`), what a run's sizes need of it,
+checked before anything of that size is allocated (`check_run_fits`), and what to say and suspect when training
+runs out of it anyway (`out_of_memory_message`, `memory_suspects`).
 
 A run holds, for each group (a candidate and a seed), its environments' simulator states and the rollout of one
 training iteration, and its policy with the optimizer's moments; its final evaluation, the states of its evaluation
@@ -133,3 +135,47 @@ def check_run_fits(task, config, candidates: int, seeds: int, envs: int, evaluat
             f"{what + ' ' if what else ''}{sizes} need at least {_gib(need)} of {name} "
             f"({_gib(per)} a group: states, rollouts and policies), and {_gib(have)} is available: "
             + "; or ".join(ways))
+
+
+OOM_SUSPECT_SHARE = 0.05
+"""A candidate whose programs need this share of the device's memory at the run's size is a suspect when it runs
+out (`memory_suspects`); with none, the run's size is the cause."""
+
+
+def memory_suspects(candidates, groups: int, envs: int) -> list[str]:
+    """The candidates whose programs need at least `OOM_SUSPECT_SHARE` of the device's memory at `groups` groups of
+    `envs` environments (`envcoder.candidates.costs.memory_need`): what the device running out in training
+    suspects."""
+    from envcoder.candidates.costs import memory_need
+
+    memory, _ = available_device_bytes(1)
+    return [c.name for c in candidates if memory and memory_need(c, groups, envs) >= OOM_SUSPECT_SHARE * memory]
+
+
+def out_of_memory_message(err: BaseException, groups: int, envs: int, run: Path, stage: str) -> str:
+    """What to do when the device runs out of memory while `stage` (what the run was doing), training `groups`
+    policies × `envs` environments into the run directory `run`: the sizes involved and the settings that matter."""
+    import jax
+
+    reason = (str(err).split("\n")[0] or type(err).__name__).removeprefix("RESOURCE_EXHAUSTED: ")
+    limit, _ = available_device_bytes(1) if jax.default_backend() != "cpu" else (None, "")
+    limit_text = f" of the {limit / 2**30:.1f} GiB JAX may use" if limit else ""
+    hints = ["train fewer environments at once: a smaller --envs-per-candidate, fewer --seeds, or the candidates "
+             "split over several runs"]
+    try:
+        fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+    except ValueError:
+        fraction = 0.0
+    if fraction < 0.95:
+        hints.append("let JAX use more of the GPU: XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 (JAX's default is 0.75)")
+    if os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "").lower() in ("false", "0"):
+        hints.append("unset XLA_PYTHON_CLIENT_PREALLOCATE=false: growing the pool piecemeal fragments it, and one "
+                     "iteration needs its temporaries in one block (2048 Anymal candidates × 256 envs failed that "
+                     "way at 49 GiB of need on an 80 GB GPU)")
+    if "evaluation" in stage:
+        hints.insert(0, "evaluate fewer episodes at once: a smaller --evaluation-envs")
+    device = "GPU" if jax.default_backend() == "gpu" else jax.default_backend().upper()
+    return (f"out of {device} memory{limit_text} while {stage}, {groups} policies × {envs} "
+            f"envs ({groups * envs} environments): {reason}. To fix: " + "; or ".join(hints) +
+            f". {run} keeps its records and last checkpoint: after changing only XLA_PYTHON_CLIENT_* "
+            f"settings, --resume continues it.")

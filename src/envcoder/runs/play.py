@@ -17,7 +17,7 @@ from envcoder.runs.checkpoint import load_policy
 from envcoder.runs.directory import RunDirectory
 from envcoder.candidates.prepare import sandboxed_candidates
 from envcoder.runs.eval_settings import settings_from_run
-from envcoder.runs.job import resolved_setup
+from envcoder.runs.job import Plan
 from envcoder.sim import Simulator
 
 
@@ -53,7 +53,9 @@ def _trained_candidate(run: Path, settings, task, candidate: str):
     chosen = next(c for c in candidates if c.name == candidate)
     saved = run / "candidates" / f"{candidate}.py"
     if saved.exists() and saved.read_text() != chosen.source:
-        raise ValueError(f"{chosen.path} changed since the run; its policy was trained on the copy in {saved}")
+        source = chosen.path or f"task {task.name}'s default shaping"
+        raise ValueError(f"{source} changed since the run; its policy was trained on the copy in {saved} "
+                         "(play it with the task as the run had it)")
     return chosen
 
 
@@ -70,7 +72,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
     if trajectory and not Path(trajectory).resolve().parent.is_dir():
         raise FileNotFoundError(f"--trajectory {trajectory}: its folder does not exist (make it first)")
     settings = settings_from_run(run)
-    task, fitness_name, _, config = resolved_setup(settings, run / f"{settings.algo}.yaml")
+    plan = Plan.of(settings, run / f"{settings.algo}.yaml")
+    task, fitness_name, config = plan.task, plan.fitness_name, plan.config
     seed = settings.seeds[0] if seed is None else seed
     if seed not in settings.seeds:
         raise ValueError(f"{run} trained seeds {list(settings.seeds)}, not {seed}")

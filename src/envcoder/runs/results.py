@@ -107,7 +107,7 @@ class RunResults:
     otherwise."""
     own_control: dict = dataclasses.field(default_factory=dict)
     """`{name: {"policy_share", "task_share"}}`: candidates whose own `compute_torque` decides most of the motor
-    command without the policy (`envcoder.candidates.prepare.own_control`)."""
+    command without the policy (`envcoder.candidates.own_control.own_control`)."""
     episodes_end_early: dict | None = None
     """Where every candidate's policy fails early, the longest-lived one (`ranking.episodes_end_early`); None
     otherwise, and then the key is left out of the file."""

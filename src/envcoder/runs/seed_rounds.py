@@ -24,15 +24,15 @@ from envcoder.candidates import TASK_DEFAULT
 from envcoder.runs.directory import RunDirectory
 from envcoder.runs.report import write_report
 from envcoder.runs.results import RunResults, print_results, ranked_results
-from envcoder.tasks import get_task
 from envcoder.text import console as text_console
 
 
-def evaluate_until_separable(settings, evaluate_once, console: Console | None = None, resume: bool = False,
+def evaluate_until_separable(plan, evaluate_once, console: Console | None = None, resume: bool = False,
                              validator=None) -> RunResults:
-    """`evaluate_once` (`envcoder.runs.evaluation`'s: one round of seeds) of `settings`, then rounds of new seeds
-    until the best is separable or the budget (`settings.seeds_until_separable` seeds per candidate) is spent; the
-    results of all rounds, ranked together."""
+    """`evaluate_once` (`envcoder.runs.evaluation`'s: one round of seeds) of `plan` (`envcoder.runs.job.Plan`),
+    then rounds of new seeds until the best is separable or the budget (`seeds_until_separable` seeds per
+    candidate) is spent; the results of all rounds, ranked together."""
+    settings = plan.settings
     budget = settings.seeds_until_separable
     _check(settings)
     console = console or text_console()
@@ -41,9 +41,8 @@ def evaluate_until_separable(settings, evaluate_once, console: Console | None = 
         first = RunResults.read(out)
         first = dataclasses.replace(first, groups=[g for g in first.groups if g.seed in settings.seeds])
     else:
-        first = evaluate_once(settings, console, resume, validator)
-    task = get_task(settings.task)
-    _, fitness = task.get_fitness(first.fitness)
+        first = evaluate_once(plan, console, resume, validator)
+    task, fitness = plan.task, plan.fitness
     import jax
 
     run_dir = RunDirectory(out, resume=True, writes=jax.process_index() == 0)  # a multi-host run's process 0 writes
@@ -74,7 +73,7 @@ def evaluate_until_separable(settings, evaluate_once, console: Console | None = 
         console.rule(f"seed round {k}: {len(contenders)} candidate(s) not yet separated × {new} new seed(s)")
         rounds.append({"round": k, "seeds": list(seeds), "candidates": contenders,
                        "run": f"seed_rounds/round_{k}"})  # in the run directory
-        extra = _round(settings, out, k, contenders, seeds, console, validator, evaluate_once)
+        extra = _round(plan, out, k, contenders, seeds, console, validator, evaluate_once)
         groups += [g for g in extra.groups if g.candidate in contenders]
         results = ranked(groups)
     results = dataclasses.replace(results, seed_rounds={"max_seeds": budget, "rounds": rounds, "stopped": stopped,
@@ -110,19 +109,19 @@ def _verdict(results: RunResults, stopped: str, budget: int, rounds: int) -> str
     return f"seeds added in {rounds - 1} round(s): {verdict}" if rounds > 1 else verdict
 
 
-def _round(settings, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...], console, validator,
+def _round(plan, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...], console, validator,
            evaluate_once) -> RunResults:
     """Round `k`: the contenders' files (from the run's own copies) trained with `seeds`; a finished round is read
     back, one restarted after a hang goes on without the hung candidate, one that was cut off otherwise starts
     over."""
     folder = out / "seed_rounds" / f"round_{k}"
     inputs = out / "seed_rounds" / f"round_{k}_candidates"
+    round_plan = plan.with_settings(functions=inputs, out=folder, seeds=seeds,
+                                    task_default=TASK_DEFAULT in contenders, seeds_until_separable=None)
     if (folder / "results.json").exists():
         return RunResults.read(folder)
     if (folder / "hung.json").exists() and (folder / "config.json").exists():  # restarted without a hung candidate
-        return evaluate_once(dataclasses.replace(settings, functions=inputs, out=folder, seeds=seeds,
-                                                 task_default=TASK_DEFAULT in contenders, seeds_until_separable=None),
-                             console, True, validator)
+        return evaluate_once(round_plan, console, True, validator)
     for path in (folder, inputs):
         if path.exists():
             shutil.rmtree(path)
@@ -131,6 +130,4 @@ def _round(settings, out: Path, k: int, contenders: list[str], seeds: tuple[int,
         if name != TASK_DEFAULT:
             stem = name.split("[")[0]
             shutil.copyfile(out / "candidates" / f"{name}.py", inputs / f"{stem}.py")
-    round_settings = dataclasses.replace(settings, functions=inputs, out=folder, seeds=seeds,
-                                         task_default=TASK_DEFAULT in contenders, seeds_until_separable=None)
-    return evaluate_once(round_settings, console, False, validator)
+    return evaluate_once(round_plan, console, False, validator)

@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 import jax
 
-from envcoder.candidates.prepare import memory_suspects
+from envcoder.runs.memory import memory_suspects
 
 
 EXIT_STATUS = 3

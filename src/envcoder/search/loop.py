@@ -56,7 +56,8 @@ from envcoder.candidates.sandbox import JailedError, SandboxValidator
 from envcoder.candidates.variants import freeze_sweep
 from envcoder.runs.directory import read_json, writable_directory, write_json
 from envcoder.runs.eval_settings import EvalSettings, settings_from_run
-from envcoder.runs.evaluation import NoValidCandidatesError, check_sizes, run_evaluation
+from envcoder.runs.evaluation import NoValidCandidatesError, run_evaluation
+from envcoder.runs.job import Plan
 from envcoder.runs.pbt import PopulationSettings
 from envcoder.runs.ranking import rank
 from envcoder.runs.results import RunResults
@@ -133,15 +134,15 @@ class AutoRun:
 
     def _check_sizes(self) -> None:
         """Refuse, before anything is written, a search whose iterations or final evaluation cannot fit in memory
-        (`check_sizes`, on their fewest groups: the proposals of an iteration, each in its copies; the finalists and
-        the task default at the final's most seeds)."""
+        (`Plan.check_sizes`, on their fewest groups: the proposals of an iteration, each in its copies; the finalists
+        and the task default at the final's most seeds). The plan, resolved here once, is every evaluation's."""
         s, here = self.s, Path(".")
         copies = s.copies if self.population_mode else 1
-        check_sizes(s.evaluation(here, self.out, s.seeds), candidates=s.candidates_per_iteration * copies,
-                    what="each iteration's")
-        final = s.evaluation(here, self.out, 1, envs=s.final_envs_per_candidate)
-        check_sizes(final, candidates=s.final_top + 1, seeds=max(s.final_seeds, s.final_max_seeds),
-                    what="the final evaluation's")
+        self.plan = Plan.of(s.evaluation(here, self.out, s.seeds))
+        self.plan.check_sizes(candidates=s.candidates_per_iteration * copies, what="each iteration's")
+        final = self.plan.for_settings(s.evaluation(here, self.out, 1, envs=s.final_envs_per_candidate))
+        final.check_sizes(candidates=s.final_top + 1, seeds=max(s.final_seeds, s.final_max_seeds),
+                          what="the final evaluation's")
 
     # ---- what the terminal shows -------------------------------------------------------------------------
 
@@ -342,8 +343,8 @@ class AutoRun:
         try:
             with self.console.status(f"training {eval_dir.relative_to(self.out)} (its lines: "
                                      f"{self.out / 'console.log'})"):
-                return run_evaluation(settings, self.log, resume=resume, validator=self.validator,
-                                      restart=self.restart, until=until)
+                return run_evaluation(self.plan.for_settings(settings), self.log, resume=resume,
+                                      validator=self.validator, restart=self.restart, until=until)
         except NoValidCandidatesError as err:
             self.console.print(f"[yellow]no candidate could be trained:[/yellow] {shown(err)}", highlight=False)
             return None
