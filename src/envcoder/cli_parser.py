@@ -214,7 +214,8 @@ def _auto_parser(add_parser) -> None:
     option("provider", "--provider", choices=("openai", "anthropic"), note="(OPENAI_API_KEY or ANTHROPIC_API_KEY)")
     option("base_url", "--base-url", "--base_url", note="e.g. http://localhost:8000/v1")
     option("candidates_per_iteration", "--candidates-per-iteration", type=_positive_int)
-    option("iterations", "--iterations", type=_positive_int)
+    option("iterations", "--search-iterations", "--iterations", type=_positive_int,
+           note="(--iterations is its shorter name, kept; training iterations are --train-iterations)")
     option("budget_minutes", "--budget", type=float, metavar="MINUTES")
     option("retries", "--retries", type=int)
     option("initial", "--initial", nargs="+", type=_initial_path, default=None, metavar="PATH",

@@ -1,4 +1,4 @@
-"""A task of one's own: a Python file and its MJCF model (examples/hopper), or a package's entry point, used by every
+"""A task of one's own: a Python file and its MJCF model (own_task/hopper), or a package's entry point, used by every
 command; `envcoder tasks --check`; sample states made from the task and made again when it changes."""
 
 import json
@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from envcoder.cli import main
 
-HOPPER = ROOT / "examples" / "hopper"
+HOPPER = ROOT / "own_task" / "hopper"
 
 
 @pytest.fixture

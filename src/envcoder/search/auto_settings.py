@@ -18,7 +18,7 @@ POPULATION_PROPOSERS = ("population", "random", "seeds")
 (`AutoRun._population_iteration`, `envcoder.search.loop`)."""
 
 BUDGET_ITERATIONS = 20
-"""The most iterations a search with a budget (`--budget`) and no `--iterations` runs."""
+"""The most iterations a search with a budget (`--budget`) and no `--search-iterations` runs."""
 
 SIZES = {
     "gpu": {"candidates_per_iteration": 12, "iterations": 1, "copies": 4, "envs_per_candidate": 256,

@@ -1,7 +1,7 @@
 """A planar hopper that should hop forward (+x) without falling: a task of one's own (the guide's "Your own task").
 
-    envcoder tasks --check examples/hopper/hopper.py
-    envcoder eval --task examples/hopper/hopper.py --functions examples/hopper/rewards --iterations 20
+    envcoder tasks --check own_task/hopper/hopper.py
+    envcoder eval --task own_task/hopper/hopper.py --functions own_task/hopper/rewards --iterations 20
 
 Everything a task is, in one file: its model (hopper.xml, next to this file), the state its shaping functions read,
 its default shaping, its fitness, its episode and its training settings.
