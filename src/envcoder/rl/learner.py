@@ -450,15 +450,13 @@ class GroupedLearner:
                           jnp.asarray(0, jnp.int32), jnp.where(self.inert, 0, -1).astype(jnp.int32),
                           jnp.full((G,), -1, jnp.int32), best, constants)
 
-    def snapshot(self, train_state: TrainState) -> TrainState | None:
+    def snapshot(self, train_state: TrainState, free_bytes: int | None) -> TrainState | None:
         """A copy of `train_state` on the device (it survives the next iteration, which donates its input), or
-        None where the device lacks the free memory for one (twice its size) or reports none (the CPU), and in a
-        multi-host run (reading it back is a collective of all processes, which the caller's thread must make)."""
-        if jax.process_count() > 1:
-            return None
-        stats = self.devices[0].memory_stats() if jax.default_backend() != "cpu" else None
+        None where the device lacks the free memory for one (`free_bytes` per device, under twice its size; None:
+        not known, as on a CPU), and in a multi-host run (reading it back is a collective of all processes, which
+        the caller's thread must make)."""
         size = sum(x.nbytes for x in jax.tree.leaves(train_state)) / len(self.devices)  # per device
-        if not stats or stats.get("bytes_limit", 0) - stats.get("bytes_in_use", 0) < 2 * size:
+        if jax.process_count() > 1 or free_bytes is None or free_bytes < 2 * size:
             return None
         return (self.compiled_device_copy or self.device_copy)(train_state)
 

@@ -29,6 +29,7 @@ from envcoder.runs.background import (BackgroundWriter, DeferredInterrupt, progr
 from envcoder.runs.checkpoint import checkpoint_due, has_train_state, load_train_state, read_progress, write_checkpoint
 from envcoder.runs.directory import RunDirectory, write_json
 from envcoder.runs.job import DriverState, Job
+from envcoder.runs.memory import free_device_bytes, peak_device_bytes
 from envcoder.runs.pbt import Population
 from envcoder.runs.loggers import TensorBoardLog, WandbLog
 from envcoder.runs.report import write_report
@@ -46,7 +47,6 @@ class TrainingDriver:
     def __init__(self, job: Job, run_dir: RunDirectory, console: Console, resume: bool, validation_s: float,
                  restart: Sequence[str] | None = None, until: float | None = None):
         self.job, self.run_dir, self.console = job, run_dir, console
-        self.settings, self.config = job.settings, job.config
         self.until = until if jax.process_count() == 1 else None  # the processes of a multi-host run may disagree
         self.all_labels = [g.label for g in GroupPlan(job.task, job.candidates, self.settings.seeds).groups]
         self.position = {label: i for i, label in enumerate(self.all_labels)}  # the loggers' rows
@@ -61,25 +61,37 @@ class TrainingDriver:
         self.validation_s = validation_s
         self.watch = RunWatch(job, run_dir, self.state, restart, resume)  # the stage, the limits, what hung
         self.compile_meter = CompileMeter()  # what the run compiles (timings' "xla")
-        self.learner = self._rung_learner()
+        self._enter_rung()  # the rung's learner, labels, reported components and env steps per iteration
         self.population = Population.of_run(self.settings, job, self.learner, read_progress(
             run_dir.checkpoints).get("population", []) if self.resumed else [])  # None unless the run asks for it
         self.writer = BackgroundWriter(max_pending=64)  # a checkpoint write may take as long as many iterations
         self.timings, self.tensorboard, self.wandb = {}, None, None
         self.evaluation_compiled = None  # the evaluation, compiling in the background during the last rung
+        self.start_time = None  # when `start` began (perf_counter)
+        self.checkpointed = None  # the iterations the last checkpoint holds, once training has started
+        self.interrupt = None  # Ctrl-C deferred to the next iteration's end while `train` runs
+        self.progress = self.bar = None  # the progress display and its bar while `train` runs
+
+    @property
+    def settings(self):
+        return self.job.settings
+
+    @property
+    def config(self):
+        return self.job.config
 
     # ---- the current rung ---------------------------------------------------------------------------
 
-    def _rung_learner(self):
-        """The current rung's learner, with its labels, reported components and env steps per iteration."""
+    def _enter_rung(self) -> None:
+        """The current rung's learner, with its labels, reported components and env steps per iteration: the one
+        place they are set."""
         learner = self.job.make_learner(self.state.survivors, self.job.schedule[self.state.rung].envs_per_candidate)
         self.labels = learner.labels
         # Components are reported only for the candidates that define them.
         self.own_components = {f"reward/{n}": np.array([n in g.candidate.reward_components for g in learner.groups])
                                for n in learner.component_names}
         self.steps_per_iteration = len(learner.labels) * learner.envs_per_candidate * self.config.horizon_length
-        self.watch.learner = learner
-        return learner
+        self.watch.learner = self.learner = learner
 
     def _announce(self) -> None:
         learner, settings, schedule = self.learner, self.settings, self.job.schedule
@@ -136,7 +148,7 @@ class TrainingDriver:
         if self.watch.halving is not None:  # the checkpoint before the hang is where each half of a search restarts
             return
         learner, labels, best_written = self.learner, self.labels, self.state.best_written  # this rung's
-        snapshot = learner.snapshot(train_state)
+        snapshot = learner.snapshot(train_state, free_device_bytes(learner.devices[0]))
         progress = self.state.progress()
         if self.population is not None:
             progress["population"] = list(self.population.lineage)
@@ -217,7 +229,7 @@ class TrainingDriver:
         old_labels, host = self.labels, self.learner.to_host(train_state)
         del train_state
         state.rung, state.survivors, state.next_survivors = state.rung + 1, state.next_survivors, None
-        self.learner = self._rung_learner()
+        self._enter_rung()
         rows = np.array([old_labels.index(label) for label in self.labels])
         with self.watch.compiling("initializing the next rung and compiling its iteration"):
             fresh = self.learner.to_host(self.learner.init(prepare_iteration=True))
@@ -344,10 +356,9 @@ class TrainingDriver:
     def _peak_memory(self, stage: str) -> None:
         """Record the most device memory any of the run's devices has held so far (GiB), after `stage`: the
         stages' figures together say which stage raised it (timings' "peak_memory_gib"; none on a CPU)."""
-        peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in self.learner.devices
-                 if d.process_index == jax.process_index()]
-        if peaks and None not in peaks:
-            self.timings.setdefault("peak_memory_gib", {})[stage] = round(max(peaks) / 2**30, 2)
+        peak = peak_device_bytes([d for d in self.learner.devices if d.process_index == jax.process_index()])
+        if peak is not None:
+            self.timings.setdefault("peak_memory_gib", {})[stage] = round(peak / 2**30, 2)
 
     # ---- the end ------------------------------------------------------------------------------------
 

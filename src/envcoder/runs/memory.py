@@ -1,6 +1,7 @@
-"""Device and host memory: what the devices may use (`available_device_bytes`), what a run's sizes need of it,
-checked before anything of that size is allocated (`check_run_fits`), and what to say and suspect when training
-runs out of it anyway (`out_of_memory_message`, `memory_suspects`).
+"""Device and host memory: what the devices may use, hold free and have held (`available_device_bytes`,
+`free_device_bytes`, `peak_device_bytes`), what a run's sizes need of it, checked before anything of that size is
+allocated (`check_run_fits`), and what to say and suspect when training runs out of it anyway
+(`out_of_memory_message`, `memory_suspects`).
 
 A run holds, for each group (a candidate and a seed), its environments' simulator states and the rollout of one
 training iteration, and its policy with the optimizer's moments; its final evaluation, the states of its evaluation
@@ -81,6 +82,18 @@ def available_device_bytes(devices: int | None = None) -> tuple[int | None, str]
     each = (local[0].memory_stats() or {}).get("bytes_limit")
     count = min(devices or len(local), len(local))
     return (each * count if each else None), f"{local[0].platform.upper()} memory"
+
+
+def free_device_bytes(device) -> int | None:
+    """The bytes still free in JAX's pool on `device`; None on a CPU or where the device does not say."""
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    return stats["bytes_limit"] - stats.get("bytes_in_use", 0) if stats and "bytes_limit" in stats else None
+
+
+def peak_device_bytes(devices) -> int | None:
+    """The most memory any of `devices` has held so far; None where one does not say (a CPU)."""
+    peaks = [(d.memory_stats() or {}).get("peak_bytes_in_use") for d in devices]
+    return max(peaks) if peaks and None not in peaks else None
 
 
 def _gib(count: float) -> str:
