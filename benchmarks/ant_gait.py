@@ -44,11 +44,17 @@ def measure(path: Path) -> dict:
     qpos, lengths, dt = saved["qpos"], saved["episode_length"], float(saved["control_dt"])
     lower, upper = model.jnt_range[1:, 0], model.jnt_range[1:, 1]
     floor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-    depth, past, airborne, height, speed = [], [], [], [], []
+    qvel = saved["qvel"] if "qvel" in saved else None  # older recordings have none
+    depth, past, airborne, height, speed, spin, joint_speed = [], [], [], [], [], [], []
     for e, length in enumerate(lengths):
         for t in range(int(length)):
             data.qpos[:] = qpos[t, e]
+            if qvel is not None:
+                data.qvel[:] = qvel[t, e]
             mujoco.mj_forward(model, data)
+            if qvel is not None:  # each body's angular speed in the world (what PhysX would clamp), the joints' rates
+                spin.append(float(np.max(np.linalg.norm(data.cvel[1:, :3], axis=1))))
+                joint_speed.append(float(np.max(np.abs(qvel[t, e, 6:]))))
             touching = [c for c in data.contact[:data.ncon] if floor in (c.geom1, c.geom2)]
             depth.append(max([-c.dist for c in touching], default=0.0))
             airborne.append(not touching)
@@ -63,7 +69,16 @@ def measure(path: Path) -> dict:
                               "max": 1000 * float(depth.max())},
             "joint_past_limit_deg": {"p50": float(np.percentile(past, 50)), "p99": float(np.percentile(past, 99)),
                                      "max": float(past.max()), "steps_over_5deg": float(np.mean(past > 5))},
-            "airborne_steps": float(np.mean(airborne)), "torso_height_max_m": float(np.max(height))}
+            "airborne_steps": float(np.mean(airborne)), "torso_height_max_m": float(np.max(height)),
+            **({"body_angular_speed_rad_s": _spread(spin, (64.0, 100.0)),
+                "joint_speed_rad_s": _spread(joint_speed, (64.0, 100.0))} if spin else {})}
+
+
+def _spread(values, limits) -> dict:
+    """The p50, p99 and maximum of `values`, and the share of them above each of `limits`."""
+    values = np.asarray(values)
+    return {"p50": float(np.percentile(values, 50)), "p99": float(np.percentile(values, 99)),
+            "max": float(values.max()), **{f"over_{limit:g}": float(np.mean(values > limit)) for limit in limits}}
 
 
 def analyze(folder: Path, out: Path | None) -> None:
@@ -73,7 +88,10 @@ def analyze(folder: Path, out: Path | None) -> None:
         print(f"{name:60s} {row['speed_m_per_s']:6.2f} m/s | feet {row['foot_depth_mm']['mean']:5.1f} mm mean "
               f"{row['foot_depth_mm']['p99']:5.1f} p99 | joints past limit p99 {joints['p99']:5.1f} deg, "
               f"{100 * joints['steps_over_5deg']:4.1f}% of steps > 5 deg | airborne "
-              f"{100 * row['airborne_steps']:4.1f}% | torso max {row['torso_height_max_m']:.2f} m")
+              f"{100 * row['airborne_steps']:4.1f}% | torso max {row['torso_height_max_m']:.2f} m"
+              + (f" | body spin p99 {row['body_angular_speed_rad_s']['p99']:5.1f} rad/s, "
+                 f"{100 * row['body_angular_speed_rad_s']['over_64']:4.1f}% of steps > 64, joint rate p99 "
+                 f"{row['joint_speed_rad_s']['p99']:5.1f} rad/s" if "joint_speed_rad_s" in row else ""))
     if out:
         out.write_text(json.dumps(rows, indent=1) + "\n")
 

@@ -173,6 +173,10 @@ def test_play_prints_episode_statistics_and_writes_a_video(runs, tmp_path, capsy
     with np.load(tmp_path / "good.npz") as saved:  # the episodes' poses, each control step's start
         assert saved["qpos"].shape == (500, 2, 2) and list(saved["episode_length"]) == lengths
         assert saved["qpos"][0, 0, 1] != saved["qpos"][1, 0, 1] and float(saved["control_dt"]) == pytest.approx(0.02)
+        qpos, qvel, n = saved["qpos"][:, 0], saved["qvel"][:, 0], lengths[0] - 1  # and velocities: the poses' rates
+        assert qvel.shape == qpos.shape
+        np.testing.assert_allclose((qpos[1:n] - qpos[:n - 1]) / 0.02, (qvel[1:n] + qvel[:n - 1]) / 2, rtol=0.1,
+                                   atol=0.05)
     reader = imageio.get_reader(video)
     frames = sum(1 for _ in reader)
     assert frames == sum(lengths)  # one frame per control step of every episode

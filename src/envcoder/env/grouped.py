@@ -378,7 +378,8 @@ class GroupedEnv:
         """One full episode per environment from a fresh reset (`keys [G, 2]`; `held_out`: see `reset_pool`), with
         actions `act(obs [G, E, D_max]) -> [G, E, A_max]`. Returns `{"task_fitness": [G, E], "episode_length":
         [G, E], "shaped_return": [G, E]}` of each environment's first episode; with `record`, also `"qpos": [T, G,
-        E, nq]`, the pose before each step (for rendering)."""
+        E, nq]` and `"qvel": [T, G, E, nv]`, the pose and velocity before each step (for rendering, for measuring a
+        gait)."""
         env = self.reset(keys, curriculum, held_out=held_out)
         pool = ResetPool.of(env)
         alive = jnp.ones((self.rows, self.envs_per_candidate), bool)
@@ -392,11 +393,12 @@ class GroupedEnv:
             fitness = jnp.where(ended, info.episode_fitness, fitness)
             length = jnp.where(ended, info.episode_length, length)
             ret = jnp.where(ended, info.episode_return, ret)
-            return (env, alive & ~info.done, (fitness, length, ret)), env.data.qpos if record else None
+            return (env, alive & ~info.done, (fitness, length, ret)), (env.data.qpos, env.data.qvel) if record else None
 
-        (_, _, (fitness, length, ret)), qpos = jax.lax.scan(
+        (_, _, (fitness, length, ret)), path = jax.lax.scan(
             step, (env, alive, totals), jnp.arange(self.task.max_episode_length))
         out = {"task_fitness": fitness, "episode_length": length, "shaped_return": ret}
-        if record:
-            out["qpos"] = jnp.concatenate([env.data.qpos[None], qpos[:-1]])  # the pose each step starts from
+        if record:  # the state each step starts from
+            out["qpos"] = jnp.concatenate([env.data.qpos[None], path[0][:-1]])
+            out["qvel"] = jnp.concatenate([env.data.qvel[None], path[1][:-1]])
         return out

@@ -72,6 +72,9 @@ def evaluation_envs_per_group(asked: int | None, groups: int, envs_per_candidate
     return max(1, min(envs_per_candidate, EVALUATION_ENVS // groups))
 
 
+RECORDED = ("qpos", "qvel")
+"""What a recorded evaluation adds per step, time first (`GroupedEnv.episodes`): kept as is for a diverged group."""
+
 class GroupedLearner:
     """Trains one policy per group; see the module docstring. A subclass is the algorithm: it sets up its update
     (`_setup_updates`), initializes one group's parameters, optimizer and own state, acts (`act_deterministic`)
@@ -210,14 +213,10 @@ class GroupedLearner:
     def _sharded_evaluate(self, ts: TrainState, record: bool = False):
         def evaluate(learner, ts):
             out = learner._evaluate(ts, record=record)
-            if record:
-                out["qpos"] = out["qpos"].swapaxes(0, 1)  # group axis first inside
-            return out
+            return {k: v.swapaxes(0, 1) if k in RECORDED else v for k, v in out.items()}  # group axis first inside
         out = self.sharding.map(self, evaluate, (_state_specs(),), PartitionSpec(GROUP_AXIS))(ts)
         out = jax.tree.map(self.sharding.canonical, out)
-        if record:
-            out["qpos"] = out["qpos"].swapaxes(0, 1)
-        return out
+        return {k: v.swapaxes(0, 1) if k in RECORDED else v for k, v in out.items()}
 
     def to_host(self, train_state: TrainState) -> TrainState:
         """`train_state` as numpy arrays in the plan's group order (the same for every device count)."""
@@ -468,7 +467,7 @@ class GroupedLearner:
         out = env.reading(ts.constants).episodes(lambda obs: self.act_deterministic(ts.params, ts.obs_rms, obs),
                                                  keys, ts.env.curriculum, held_out=self.fitness.physics, record=record)
         diverged = (ts.diverged_at >= 0)[:, None]
-        return {k: v if k == "qpos" else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
+        return {k: v if k in RECORDED else jnp.where(diverged, jnp.nan, v) for k, v in out.items()}
 
 
 

@@ -63,7 +63,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
          video: str | Path | None = None, width: int = 480, height: int = 360,
          console: Console | None = None, trajectory: str | Path | None = None) -> PlayResult:
     """Run `episodes` deterministic episodes of `candidate`'s policy from `run` and print their statistics; with
-    `video`, render them; with `trajectory`, write their `qpos [T, episodes, nq]` (at each control step's start)
+    `video`, render them; with `trajectory`, write their `qpos [T, episodes, nq]` and `qvel [T, episodes, nv]`
+    (at each control step's start)
     and lengths to that .npz."""
     console = console or Console()
     run = Path(run)
@@ -107,7 +108,8 @@ def play(run: str | Path, candidate: str, seed: int | None = None, which: str = 
                   f"{np.mean(result.shaped_return):.2f}")
     console.print(table)
     if trajectory:
-        np.savez_compressed(trajectory, qpos=out["qpos"][:, 0], episode_length=np.asarray(result.episode_length),
+        np.savez_compressed(trajectory, qpos=out["qpos"][:, 0], qvel=out["qvel"][:, 0],
+                            episode_length=np.asarray(result.episode_length),
                             task_fitness=np.asarray(result.task_fitness), control_dt=sim.control_dt)
         console.print(f"trajectory: {trajectory}", highlight=False, soft_wrap=True)
     if video:
