@@ -248,8 +248,7 @@ class GroupPlan:
 
     def localized(self, local: dict) -> "GroupPlan":
         """The plan as one device of a sharded run sees it, from its own slice of `DeviceLayout.local`."""
-        plan = object.__new__(GroupPlan)
-        plan.task, plan.groups, plan._tracing = self.task, self.groups, self._tracing
+        plan = copy.copy(self)
         plan.classes = {api: [dataclasses.replace(c, rows=rows, local_params=params) for c, rows, params in zip(
             classes, local[api]["rows"], local[api]["params"])] for api, classes in self.classes.items()}
         plan._inverse = {api: local[api]["inverse"] for api in self.classes}
