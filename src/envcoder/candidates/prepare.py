@@ -8,7 +8,7 @@ one)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from rich.console import Console
 
@@ -38,14 +38,15 @@ class CandidateSettings(Protocol):
 
 
 def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxValidator | None = None,
-                         only: set[str] | None = None, console: Console | None = None, memory: int | None = None):
+                         only: set[str] | None = None, console: Console | None = None,
+                         device_memory: Callable[[], int | None] | None = None):
     """`(candidates, failures)` of `settings.functions`: each file vetted here and then read, checked and traced only
     in the sandbox's jailed workers, which hand it over validated, its functions as programs (this process never runs
     a file's code), its sweep expanded there; crossed if asked; with `settings.task_default`, the task's own shaping
     last, as the candidate `task_default`. `only`: the file stems to take (default all). `validator`: one to reuse
-    (its workers stay up; default a new one for this call). `memory`: the bytes the run's device may use
-    (`envcoder.runs.memory.available_device_bytes`), against which a program's temporaries are refused
-    (`check_costs`); None: that share is not checked.
+    (its workers stay up; default a new one for this call). `device_memory`: asks, once the verdicts are in, for
+    the bytes the run's device may use (`envcoder.runs.memory.available_device_bytes`), against which a program's
+    temporaries are refused (`check_costs`); None: that share is not checked.
 
     Files that fail, and sweep variants that fail, are returned as failures with their reasons.
     """
@@ -76,6 +77,7 @@ def sandboxed_candidates(settings: CandidateSettings, task, validator: SandboxVa
                 failures.append(LoadFailure(file=str(file), name=name, error=(
                     f"{file}: the sandbox's verdict names the candidate {candidate.name}, not {name} or a variant of "
                     "its sweep; it is left out (an envcoder bug: please report it with this file)")))
+    memory = device_memory() if device_memory is not None and candidates else None
     candidates = _affordable(candidates, failures, len(settings.seeds), settings.envs_per_candidate, memory)
     if console is not None:
         for name, ratio in heavier_than_neighbours(candidates, settings.envs_per_candidate):

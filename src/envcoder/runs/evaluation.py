@@ -97,8 +97,8 @@ def evaluate_once(plan: Plan, console: Console | None = None, resume: bool = Fal
     with _simulator_while_validating(task, count and count * len(settings.seeds) * settings.envs_per_candidate) \
             as simulator:
         tick = time.perf_counter()
-        memory, _ = available_device_bytes(1)
-        valid, failures = sandboxed_candidates(settings, task, validator, console=console, memory=memory)
+        valid, failures = sandboxed_candidates(settings, task, validator, console=console,
+                                               device_memory=lambda: available_device_bytes(1)[0])
     validation_s = time.perf_counter() - tick
     simulator = simulator.result()
     if valid:
