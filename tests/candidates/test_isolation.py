@@ -481,7 +481,7 @@ def test_a_candidate_writes_only_to_a_size_limited_scratch_folder_of_its_worker(
     assert list(scratch.iterdir()) == []  # the tmpfs was the namespace's own
 
 
-def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
+def test_a_program_is_weighed_at_the_run_s_size_before_it_trains(tmp_path):
     """The worker measures each program's cost at two sizes (XLA's cost and memory analyses); the training process
     extrapolates them to its own size and refuses what would stall or overfill the run. A reward that builds an
     array of every pair of environments costs nothing much at the sample's size and grows as the square: refused at
@@ -491,9 +491,22 @@ def test_a_program_is_weighed_at_the_run_s_size_before_it_trains():
     from envcoder.candidates.costs import COST_FACTOR, check_costs, cost_at
     from envcoder.candidates.sandbox import SandboxValidator
 
+    from envcoder.candidates.prepare import sandboxed_candidates
+    from envcoder.runs.eval_settings import EvalSettings
+    from envcoder.tasks import get_task
+
+    (tmp_path / "good.py").write_text(GOOD.read_text())
+    (tmp_path / "square.py").write_text((ATTACKS / "square_memory.py").read_text())
+    run = EvalSettings(task="Cartpole", functions=tmp_path, out=tmp_path / "out", seeds=tuple(range(16)),
+                       envs_per_candidate=64)
     with SandboxValidator("Cartpole", ("compute_reward",), timeout_s=60.0) as validator:
         good, square = (v.candidates[0] for v in validator.validate([
             ("good", GOOD.read_text(), str(GOOD)), ("square", (ATTACKS / "square_memory.py").read_text(), "square.py")]))
+        # A run's preparation asks for its device's memory and refuses what would overfill it there.
+        kept, failures = sandboxed_candidates(run, get_task("Cartpole"), validator, device_memory=lambda: 2**27)
+        assert [c.name for c in kept] == ["good"] and [f.name for f in failures] == ["square"]
+        assert "GiB of working memory at 16 group(s) of 64 environments" in failures[0].error
+        assert [c.name for c in sandboxed_candidates(run, get_task("Cartpole"), validator)[0]] == ["good", "square"]
     cost = square.functions["compute_reward"].cost
     assert cost["envs"] == [64, 256] and cost["own"]["flops"] > 0
     ratio = cost["temporary"][1] / cost["temporary"][0]
