@@ -116,12 +116,13 @@ def _round(plan, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...
     over."""
     folder = out / "seed_rounds" / f"round_{k}"
     inputs = out / "seed_rounds" / f"round_{k}_candidates"
-    round_plan = plan.with_settings(functions=inputs, out=folder, seeds=seeds,
-                                    task_default=TASK_DEFAULT in contenders, seeds_until_separable=None)
+    def round_plan():  # once its files are in place: the plan counts them
+        return plan.with_settings(functions=inputs, out=folder, seeds=seeds, task_default=TASK_DEFAULT in contenders,
+                                  seeds_until_separable=None)
     if (folder / "results.json").exists():
         return RunResults.read(folder)
     if (folder / "hung.json").exists() and (folder / "config.json").exists():  # restarted without a hung candidate
-        return evaluate_once(round_plan, console, True, validator)
+        return evaluate_once(round_plan(), console, True, validator)
     for path in (folder, inputs):
         if path.exists():
             shutil.rmtree(path)
@@ -130,4 +131,4 @@ def _round(plan, out: Path, k: int, contenders: list[str], seeds: tuple[int, ...
         if name != TASK_DEFAULT:
             stem = name.split("[")[0]
             shutil.copyfile(out / "candidates" / f"{name}.py", inputs / f"{stem}.py")
-    return evaluate_once(round_plan, console, False, validator)
+    return evaluate_once(round_plan(), console, False, validator)
