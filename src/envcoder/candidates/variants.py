@@ -140,9 +140,9 @@ def _value_name(value) -> str:
 
 
 def likely_count(settings) -> int | None:
-    """How many candidates `envcoder.candidates.prepare.sandboxed_candidates(settings)` gives if every file is valid, read without running a
-    file: one per file, a sweep's variants for a `PARAMS` table written as literals (one for any other), the task's
-    default; None for a crossed run or a folder that cannot be listed. A guess for work that is worth starting
+    """How many candidates `envcoder.candidates.prepare.sandboxed_candidates(settings)` gives if every file is
+    valid, read without running a file: one per file, a sweep's variants for a `PARAMS` table written as literals
+    (one for any other), the task's default; None for a crossed run or a folder that cannot be listed. A guess for work that is worth starting
     before the verdicts (`Simulator.trace_ahead`); nothing depends on it being right."""
     if settings.cross:
         return None
