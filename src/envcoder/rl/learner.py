@@ -97,15 +97,15 @@ class GroupedLearner:
         # Per-group constants of the traced functions (each device's rows of them in a sharded run).
         sizes = list(zip(self.obs_dims.tolist(), self.action_dims.tolist(),
                          (self.critic_obs_dims.tolist() if self.asymmetric else [None] * len(self.groups))))
-        self._dims = sorted(set(sizes))
-        constants = {**env.masks(), "dims_class": np.array([self._dims.index(d) for d in sizes]),
+        self._network_sizes = sorted(set(sizes))
+        constants = {**env.masks(), "size_index": np.array([self._network_sizes.index(d) for d in sizes]),
                      "inert": np.zeros(len(self.groups), bool)}
         shard = len(self.devices) > 1 if sharded is None else sharded
         self.sharding = GroupSharding(self.plan, self.devices, constants) if shard else None
         self.layout = self.sharding.layout if shard else None
         self.rows = self.sharding.rows if shard else len(self.groups)  # groups a traced function sees
-        self.action_mask, self.dims_class, self.inert = (jax.device_put(constants[k]) for k in
-                                                         ("action_mask", "dims_class", "inert"))
+        self.action_mask, self.size_index, self.inert = (jax.device_put(constants[k]) for k in
+                                                         ("action_mask", "size_index", "inert"))
         self.optimizer = self._setup_updates()
         # Buffer donation saves a copy of the train state on GPU; the CPU backend does not support it.
         donate = () if jax.default_backend() == "cpu" else (0,)
@@ -202,7 +202,7 @@ class GroupedLearner:
         """The learner as one device of a sharded run sees it: its rows of the per-group constants and its plan
         (`local`: its slice of `GroupSharding.local`)."""
         env = self.env.localized(self.plan.localized(local["plan"]), self.rows, local["action_mask"], local["obs_mask"])
-        return self._view(env=env, action_mask=local["action_mask"], dims_class=local["dims_class"],
+        return self._view(env=env, action_mask=local["action_mask"], size_index=local["size_index"],
                           inert=local["inert"])
 
     def _sharded_iteration(self, ts: TrainState):
@@ -433,13 +433,13 @@ class GroupedLearner:
     def _init_with(self, keys, constants: dict) -> TrainState:
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys)
         param_keys, env_keys, next_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        # Every group is initialized at its own (obs size, action size), then padded: each size class is
-        # initialized for all groups and each group keeps its own class's (a handful of classes, once per run).
+        # Every group is initialized at its own (obs size, action size), then padded: each network size is
+        # initialized for all groups and each group keeps its own size's (a handful of sizes, once per run).
         params = None
-        for index, (obs_dim, action_dim, critic_dim) in enumerate(self._dims):
+        for index, (obs_dim, action_dim, critic_dim) in enumerate(self._network_sizes):
             sized = init_per_group(lambda k, o=obs_dim, a=action_dim, c=critic_dim: self._init_params(k, o, a, c),
                                    param_keys)
-            params = sized if params is None else where_group(self.dims_class == index, sized, params)
+            params = sized if params is None else where_group(self.size_index == index, sized, params)
         G = self.rows
         obs_rms = jax.vmap(lambda _: RunningMeanStd.create((self.obs_dim_max,)))(jnp.arange(G))
         best = BestPolicy(params, obs_rms, jnp.full((G,), jnp.nan, jnp.float32), jnp.full((G,), -1, jnp.int32))
