@@ -259,7 +259,7 @@ def jobs(args) -> list[Job]:
                 Job("cartpole_1process", small, out, devices[:2])]
     if args.what == "auto":
         return [Job(f"auto_anymal_{len(devices)}gpu", [
-            "auto", "--task", "Anymal", "--iterations", "1", "--candidates-per-iteration", "4", "--copies", "2",
+            "auto", "--task", "Anymal", "--search-iterations", "1", "--candidates-per-iteration", "4", "--copies", "2",
             "--train-iterations", str(args.iterations or 50), "--final-envs", "256", "--final-seeds", "2",
             "--final-max-seeds", "2", "--final-top", "1"], out, devices)]
     if args.what == "outcomes":
@@ -267,13 +267,13 @@ def jobs(args) -> list[Job]:
         return [Job("cartpole_three_seeds", ["eval", "--task", "Cartpole", "--seeds", "3", "--task-default"], out,
                     devices[:1]),
                 Job("auto_offline_cartpole", ["auto", *start, "--proposer", "offline", "--candidates-per-iteration",
-                                              "4", "--iterations", "2", "--envs-per-candidate", "64",
+                                              "4", "--search-iterations", "2", "--envs-per-candidate", "64",
                                               "--train-iterations", "30", "--final-seeds", "2", "--final-max-seeds",
                                               "4", "--final-top", "1"], out, devices[:1]),
-                Job("auto_population_cartpole", ["auto", *start, "--candidates-per-iteration", "1", "--iterations",
-                                                 "1", "--copies", "8", "--envs-per-candidate", "32",
-                                                 "--train-iterations", "30", "--final-max-seeds", "4", "--final-top",
-                                                 "2"], out, devices[:1])]
+                Job("auto_population_cartpole", ["auto", *start, "--candidates-per-iteration", "1",
+                                                 "--search-iterations", "1", "--copies", "8", "--envs-per-candidate",
+                                                 "32", "--train-iterations", "30", "--final-max-seeds", "4",
+                                                 "--final-top", "2"], out, devices[:1])]
     raise SystemExit(f"unknown job set {args.what!r}")
 
 
