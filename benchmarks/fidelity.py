@@ -20,6 +20,14 @@ records (config, metrics, results) in `--out` and its checkpoints in a temporary
 in that directory, where running the same command again resumes a run that was cut off. A reference cut off
 before its end (no results.json) is ranked by its training episodes over the last quarter of what it ran.
 `--rescore` compares the settings of earlier `analyze` outputs with a new reference.
+
+On a public Eureka run (its responses trained by `benchmarks/eureka_run.py --together` at full budget, the reference,
+and at cheaper ones), `eureka` compares the orders within each Eureka iteration: every cheap setting's, and Eureka's
+own, read from each response's training output (`env_iter{i}_response{j}.txt`, its last "saving next best
+successes"), each against the reference ranked by its best training episodes (the papers' measure):
+
+    python benchmarks/fidelity.py eureka PATH/eureka/2025-01-31_13-55-23 --reference OUT/full/iter0_1_2_3_4 \
+        --cheap OUT/quarter/iter0_1_2_3_4 --iterations 125 250 500 --seeds 1 3 --out OUT/ant_fidelity.json
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -169,38 +178,60 @@ def seconds_until(config, results, rows, iterations: int) -> float:
     return total
 
 
-def analyze(args) -> dict:
-    ref_config, ref_results, ref_rows = _read(Path(args.reference))
-    if ref_results is not None:
-        higher = ref_results["higher_is_better"]
-        reference_scores = evaluation_scores(ref_results, len(ref_config["seeds"]))
-        long_seconds, reached, kind = ref_results["timings"]["total_s"], ref_config.get("train_iterations", ref_config.get("iterations")), "evaluation"
-    else:  # cut off before its end: its training episodes over the last quarter of the iterations it ran
+def reference_of(run: Path, by: str = "evaluation") -> tuple[dict, dict]:
+    """The reference run's scores per candidate and what they are: its deterministic evaluation, or (`by`
+    "training_best") the best of its training episodes' task fitness, the papers' measure; a run cut off before its
+    end (no results.json) by its training episodes over the last quarter of what it ran."""
+    config, results, rows = _read(run)
+    if results is not None:
+        seeds = len(config["seeds"])
+        scores = (evaluation_scores(results, seeds) if by == "evaluation" else
+                  {name: float(np.mean(v)) for name, v in _per_candidate(results, seeds, "training_best").items()})
+        facts = {"higher_is_better": results["higher_is_better"], "seconds": results["timings"]["total_s"],
+                 "iterations": config.get("train_iterations", config.get("iterations")),
+                 "ranked_by": "evaluation" if by == "evaluation" else "best training episodes"}
+    else:
         from envcoder.tasks import get_task
 
-        higher = get_task(ref_config["task"]).get_fitness(ref_config["fitness"])[1].higher_is_better
-        reached = 1 + max(int(r["iteration"]) for r in ref_rows)
-        reference_scores = training_scores(ref_rows, reached, len(ref_config["seeds"]))
-        horizon = ref_config[ref_config.get("algo", "ppo")]["horizon_length"]
-        long_seconds = sum(len(ref_config["candidates"]) * len(ref_config["seeds"]) * ref_config["envs_per_candidate"]
-                           * horizon / float(r["env_steps_per_s"]) for r in ref_rows if r["candidate"] ==
-                           ref_rows[0]["candidate"] and r["seed"] == ref_rows[0]["seed"])
-        kind = "training episodes"
-    reference = order(reference_scores, higher)
-    table = []
+        reached = 1 + max(int(r["iteration"]) for r in rows)
+        horizon = config[config.get("algo", "ppo")]["horizon_length"]
+        first = (rows[0]["candidate"], rows[0]["seed"])
+        facts = {"higher_is_better": get_task(config["task"]).get_fitness(config["fitness"])[1].higher_is_better,
+                 "seconds": sum(len(config["candidates"]) * len(config["seeds"]) * config["envs_per_candidate"]
+                                * horizon / float(r["env_steps_per_s"]) for r in rows
+                                if (r["candidate"], r["seed"]) == first),
+                 "iterations": reached, "ranked_by": "training episodes"}
+        scores = training_scores(rows, reached, len(config["seeds"]))
+    facts.update(envs=config["envs_per_candidate"], seeds=len(config["seeds"]),
+                 of_iterations=config.get("train_iterations", config.get("iterations")), task=config["task"],
+                 fitness=config["fitness"], device=config["versions"]["device"])
+    return scores, facts
+
+
+def _per_candidate(results, seeds: int, key: str) -> dict[str, list[float]]:
+    per: dict[str, list[float]] = {}
+    for g in results["groups"]:
+        if g["seed"] < seeds and g.get("eliminated_at_iteration") is None and g.get(key) is not None:
+            per.setdefault(g["candidate"], []).append(g[key])
+    return per
+
+
+def settings(args, higher: bool) -> list[dict]:
+    """Every cheap setting of `args.cheap` (each run's first k iterations and first n seeds, by training episodes;
+    its end by deterministic evaluation and by its best training episodes), `args.halving` and `args.rescore`,
+    each with its order (best first), env steps and seconds."""
+    found = []
 
     def add(setting: str, scores_or_order, envs: int, seeds: int, iterations: int, seconds: float, steps: float,
             note: str = ""):
         ranked = scores_or_order if isinstance(scores_or_order, list) else order(scores_or_order, higher)
-        # How much worse the cheap setting's pick is than the reference's best, in the reference's fitness.
-        regret = abs(reference_scores[ranked[0]] - reference_scores[reference[0]])
-        table.append({"setting": setting, "envs": envs, "seeds": seeds, "iterations": iterations,
-                      "env_steps": steps, "seconds": seconds, "note": note, "order": ranked,
-                      **agreement(ranked, reference), "top1_regret": regret})
+        found.append({"setting": setting, "envs": envs, "seeds": seeds, "iterations": iterations,
+                      "env_steps": steps, "seconds": seconds, "note": note, "order": ranked})
 
     for cheap in args.cheap:
         config, results, rows = _read(Path(cheap))
-        envs, seeds_run, total = config["envs_per_candidate"], len(config["seeds"]), config.get("train_iterations", config.get("iterations"))
+        envs, seeds_run = config["envs_per_candidate"], len(config["seeds"])
+        total = config.get("train_iterations", config.get("iterations"))
         horizon = config[config.get("algo", "ppo")]["horizon_length"]
         candidates = len(config["candidates"])
         if not rows:  # a run kept without metrics.csv: its final deterministic evaluation only
@@ -223,6 +254,11 @@ def analyze(args) -> dict:
                 if k == total:
                     add(f"{envs} envs × {n} seed(s) × {k} it., deterministic evaluation",
                         evaluation_scores(results, n), envs, n, k, seconds * n / seeds_run, steps)
+                    best = _per_candidate(results, n, "training_best")
+                    if best:
+                        add(f"{envs} envs × {n} seed(s) × {k} it., best training episodes",
+                            {name: float(np.mean(v)) for name, v in best.items()}, envs, n, k,
+                            seconds * n / seeds_run, steps)
     for halving in args.halving:
         config, results, rows = _read(Path(halving))
         horizon = config[config.get("algo", "ppo")]["horizon_length"]
@@ -235,20 +271,103 @@ def analyze(args) -> dict:
             f"it. ({len(results['timings']['rungs'])} rungs)", [r["name"] for r in results["ranking"]],
             config["envs_per_candidate"], len(config["seeds"]), config["iterations"], results["timings"]["total_s"],
             steps)
-    for earlier in args.rescore:  # the orders of an earlier analysis, against this reference
+    for earlier in getattr(args, "rescore", []):  # the orders of an earlier analysis, against this reference
         for s in json.loads(Path(earlier).read_text())["settings"]:
             add(s["setting"], s["order"], s["envs"], s["seeds"], s["iterations"], s["seconds"], s["env_steps"],
                 s["note"] or f"run of {Path(earlier).name}")
-    summary = {"task": ref_config["task"], "fitness": ref_config["fitness"], "higher_is_better": higher,
-               "reference": {"envs": ref_config["envs_per_candidate"], "seeds": len(ref_config["seeds"]),
-                             "iterations": reached, "of_iterations": ref_config.get("train_iterations", ref_config.get("iterations")), "ranked_by": kind,
-                             "seconds": long_seconds, "order": reference, "scores": reference_scores},
-               "settings": table, "device": ref_config["versions"]["device"]}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+    return found
+
+
+def _summary(facts: dict, reference_scores: dict, reference: list[str], table: list[dict]) -> dict:
+    return {"task": facts["task"], "fitness": facts["fitness"], "higher_is_better": facts["higher_is_better"],
+            "reference": {"envs": facts["envs"], "seeds": facts["seeds"], "iterations": facts["iterations"],
+                          "of_iterations": facts["of_iterations"], "ranked_by": facts["ranked_by"],
+                          "seconds": facts["seconds"], "order": reference, "scores": reference_scores},
+            "settings": table, "device": facts["device"]}
+
+
+def _write(summary: dict, out) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def analyze(args) -> dict:
+    reference_scores, facts = reference_of(Path(args.reference), getattr(args, "reference_by", "evaluation"))
+    reference = order(reference_scores, facts["higher_is_better"])
+    table = []
+    for s in settings(args, facts["higher_is_better"]):
+        # How much worse the cheap setting's pick is than the reference's best, in the reference's fitness.
+        regret = abs(reference_scores[s["order"][0]] - reference_scores[reference[0]])
+        table.append({**s, **agreement(s["order"], reference), "top1_regret": regret})
+    summary = _summary(facts, reference_scores, reference, table)
+    _write(summary, args.out)
     print(markdown(summary))
     return summary
+
+
+ITERATION = re.compile(r"env_iter(\d+)_response(\d+)")
+BEST_SUCCESS = re.compile(r"saving next best successes:\s*([-0-9.eE+]+)")
+
+
+def eureka_scores(run: Path) -> dict[str, float]:
+    """Each response's own result in a Eureka run folder: the last "saving next best successes" of its training
+    output (`env_iter{i}_response{j}.txt`), the best task metric its training reached, which Eureka ranks by. A
+    response whose output has none (it did not train) is left out."""
+    scores = {}
+    for path in sorted(run.glob("env_iter*_response*.txt")):
+        found = BEST_SUCCESS.findall(path.read_text(errors="replace"))
+        if found and ITERATION.fullmatch(path.stem):
+            scores[f"{path.stem}_rewardonly"] = float(found[-1])
+    return scores
+
+
+def per_iteration(ranked: list[str], reference: list[str]) -> dict:
+    """`agreement` within each Eureka iteration (the responses both orders hold), and over the iterations: the mean
+    Spearman, in how many the top-1 agrees, the mean top-3 share."""
+    rows = {}
+    for i in sorted({int(m.group(1)) for n in reference if (m := ITERATION.match(n))}):
+        ref = [n for n in reference if n.startswith(f"env_iter{i}_") and n in ranked]
+        if len(ref) >= 3:
+            rows[i] = {"responses": len(ref), **agreement([n for n in ranked if n in ref], ref, samples=500)}
+    spearman = [r["spearman"] for r in rows.values() if np.isfinite(r["spearman"])]
+    return {"iterations": rows, "mean_spearman": float(np.mean(spearman)) if spearman else float("nan"),
+            "top1": sum(r["top1"] for r in rows.values()), "of": len(rows),
+            "mean_top3": float(np.mean([r["top3"] for r in rows.values()])) if rows else float("nan")}
+
+
+def eureka(args) -> dict:
+    """Rank fidelity on a Eureka run's own responses: per Eureka iteration, each cheap setting's order of its
+    responses against the reference's, and Eureka's own order (from its training outputs) against the reference's."""
+    reference_scores, facts = reference_of(Path(args.reference), args.reference_by)
+    higher = facts["higher_is_better"]
+    reference = order(reference_scores, higher)
+    found = settings(args, higher)
+    logged = {n: v for n, v in eureka_scores(Path(args.run)).items() if n in reference_scores}
+    if logged:
+        found.append({"setting": "Eureka's own training (its log's best successes, 1 seed)", "envs": None,
+                      "seeds": 1, "iterations": None, "env_steps": None, "seconds": None, "note": "",
+                      "order": order(logged, True)})
+    table = [{**s, **per_iteration(s["order"], reference)} for s in found]
+    summary = {**_summary(facts, reference_scores, reference, table), "eureka_run": Path(args.run).name,
+               "eureka_scores": logged}
+    _write(summary, args.out)
+    print(eureka_markdown(summary))
+    return summary
+
+
+def eureka_markdown(summary) -> str:
+    ref = summary["reference"]
+    lines = [f"Reference: {ref['envs']} envs × {ref['seeds']} seed(s) × {ref['iterations']} iterations "
+             f"(ranked by {ref['ranked_by']}), {ref['seconds']:.0f} s, {len(ref['order'])} candidates", "",
+             "| setting | env steps | seconds | mean Spearman per iteration | top-1 | mean top-3 |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for s in summary["settings"]:
+        steps = "–" if s["env_steps"] is None else f"{s['env_steps'] / 1e6:.0f} M"
+        seconds = "–" if s["seconds"] is None else f"{s['seconds']:.0f}"
+        lines.append(f"| {s['setting']} | {steps} | {seconds} | {s['mean_spearman']:.2f} | {s['top1']}/{s['of']} | "
+                     f"{s['mean_top3'] * 3:.1f}/3 |")
+    return "\n".join(lines)
 
 
 def markdown(summary) -> str:
@@ -291,9 +410,22 @@ def main():
     a.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 6])
     a.add_argument("--rescore", nargs="*", default=[],
                    help="earlier `analyze` outputs: their settings' orders are compared with this reference")
+    a.add_argument("--reference-by", choices=("evaluation", "training_best"), default="evaluation",
+                   help="rank the reference by its deterministic evaluation or its best training episodes")
     a.add_argument("--out", default=None)
+    e = sub.add_parser("eureka", help="per Eureka iteration, cheap rankings and Eureka's own against the reference")
+    e.add_argument("run", help="the Eureka run folder (env_iter*_response*.txt, the responses' training outputs)")
+    e.add_argument("--reference", required=True, help="an `envcoder eval` of the run's responses at full budget")
+    e.add_argument("--reference-by", choices=("evaluation", "training_best"), default="training_best",
+                   help="rank the reference by its best training episodes (the papers' measure, the default) or its "
+                        "deterministic evaluation")
+    e.add_argument("--cheap", nargs="*", default=[])
+    e.add_argument("--halving", nargs="*", default=[])
+    e.add_argument("--iterations", type=int, nargs="+", default=[100, 300, 500])
+    e.add_argument("--seeds", type=int, nargs="+", default=[1, 3])
+    e.add_argument("--out", default=None)
     args = parser.parse_args()
-    {"run": run, "analyze": analyze}[args.command](args)
+    {"run": run, "analyze": analyze, "eureka": eureka}[args.command](args)
 
 
 if __name__ == "__main__":

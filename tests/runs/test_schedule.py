@@ -349,3 +349,74 @@ def test_a_ranking_in_a_log_file_keeps_every_number_whole_and_a_terminal_row_fit
                 ranking_table(ranking, doc, win))
     rows = [line for line in terminal.getvalue().splitlines() if "tracking_sigma" in line or "proprio" in line]
     assert len(rows) == 2 and all(len(row) <= 100 and "…" not in row for row in rows)
+
+
+def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order(tmp_path):
+    """Per Eureka iteration, a cheap run's orders and Eureka's own (the last "saving next best successes" of each
+    response's training output) against a reference ranked by its best training episodes; a response that did not
+    train in Eureka is left out of Eureka's order only."""
+    import argparse
+    import csv
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("fidelity", BENCHMARKS / "fidelity.py")
+    fidelity = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fidelity)
+    names = [f"env_iter{i}_response{j}_rewardonly" for i in (0, 1) for j in range(4)]
+    best = dict(zip(names, [4.0, 3.0, 2.0, 1.0, 1.0, 2.0, 3.0, 4.0]))  # iteration 0: r0 first; iteration 1: r3
+    best.update(sparse=0.5, task_default=5.0)
+    evaluation = {n: -v for n, v in best.items()}  # the deterministic evaluation says the reverse
+
+    def run_dir(name: str, metrics: dict | None):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({
+            "task": "Ant", "fitness": "forward_speed", "candidates": list(best), "seeds": [0],
+            "envs_per_candidate": 4, "iterations": 2, "algo": "ppo", "ppo": {"horizon_length": 2},
+            "versions": {"device": "cpu"}}))
+        (folder / "results.json").write_text(json.dumps({
+            "higher_is_better": True, "timings": {"total_s": 10.0, "init_s": 1.0, "first_iteration_s": 1.0},
+            "groups": [{"candidate": n, "seed": 0, "task_fitness": evaluation[n], "training_best": v}
+                       for n, v in best.items()]}))
+        if metrics:
+            with open(folder / "metrics.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["iteration", "candidate", "seed", "env_steps_per_s", "task_fitness"])
+                for it in range(2):
+                    for n in best:
+                        w.writerow([it, n, 0, 80.0, metrics[n]])
+        return folder
+
+    reference = run_dir("reference", None)
+    cheap = run_dir("cheap", {n: (v if n.startswith("env_iter0") else -v) for n, v in best.items()})
+    eureka = tmp_path / "eureka_run"
+    eureka.mkdir()
+    logged = {"env_iter0_response0": [1.0, 2.1], "env_iter0_response1": [1.5], "env_iter0_response2": [],
+              "env_iter0_response3": [0.3], "env_iter1_response0": [9.0], "env_iter1_response1": [8.0],
+              "env_iter1_response2": [7.0], "env_iter1_response3": [6.0]}
+    for stem, values in logged.items():
+        (eureka / f"{stem}.txt").write_text("epoch: 1/500\n" + "".join(
+            f"saving next best successes:  {v}\n=> saving checkpoint 'x.pth'\n" for v in values))
+    assert fidelity.eureka_scores(eureka) == {f"{s}_rewardonly": v[-1] for s, v in logged.items() if v}
+
+    summary = fidelity.eureka(argparse.Namespace(
+        run=str(eureka), reference=str(reference), reference_by="training_best", cheap=[str(cheap)], halving=[],
+        iterations=[2], seeds=[1], out=str(tmp_path / "out.json")))
+    assert summary["reference"]["ranked_by"] == "best training episodes"
+    assert summary["reference"]["order"][:3] == ["task_default", "env_iter0_response0_rewardonly",
+                                                "env_iter1_response3_rewardonly"]
+    rows = {s["setting"]: s for s in summary["settings"]}
+    same = rows["4 envs × 1 seed(s) × 2 it., best training episodes"]
+    assert same["mean_spearman"] == pytest.approx(1.0) and (same["top1"], same["of"]) == (2, 2)
+    reverse = rows["4 envs × 1 seed(s) × 2 it., deterministic evaluation"]
+    assert reverse["mean_spearman"] == pytest.approx(-1.0) and reverse["top1"] == 0
+    training = rows["4 envs × 1 seed(s) × 2 it., training episodes"]  # iteration 0 as the reference, 1 reversed
+    assert training["iterations"][0]["spearman"] == pytest.approx(1.0)
+    assert training["iterations"][1]["spearman"] == pytest.approx(-1.0) and training["top1"] == 1
+    own = rows["Eureka's own training (its log's best successes, 1 seed)"]
+    assert own["iterations"][0]["responses"] == 3 and own["iterations"][0]["top1"]  # response 2 never trained
+    assert own["iterations"][1]["spearman"] == pytest.approx(-1.0)
+    assert own["iterations"][1]["top3"] == pytest.approx(2 / 3)  # r1 and r2 in both top threes
+    assert own["mean_top3"] == pytest.approx((1 + 2 / 3) / 2)
+    assert json.loads((tmp_path / "out.json").read_text())["eureka_scores"]["env_iter0_response0_rewardonly"] == 2.1
