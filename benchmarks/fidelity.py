@@ -187,6 +187,9 @@ def reference_of(run: Path, by: str = "evaluation") -> tuple[dict, dict]:
         seeds = len(config["seeds"])
         scores = (evaluation_scores(results, seeds) if by == "evaluation" else
                   {name: float(np.mean(v)) for name, v in _per_candidate(results, seeds, "training_best").items()})
+        if not scores:
+            raise SystemExit(f"{run}: no group of the reference has a best training episode (none ended in its "
+                             "training); rank it by --reference-by evaluation, or train it longer")
         facts = {"higher_is_better": results["higher_is_better"], "seconds": results["timings"]["total_s"],
                  "iterations": config.get("train_iterations", config.get("iterations")),
                  "ranked_by": "evaluation" if by == "evaluation" else "best training episodes"}
