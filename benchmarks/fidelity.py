@@ -302,7 +302,8 @@ def analyze(args) -> dict:
     for s in settings(args, facts["higher_is_better"]):
         # How much worse the cheap setting's pick is than the reference's best, in the reference's fitness.
         regret = abs(reference_scores[s["order"][0]] - reference_scores[reference[0]])
-        table.append({**s, **agreement(s["order"], reference), "top1_regret": regret})
+        common = [n for n in reference if n in s["order"]]  # a group without a best training episode is left out
+        table.append({**s, **agreement([n for n in s["order"] if n in common], common), "top1_regret": regret})
     summary = _summary(facts, reference_scores, reference, table)
     _write(summary, args.out)
     print(markdown(summary))
