@@ -257,6 +257,25 @@ def test_whole_task_files_of_each_style_run_on_the_sample_states(file, task, com
     assert set(parts) == components
 
 
+def test_isaacgymenvs_own_ant_reward_is_the_task_default():
+    """IsaacGymEnvs' Ant reward as its task file has it, run through the Isaac path, gives the task default's
+    reward on the sample states: the default is the papers' "human" reward. Within 0.01: Isaac's progress is the
+    difference of two potentials of about 1000 m / (1/60 s) = 6·10⁴ in float32, resolved to 1/128; each joint at a
+    limit costs 0.1 (Isaac counts only the upper limits, and the sample states pass both)."""
+    from envcoder.shaping.helpers import unscale
+
+    task = get_task("Ant")
+    state = {k: jnp.asarray(v) for k, v in task_states(task).items()}
+    scaled = np.asarray(unscale(state["dof_pos"], state["dof_limits_lower"], state["dof_limits_upper"]))
+    assert (scaled > 0.99).any() and (scaled < -0.99).any()
+    isaac = load_candidate(FILES / "task_file_ant_reward_reset.py", task=task, lift=False)
+    out = isaac.functions["compute_reward"](state)
+    reward = np.asarray(out[0] if isinstance(out, tuple) else out)
+    default = np.asarray(task.defaults["compute_reward"](state)[0])
+    assert np.ptp(default) > 0.5
+    np.testing.assert_allclose(reward, default, atol=0.01)
+
+
 def test_the_helpers_of_isaacs_torch_utils_agree_with_each_other():
     rng = np.random.default_rng(0)
     q = rng.normal(size=(5, 4))

@@ -31,7 +31,7 @@ def compute_reward(state):
     action_cost = 0.005 * jnp.sum(actions ** 2, axis=-1)
     energy_cost = 0.05 * jnp.sum(jnp.abs(actions * 0.2 * state["dof_vel"]), axis=-1)
     dof_pos_scaled = unscale(state["dof_pos"], state["dof_limits_lower"], state["dof_limits_upper"])
-    limit_cost = 0.1 * jnp.sum(jnp.abs(dof_pos_scaled) > 0.99, axis=-1)
+    limit_cost = 0.1 * jnp.sum(dof_pos_scaled > 0.99, axis=-1)  # Isaac's: the upper limits only
     alive = 0.5
     reward = progress + alive + up + heading - action_cost - energy_cost - limit_cost
     reward = jnp.where(state["root_states"][:, 2] < 0.31, -2.0, reward)  # death cost
