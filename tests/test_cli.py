@@ -143,7 +143,7 @@ def test_tasks_lists_the_field_s_budget_and_eval_refuses_a_preset_the_task_lacks
     assert main(["tasks", "--task", "Ant"]) == 0
     out = capsys.readouterr().out
     for text in ("## Preset `isaac` (`--preset isaac`)", "IsaacGymEnvs' own Ant training", "- ppo.max_epochs: 500",
-                 "- envs_per_candidate: 4096", "- separate: False: rl_games' actor and critic share one MLP"):
+                 "- envs_per_candidate: 4096", "- ppo.separate: False", "- mixed_precision: True: rl_games trains"):
         assert text in out, text
     assert main(["eval", "--task", "CartpoleDiscrete", "--preset", "isaac", "--out", str(tmp_path / "o")]) == 2
     assert "--preset isaac: task CartpoleDiscrete has no such preset (its presets: none;" in capsys.readouterr().err

@@ -144,29 +144,44 @@ def compute_critic_observation(state):
 '''
 
 
+WIDE_FILE = '''
+import jax.numpy as jnp
+
+
+def compute_observation(state):
+    """The cart's and the pole's positions and velocities, and the pole's angle squared: 5 entries."""
+    return jnp.concatenate([state["dof_pos"], state["dof_vel"], state["dof_pos"][:, 1:] ** 2], axis=-1)
+'''
+
+
 @pytest.fixture(scope="module")
 def grouped_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("critic")
     (root / "privileged.py").write_text(CRITIC_FILE)
+    (root / "wide.py").write_text(WIDE_FILE)
     runs = {}
     for task_name, directory, algo in (("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "ppo"),
                                        ("CartpoleDiscrete", BUNDLED / "cartpolediscrete", "dqn"),
                                        ("Cartpole", BUNDLED / "cartpole", "ppo"),
-                                       ("Cartpole", BUNDLED / "cartpole", "central value")):
+                                       ("Cartpole", BUNDLED / "cartpole", "central value"),
+                                       ("Cartpole", BUNDLED / "cartpole", "shared")):
         task = get_task(task_name)
         sim = Simulator(task.model_file, task.substeps)
         states = rollout_states(task, sim)
-        names = ["good_upright", "three_forces"] if task.discrete else ["alive_bonus", "privileged"]
+        names = (["good_upright", "three_forces"] if task.discrete else ["alive_bonus", "wide"] if algo == "shared"
+                 else ["alive_bonus", "privileged"])
         # Alone: a two-action group (its run pads nothing; grouped, its third logit is padding), and on Cartpole
         # both (the symmetric one's run is symmetric alone, asymmetric grouped).
         solo = ["good_upright"] if task.discrete else ["privileged"] if algo == "central value" else names
-        candidates = {n: load_candidate((root if n == "privileged" else directory) / f"{n}.py", SHAPER_TYPES)
-                      for n in names}
+        candidates = {n: load_candidate((root if n in ("privileged", "wide") else directory) / f"{n}.py",
+                                        SHAPER_TYPES) for n in names}
         candidates = {n: validate_candidate(task, sim, c, states) for n, c in candidates.items()}
         config = tiny.dqn(task) if algo == "dqn" else tiny.ppo(task)
         if algo == "central value":  # a critic of its own size, step size, epochs and minibatches
             config = config.replace(central_value_config=CentralValueConfig(
                 learning_rate=1e-3, mini_epochs=3, num_minibatches=4, units=(8,), activation="tanh"))
+        if algo == "shared":  # one MLP with two heads, as rl_games' separate: False
+            config = config.replace(separate=False)
 
         def train(selected):
             run = tiny.train(task, [candidates[n] for n in selected], ITERATIONS, config, sim=sim, evaluate=True)
@@ -241,6 +256,25 @@ def test_an_asymmetric_group_trained_among_others_equals_it_alone(grouped_runs):
     # and it trains as it does alone (where the run is symmetric), up to float reordering.
     _same_group(runs["grouped"], runs["alone"]["alive_bonus"], "alive_bonus#0", check_metrics=False)
     assert runs["alone"]["alive_bonus"][1].own.critic_rms is None
+
+
+@pytest.mark.slow
+def test_a_shared_network_group_trained_among_others_equals_it_alone(grouped_runs):
+    """`separate: false`: one MLP with two heads. The value head reads the last hidden layer (16 wide) whatever the
+    observation's size, the first layer is padded to the wider candidate's 5 entries, and each group trains as it
+    does alone. Asked for with a candidate's own critic observation, the run is refused before it compiles."""
+    runs = grouped_runs[("Cartpole", "shared")]
+    trainer, ts, history, _ = runs["grouped"]
+    assert [w.shape[1:] for w, _ in ts.params["critic"]] == [(16, 1)]
+    assert [w.shape[1:] for w, _ in ts.params["actor"]] == [(5, 16), (16, 16), (16, 1)]
+    assert all(np.isfinite(m["critic_loss"]).all() and (m["critic_loss"] > 0).all() for m in history)
+    for name in ("alive_bonus", "wide"):
+        _same_group(runs["grouped"], runs["alone"][name], f"{name}#0")
+    task = get_task("Cartpole")
+    privileged = grouped_runs[("Cartpole", "ppo")]["candidates"]["privileged"]
+    with pytest.raises(ValueError, match="separate: false .* cannot train a critic on a candidate's own critic "
+                                         "observation"):
+        tiny.train(task, [privileged], 1, tiny.ppo(task, separate=False))
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envcoder.rl.ppo.config import PPOConfig
-from envcoder.rl.networks import init_actor_critic, init_per_group
+from envcoder.rl.networks import apply_actor_critic, init_actor_critic, init_per_group, pad_actor_critic
 from envcoder.rl.normalizer import RunningMeanStd
 from envcoder.rl.distributions import gaussian_entropy, gaussian_log_prob
 from envcoder.rl.ppo.losses import Minibatch, adaptive_learning_rate, compute_gae, linear_learning_rate, ppo_loss
@@ -80,6 +80,40 @@ def test_ppo_loss_hand_worked_example():
     assert float(total) == pytest.approx(expected, abs=1e-5)
 
 
+def test_a_shared_network_has_two_heads_on_one_hidden_layer_and_its_value_loss_trains_that_layer():
+    """rl_games' `separate: False`: the value head reads the actor's last hidden layer, so the value loss moves the
+    policy's layers; with a separate critic it cannot."""
+    params = init_actor_critic(jax.random.PRNGKey(0), 3, 2, (4,), shared=True)
+    assert [w.shape for w, _ in params["critic"]] == [(4, 1)]
+    obs = jax.random.normal(jax.random.PRNGKey(1), (5, 3))
+    (w1, b1), (w2, b2) = params["actor"]
+    ((wv, bv),) = params["critic"]
+    hidden = np.where(obs @ w1 + b1 > 0, obs @ w1 + b1, np.expm1(np.minimum(obs @ w1 + b1, 0)))  # elu
+    mu, log_std, value = apply_actor_critic(params, obs, shared=True)
+    np.testing.assert_allclose(mu, hidden @ w2 + b2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, (hidden @ wv + bv)[:, 0], rtol=1e-5, atol=1e-6)
+    # Padded to 5 observation entries and 3 actions: the value head is not padded, and zeros change nothing.
+    padded = pad_actor_critic(params, 5, 3, shared=True)
+    assert padded["critic"][0][0].shape == (4, 1) and padded["actor"][0][0].shape == (5, 4)
+    mu_p, _, value_p = apply_actor_critic(padded, jnp.pad(obs, ((0, 0), (0, 2))), shared=True)
+    np.testing.assert_allclose(mu_p[:, :2], mu, rtol=1e-6)
+    np.testing.assert_allclose(value_p, value, rtol=1e-6)
+    # No advantage, no entropy or bounds term: only the value loss has a gradient, and only a shared network passes
+    # it to the first layer.
+    batch = Minibatch(obs=obs, actions=jnp.zeros((5, 2)), log_probs=jnp.zeros(5), mu=jnp.zeros((5, 2)),
+                      log_std=jnp.zeros((5, 2)), values=jnp.zeros(5), returns=jnp.full(5, 3.0),
+                      advantages=jnp.zeros(5))
+    for separate in (False, True):
+        config = PPOConfig(separate=separate, entropy_coef=0.0, bounds_loss_coef=0.0, normalize_input=False,
+                           normalize_advantage=False)
+        net = params if not separate else {**params, "critic": [(jnp.full((3, 4), 0.3), jnp.zeros(4)),
+                                                                 (jnp.ones((4, 1)), jnp.zeros(1))]}
+        grads = jax.jit(jax.grad(lambda p: ppo_loss(p, batch, RunningMeanStd.create((3,)), jnp.ones(2), config)[0]))(
+            net)
+        first = float(jnp.abs(grads["actor"][0][0]).sum())
+        assert (first > 1e-4) if not separate else (first == 0.0), (separate, first)
+
+
 def test_masked_action_dims_do_not_count():
     mu, log_std = jnp.array([[0.1, 5.0]]), jnp.array([0.3, -2.0])
     mask = jnp.array([1.0, 0.0])
@@ -115,7 +149,7 @@ def test_running_mean_std_matches_numpy():
 
 INIT_MANY_GROUPS = """
 import jax
-from envcoder.rl.networks import init_actor_critic, init_per_group
+from envcoder.rl.networks import apply_actor_critic, init_actor_critic, init_per_group, pad_actor_critic
 init = jax.jit(lambda keys: [init_per_group(lambda k, o=o: init_actor_critic(k, o, 12, (512, 256, 128)), keys)
                              for o in (48, 60, 235)])
 jax.block_until_ready(init(jax.random.split(jax.random.PRNGKey(0), 10)))

@@ -1,7 +1,9 @@
 """Actor and critic MLPs as plain init/apply functions, so all candidates' parameters stack into one pytree.
 
 Parameters of one candidate: `{"actor": [(W, b), ...], "critic": [(W, b), ...], "log_std": [A]}`. The critic
-reads the actor's observation, or, in an asymmetric actor-critic, a critic observation of its own.
+reads the actor's observation, or, in an asymmetric actor-critic, a critic observation of its own. A shared
+network (rl_games' `separate: False`) has one MLP with two heads: the critic is then one layer, the value head,
+on the actor's last hidden layer.
 A candidate's network is initialized at its own observation/action sizes and then zero-padded to the
 run's largest sizes, so padding changes neither its initial values nor (with masking) its training.
 """
@@ -36,21 +38,23 @@ def init_mlp(key, sizes, output_scale):
 
 
 def init_actor_critic(key, obs_dim: int, action_dim: int, units, sigma_init: float = 0.0,
-                      critic_obs_dim: int | None = None, critic_units=None):
+                      critic_obs_dim: int | None = None, critic_units=None, shared: bool = False):
     """Parameters for one candidate with its own `obs_dim` and `action_dim` (and `critic_obs_dim`, the size of the
     critic's own observation; None: the critic reads the actor's). `critic_units`: the critic's hidden widths
-    (None: `units`)."""
+    (None: `units`). `shared`: the critic is only a value head on the actor's last hidden layer."""
     k_actor, k_critic = jax.random.split(key)
+    critic_sizes = (units[-1], 1) if shared else (critic_obs_dim or obs_dim, *(critic_units or units), 1)
     return {
         "actor": init_mlp(k_actor, (obs_dim, *units, action_dim), 0.01),
-        "critic": init_mlp(k_critic, (critic_obs_dim or obs_dim, *(critic_units or units), 1), 1.0),
+        "critic": init_mlp(k_critic, critic_sizes, 1.0),
         "log_std": jnp.full((action_dim,), sigma_init, jnp.float32),
     }
 
 
-def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int, critic_obs_dim_max: int | None = None):
+def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int, critic_obs_dim_max: int | None = None,
+                     shared: bool = False):
     """Zero-pad one candidate's parameters to the run's largest observation and action sizes (and critic
-    observation size)."""
+    observation size; a shared network's value head reads the hidden layer, which is not padded)."""
     def pad_input(layers, size):
         (w, b), rest = layers[0], layers[1:]
         return [(jnp.pad(w, ((0, size - w.shape[0]), (0, 0))), b), *rest]
@@ -59,8 +63,8 @@ def pad_actor_critic(params, obs_dim_max: int, action_dim_max: int, critic_obs_d
     w, b = actor[-1]
     extra = action_dim_max - w.shape[1]
     actor[-1] = (jnp.pad(w, ((0, 0), (0, extra))), jnp.pad(b, (0, extra)))
-    return {"actor": actor, "critic": pad_input(params["critic"], critic_obs_dim_max or obs_dim_max),
-            "log_std": jnp.pad(params["log_std"], (0, extra))}
+    critic = params["critic"] if shared else pad_input(params["critic"], critic_obs_dim_max or obs_dim_max)
+    return {"actor": actor, "critic": critic, "log_std": jnp.pad(params["log_std"], (0, extra))}
 
 
 def apply_mlp(layers, x, activation):
@@ -80,10 +84,17 @@ def apply_critic(layers, obs, activation: str = "elu"):
     return apply_mlp(layers, obs, ACTIVATIONS[activation])[..., 0]
 
 
-def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None, critic_activation: str | None = None):
+def apply_actor_critic(params, obs, activation: str = "elu", critic_obs=None, critic_activation: str | None = None,
+                       shared: bool = False):
     """`obs [..., D]` (normalized) -> action mean (or logits) `[..., A]`, log std `[A]`, value `[...]` (normalized
     units) of `critic_obs [..., C]` (normalized), or of `obs` when it is None. `critic_activation`: the critic's
-    (None: `activation`)."""
+    (None: `activation`). `shared`: the value head reads the actor's last hidden layer."""
+    if shared:
+        hidden = obs
+        for w, b in params["actor"][:-1]:
+            hidden = ACTIVATIONS[activation](hidden @ w + b)
+        (w_mu, b_mu), ((w_v, b_v),) = params["actor"][-1], params["critic"]
+        return hidden @ w_mu + b_mu, params["log_std"], (hidden @ w_v + b_v)[..., 0]
     mu, log_std = apply_actor(params, obs, activation)
     value = apply_critic(params["critic"], obs if critic_obs is None else critic_obs, critic_activation or activation)
     return mu, log_std, value

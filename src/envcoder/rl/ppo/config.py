@@ -59,7 +59,11 @@ class PPOConfig(AlgorithmSettings):
     reward_scale: float = 1.0
     """Rewards are multiplied by this for training (rl_games' `reward_shaper.scale_value`); logs are unscaled."""
     units: tuple[int, ...] = (256, 128, 64)
-    """Hidden layer widths of the actor and of the (separate) critic."""
+    """Hidden layer widths of the actor and of the critic."""
+    separate: bool = True
+    """True: the critic is an MLP of its own, of the same widths. False: actor and critic share one MLP with two
+    heads, as rl_games' `network.separate: False` (IsaacGymEnvs' configs), so the value loss trains the policy's
+    layers too. Not with `central_value_config` or a candidate's own critic observation."""
     activation: str = "elu"
     """Hidden activation: elu, relu, tanh or silu."""
     sigma_init: float = 0.0

@@ -50,6 +50,11 @@ class GroupedPPO(GroupedLearner):
     def _setup_updates(self) -> optax.GradientTransformation:
         """Check the algorithm's settings against the run's sizes, derive the update's (PPO: minibatches), and
         return the optimizer of one group."""
+        if not self.config.separate and (self.central_value is not None or self.asymmetric):
+            raise ValueError("separate: false (one MLP for actor and critic) cannot train "
+                             + ("a central value (central_value_config)" if self.central_value is not None else
+                                "a critic on a candidate's own critic observation (compute_critic_observation)")
+                             + ": set separate: true, or leave that out")
         batch = self.envs_per_candidate * self.config.horizon_length
         self.minibatch_size = minibatch_size(self.config, batch)
         if batch % self.minibatch_size:
@@ -69,9 +74,10 @@ class GroupedPPO(GroupedLearner):
     def _init_params(self, key, obs_dim: int, action_dim: int, critic_obs_dim: int | None) -> dict:
         cfg = self.config
         critic_units = self.central_value.units if self.central_value else None
+        shared = not cfg.separate
         return pad_actor_critic(init_actor_critic(key, obs_dim, action_dim, cfg.units, cfg.sigma_init, critic_obs_dim,
-                                                  critic_units), self.obs_dim_max, self.action_dim_max,
-                                self.critic_obs_dim_max)
+                                                  critic_units, shared), self.obs_dim_max, self.action_dim_max,
+                                self.critic_obs_dim_max, shared)
 
     def _init_optimizer(self, params):
         """One group's optimizer state (with a central value, the actor's and the critic's)."""
@@ -93,7 +99,9 @@ class GroupedPPO(GroupedLearner):
         obs = self.normalized(obs_rms, obs)
         act, critic_act = self.config.activation, self.critic_activation
         if critic_obs is None:
-            return jax.vmap(lambda p, o: apply_actor_critic(p, o, act, critic_activation=critic_act))(params, obs)
+            shared = not self.config.separate
+            return jax.vmap(lambda p, o: apply_actor_critic(p, o, act, critic_activation=critic_act, shared=shared))(
+                params, obs)
         critic_obs = self.normalized(critic_rms, critic_obs, self.critic_normalized)
         return jax.vmap(lambda p, o, c: apply_actor_critic(p, o, act, c, critic_act))(params, obs, critic_obs)
 

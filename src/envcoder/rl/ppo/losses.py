@@ -84,7 +84,8 @@ def ppo_loss(params, batch: Minibatch, obs_rms: RunningMeanStd, action_mask, con
     obs = normalized(batch.obs, obs_rms)
     if config.central_value_config is None:
         critic_obs = None if batch.critic_obs is None else normalized(batch.critic_obs, critic_rms)
-        mu, log_std, values = apply_actor_critic(params, obs, config.activation, critic_obs)
+        mu, log_std, values = apply_actor_critic(params, obs, config.activation, critic_obs,
+                                                 shared=not config.separate)
     else:
         (mu, log_std), values = apply_actor(params, obs, config.activation), None
     advantages = batch.advantages
