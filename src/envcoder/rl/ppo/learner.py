@@ -54,7 +54,8 @@ class GroupedPPO(GroupedLearner):
             raise ValueError("separate: false (one MLP for actor and critic) cannot train "
                              + ("a central value (central_value_config)" if self.central_value is not None else
                                 "a critic on a candidate's own critic observation (compute_critic_observation)")
-                             + ": set separate: true, or leave that out")
+                             + ": add ppo.separate=true to the command (the isaac presets share the MLP, as "
+                             "IsaacGymEnvs does), or leave that out")
         batch = self.envs_per_candidate * self.config.horizon_length
         self.minibatch_size = minibatch_size(self.config, batch)
         if batch % self.minibatch_size:
