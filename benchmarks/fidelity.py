@@ -349,7 +349,9 @@ def eureka(args) -> dict:
     found = settings(args, higher)
     logged = {n: v for n, v in eureka_scores(Path(args.run)).items() if n in reference_scores}
     if logged:
-        found.append({"setting": "Eureka's own training (its log's best successes, 1 seed)", "envs": None,
+        responses = sum(bool(ITERATION.match(n)) for n in reference_scores)
+        found.append({"setting": f"Eureka's own training (its log's best successes, 1 seed; {len(logged)} of "
+                      f"{responses} responses)", "envs": None,
                       "seeds": 1, "iterations": None, "env_steps": None, "seconds": None, "note": "",
                       "order": order(logged, True)})
     table = [{**s, **per_iteration(s["order"], reference)} for s in found]
