@@ -126,7 +126,7 @@ def test_messages_wrap_at_words_on_a_terminal_and_stay_one_line_in_a_log():
 
 def test_unknown_fitness_names_the_task_s_definitions(tmp_path, capsys):
     assert main(["eval", "--task", "Anymal", "--fitness", "speed", "--out", str(tmp_path / "o")]) == 2
-    assert "task Anymal has no fitness 'speed'; choose from tracking, robust_tracking, forward_speed" in capsys.readouterr().err
+    assert "task Anymal has no fitness 'speed'; choose from tracking, robust_tracking, forward_speed, isaac_success" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 

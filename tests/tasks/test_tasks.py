@@ -165,6 +165,19 @@ def test_anymal_tracking_fitness_counts_a_fall_as_standing_still():
     np.testing.assert_allclose(fitness.after_failure(state), [1.5], rtol=1e-6)
 
 
+def test_anymal_isaac_success_is_minus_the_squared_tracking_errors_as_isaacgymenvs_reports_it():
+    fitness = get_task("Anymal").fitness["isaac_success"]
+    assert fitness.higher_is_better and fitness.bounds == (None, 0.0)
+    # Level base, velocity (1.0, 0.5) against command (1.5, 0.5): xy error² 0.25; yaw rate 0.2 against -0.1: 0.09.
+    state = _anymal_state([1.0, 0.5, 0.0], [0.0, 0.0, 0.2], [1.0, 0.0, 0.0, 0.0], [1.5, 0.5, -0.1], 0.0)
+    np.testing.assert_allclose(fitness.step(state), [-0.34], rtol=1e-5)
+    np.testing.assert_allclose(fitness.after_failure(state), [-(2.25 + 0.25 + 0.01)], rtol=1e-5)
+    # Base yawed 90°: world velocity +y is base-frame +x, and the world yaw rate is the base's: tracked exactly.
+    yawed = [np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)]
+    state = _anymal_state([0.0, 1.0, 0.0], [0.0, 0.0, 0.3], yawed, [1.0, 0.0, 0.3], 0.0)
+    np.testing.assert_allclose(fitness.step(state), [0.0], atol=1e-6)
+
+
 def test_lower_is_better_fitness_ranks_the_smallest_error_first():
     per_seed = {name: [{"task_fitness": f, "shaped_return": 0.0, "episode_length": 1.0} for f in values]
                 for name, values in {"a": [0.30, 0.32], "b": [0.10, 0.12], "c": [0.11, 0.13]}.items()}
@@ -177,7 +190,7 @@ def test_lower_is_better_fitness_ranks_the_smallest_error_first():
 def test_unknown_task_and_fitness_name_the_known_ones():
     with pytest.raises(UnknownTaskError, match="known tasks: Ant, Anymal, Cartpole, CartpoleDiscrete, Humanoid"):
         get_task("Humanoidd")
-    with pytest.raises(ValueError, match="choose from tracking, robust_tracking, forward_speed"):
+    with pytest.raises(ValueError, match="choose from tracking, robust_tracking, forward_speed, isaac_success"):
         get_task("Anymal").get_fitness("speed")
 
 

@@ -115,6 +115,20 @@ def forward_speed(state):
     return state["root_states"][:, 7]
 
 
+def isaac_success(state):
+    """IsaacGymEnvs' and Eureka's Anymal success (`consecutive_successes`): minus the squared errors of the base's
+    planar velocity and yaw rate against the command, in the base frame and unscaled."""
+    quat = state["root_states"][:, 3:7]
+    base_lin_vel = quat_rotate_inverse(quat, state["root_states"][:, 7:10])
+    base_ang_vel = quat_rotate_inverse(quat, state["root_states"][:, 10:13])
+    lin_vel_error = jnp.sum((state["commands"][:, :2] - base_lin_vel[:, :2]) ** 2, axis=1)
+    return -(lin_vel_error + (state["commands"][:, 2] - base_ang_vel[:, 2]) ** 2)
+
+
+def isaac_success_standing_still(state):
+    return -jnp.sum(state["commands"] ** 2, axis=1)
+
+
 HELD_OUT = {"friction": (0.5, 1.5), "mass": (0.8, 1.2), "push_velocity": (0.5, 0.5), "push_interval": (250.0, 250.0)}
 """The held-out randomization of `robust_tracking`, in ranges of `envcoder.sim.randomization.FIELDS`: friction
 ±50%, every body's mass ±20%, and a push of up to ±0.5 m/s in each horizontal direction every 5 s."""
@@ -274,5 +288,13 @@ TASK = Task(
             forward_speed,
             "mean forward (+x, world) velocity of the base in m/s over the 2500-step (50 s) episode; a fall ends "
             "the episode and the remaining time counts as standing still; higher is better"),
+        "isaac_success": Fitness(
+            isaac_success,
+            "the field's success, as IsaacGymEnvs' and Eureka's Anymal report it (`consecutive_successes`, the "
+            "papers' Anymal column): minus the squared tracking errors, |command_xy - base velocity_xy|² + "
+            "(command_yaw - base yaw rate)² in (m/s)² and (rad/s)² (base frame), per control step, averaged over "
+            "the 2500-step (50 s) episode; after a fall the remaining steps count the errors of standing still; "
+            "higher is better, 0 at best",
+            after_failure=isaac_success_standing_still, bounds=(None, 0.0)),
     },
 )
