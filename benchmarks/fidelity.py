@@ -28,6 +28,10 @@ successes"), each against the reference ranked by its best training episodes (th
 
     python benchmarks/fidelity.py eureka PATH/eureka/2025-01-31_13-55-23 --reference OUT/full/iter0_1_2_3_4 \
         --cheap OUT/quarter/iter0_1_2_3_4 --iterations 125 250 500 --seeds 1 3 --out OUT/ant_fidelity.json
+
+A run too large for one evaluation can be trained in pieces (`eureka_run.py --eureka-iterations 0 1`, then 2, ...,
+each at the same budget): `--reference` and `--cheap` then take every piece (`--reference OUT/full/iter0_1
+OUT/full/iter2 ...`), and a cheap setting of several pieces is one setting.
 """
 
 from __future__ import annotations
@@ -342,11 +346,13 @@ def per_iteration(ranked: list[str], reference: list[str]) -> dict:
 
 def eureka(args) -> dict:
     """Rank fidelity on a Eureka run's own responses: per Eureka iteration, each cheap setting's order of its
-    responses against the reference's, and Eureka's own order (from its training outputs) against the reference's."""
-    reference_scores, facts = reference_of(Path(args.reference), args.reference_by)
+    responses against the reference's, and Eureka's own order (from its training outputs) against the reference's.
+    The reference, and each cheap setting, may come in pieces (`--reference A B ...`, `--cheap A B ...`): the run's
+    iterations trained in separate evaluations at the same budget, each iteration's responses all in one piece."""
+    reference_scores, facts = pieces_of([Path(r) for r in args.reference], args.reference_by)
     higher = facts["higher_is_better"]
     reference = order(reference_scores, higher)
-    found = settings(args, higher)
+    found = joined(settings(args, higher))
     logged = {n: v for n, v in eureka_scores(Path(args.run)).items() if n in reference_scores}
     if logged:
         responses = sum(bool(ITERATION.match(n)) for n in reference_scores)
@@ -360,6 +366,49 @@ def eureka(args) -> dict:
     _write(summary, args.out)
     print(eureka_markdown(summary))
     return summary
+
+
+def pieces_of(runs: list[Path], by: str) -> tuple[dict, dict]:
+    """`reference_of` over the pieces of one reference: their scores together (a task default or sparse reward
+    trained in every piece: its mean), their seconds summed. The pieces must share the task, fitness and budget, and
+    no Eureka response may be in two of them."""
+    scores: dict[str, list[float]] = {}
+    facts = None
+    for run in runs:
+        piece, piece_facts = reference_of(run, by)
+        budget = {k: piece_facts[k] for k in ("task", "fitness", "envs", "seeds", "iterations", "ranked_by")}
+        if facts is None:
+            facts = piece_facts
+        elif budget != (first := {k: facts[k] for k in budget}):
+            raise SystemExit(f"{run}: its task or budget ({budget}) is not the first piece's ({first}): the pieces "
+                             "of a reference train at one budget")
+        else:
+            facts = {**facts, "seconds": facts["seconds"] + piece_facts["seconds"]}
+        for name, value in piece.items():
+            if name in scores and ITERATION.match(name):
+                raise SystemExit(f"{run}: {name} is in an earlier piece too; each response belongs to one piece")
+            scores.setdefault(name, []).append(value)
+    return {name: float(np.mean(values)) for name, values in scores.items()}, facts
+
+
+def joined(found: list[dict]) -> list[dict]:
+    """Settings of the same name from several pieces as one: their orders one after the other (an order is only
+    read within a Eureka iteration, whose responses are all in one piece; the task default or sparse reward of every
+    piece is kept where it first comes), their env steps and seconds summed. No Eureka response may be in two."""
+    out: dict[str, dict] = {}
+    for s in found:
+        if s["setting"] not in out:
+            out[s["setting"]] = dict(s)
+            continue
+        kept = out[s["setting"]]
+        twice = [n for n in s["order"] if n in kept["order"] and ITERATION.match(n)]
+        if twice:
+            raise SystemExit(f"{twice[0]} is in two runs of the setting {s['setting']!r}: give --cheap each run "
+                             "once, and the same budget's pieces only where each holds other iterations")
+        kept["order"] = list(dict.fromkeys(kept["order"] + s["order"]))
+        for key in ("env_steps", "seconds"):
+            kept[key] = None if kept[key] is None or s[key] is None else kept[key] + s[key]
+    return list(out.values())
 
 
 def eureka_markdown(summary) -> str:
@@ -421,7 +470,9 @@ def main():
     a.add_argument("--out", default=None)
     e = sub.add_parser("eureka", help="per Eureka iteration, cheap rankings and Eureka's own against the reference")
     e.add_argument("run", help="the Eureka run folder (env_iter*_response*.txt, the responses' training outputs)")
-    e.add_argument("--reference", required=True, help="an `envcoder eval` of the run's responses at full budget")
+    e.add_argument("--reference", required=True, nargs="+",
+                   help="an `envcoder eval` of the run's responses at full budget, or its pieces (a few iterations "
+                        "each, the same budget)")
     e.add_argument("--reference-by", choices=("evaluation", "training_best"), default="training_best",
                    help="rank the reference by its best training episodes (the papers' measure, the default) or its "
                         "deterministic evaluation")

@@ -351,10 +351,12 @@ def test_a_ranking_in_a_log_file_keeps_every_number_whole_and_a_terminal_row_fit
     assert len(rows) == 2 and all(len(row) <= 100 and "…" not in row for row in rows)
 
 
-def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order(tmp_path):
+@pytest.mark.parametrize("pieces", [False, True])
+def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order(tmp_path, pieces):
     """Per Eureka iteration, a cheap run's orders and Eureka's own (the last "saving next best successes" of each
     response's training output) against a reference ranked by its best training episodes; a response that did not
-    train in Eureka is left out of Eureka's order only."""
+    train in Eureka is left out of Eureka's order only. The same from the run trained in two pieces (an iteration
+    each, the task default and sparse reward in both): the same numbers, the pieces' env steps and seconds summed."""
     import argparse
     import csv
     import importlib.util
@@ -368,28 +370,35 @@ def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order
     best.update(sparse=0.5, task_default=5.0)
     evaluation = {n: -v for n, v in best.items()}  # the deterministic evaluation says the reverse
 
-    def run_dir(name: str, metrics: dict | None):
+    def run_dir(name: str, metrics: dict | None, iteration: int | None = None):
         folder = tmp_path / name
         folder.mkdir()
+        trained = [n for n in best if iteration is None or not n.startswith("env_iter")
+                   or n.startswith(f"env_iter{iteration}_")]
         (folder / "config.json").write_text(json.dumps({
-            "task": "Ant", "fitness": "forward_speed", "candidates": list(best), "seeds": [0],
+            "task": "Ant", "fitness": "forward_speed", "candidates": trained, "seeds": [0],
             "envs_per_candidate": 4, "iterations": 2, "algo": "ppo", "ppo": {"horizon_length": 2},
             "versions": {"device": "cpu"}}))
         (folder / "results.json").write_text(json.dumps({
             "higher_is_better": True, "timings": {"total_s": 10.0, "init_s": 1.0, "first_iteration_s": 1.0},
-            "groups": [{"candidate": n, "seed": 0, "task_fitness": evaluation[n], "training_best": v}
-                       for n, v in best.items()]}))
+            "groups": [{"candidate": n, "seed": 0, "task_fitness": evaluation[n], "training_best": best[n]}
+                       for n in trained]}))
         if metrics:
             with open(folder / "metrics.csv", "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(["iteration", "candidate", "seed", "env_steps_per_s", "task_fitness"])
                 for it in range(2):
-                    for n in best:
+                    for n in trained:
                         w.writerow([it, n, 0, 80.0, metrics[n]])
-        return folder
+        return [folder]
 
-    reference = run_dir("reference", None)
-    cheap = run_dir("cheap", {n: (v if n.startswith("env_iter0") else -v) for n, v in best.items()})
+    def trained_in(name: str, metrics: dict | None):
+        if not pieces:
+            return run_dir(name, metrics)
+        return run_dir(f"{name}_iter0", metrics, 0) + run_dir(f"{name}_iter1", metrics, 1)
+
+    reference = trained_in("reference", None)
+    cheap = trained_in("cheap", {n: (v if n.startswith("env_iter0") else -v) for n, v in best.items()})
     eureka = tmp_path / "eureka_run"
     eureka.mkdir()
     logged = {"env_iter0_response0": [1.0, 2.1], "env_iter0_response1": [1.5], "env_iter0_response2": [],
@@ -401,8 +410,8 @@ def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order
     assert fidelity.eureka_scores(eureka) == {f"{s}_rewardonly": v[-1] for s, v in logged.items() if v}
 
     summary = fidelity.eureka(argparse.Namespace(
-        run=str(eureka), reference=str(reference), reference_by="training_best", cheap=[str(cheap)], halving=[],
-        iterations=[2], seeds=[1], out=str(tmp_path / "out.json")))
+        run=str(eureka), reference=[str(r) for r in reference], reference_by="training_best",
+        cheap=[str(c) for c in cheap], halving=[], iterations=[2], seeds=[1], out=str(tmp_path / "out.json")))
     assert summary["reference"]["ranked_by"] == "best training episodes"
     assert summary["reference"]["order"][:3] == ["task_default", "env_iter0_response0_rewardonly",
                                                 "env_iter1_response3_rewardonly"]
@@ -420,3 +429,16 @@ def test_fidelity_on_a_eureka_run_compares_each_iteration_and_eureka_s_own_order
     assert own["iterations"][1]["top3"] == pytest.approx(2 / 3)  # r1 and r2 in both top threes
     assert own["mean_top3"] == pytest.approx((1 + 2 / 3) / 2)
     assert json.loads((tmp_path / "out.json").read_text())["eureka_scores"]["env_iter0_response0_rewardonly"] == 2.1
+    assert len(summary["settings"]) == 4 and summary["reference"]["seconds"] == pytest.approx(10.0 * len(reference))
+    whole_steps = 10 * 1 * 4 * 2 * 2  # 8 responses, the default and sparse; 1 seed, 4 envs, horizon 2, 2 iterations
+    assert same["env_steps"] == whole_steps + (2 * 4 * 2 * 2 if pieces else 0)  # the default and sparse twice
+    assert set(summary["reference"]["order"]) == set(best)  # each name once
+    if pieces:
+        with pytest.raises(SystemExit, match="is in an earlier piece too; each response belongs to one piece"):
+            fidelity.pieces_of([reference[0], reference[0]], "training_best")
+        with pytest.raises(SystemExit, match="env_iter0_response0_rewardonly is in two runs of the setting"):
+            fidelity.joined([same, same])
+        config = json.loads((reference[1] / "config.json").read_text())
+        (reference[1] / "config.json").write_text(json.dumps({**config, "envs_per_candidate": 8}))
+        with pytest.raises(SystemExit, match="reference_iter1: its task or budget .* is not the first piece's"):
+            fidelity.pieces_of(reference, "training_best")
